@@ -1,0 +1,55 @@
+"""The client side: which data each client holds, and the contributions clients keep.
+
+Per seed 000, each active client keeps its own contribution and sends it again when an edit
+needs it (a departing member uploads it with its request). :class:`ClientPool` plays all
+clients in one process: it computes contributions on demand through a :class:`LocalTrainer`,
+keeps them while the client is active, and can re-use a contribution computed earlier for
+another method of the same run (they are deterministic), charging its measured compute time.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Hashable, Mapping
+
+from .contribution import Contribution
+from .data import ArrayDataset
+from .errors import UnknownClientError
+from .training import LocalTrainer
+
+
+class ClientPool:
+    def __init__(
+        self,
+        trainer: LocalTrainer,
+        data: Mapping[Hashable, ArrayDataset] | Callable[[Hashable], ArrayDataset],
+        reuse: bool = True,
+    ) -> None:
+        self.trainer = trainer
+        self._data = data
+        self.reuse = reuse
+        self._kept: dict[Hashable, Contribution] = {}
+        self.trainings = 0  # contributions actually computed (not re-used)
+
+    def data_of(self, client: Hashable) -> ArrayDataset:
+        """The training data of ``client`` (raises naming the client if it has none)."""
+        try:
+            return self._data(client) if callable(self._data) else self._data[client]
+        except KeyError:
+            raise UnknownClientError(f"client {client!r} has no data in this pool") from None
+
+    def train(self, client: Hashable) -> Contribution:
+        """The client's contribution, trained from W0 (or the identical one computed before)."""
+        if self.reuse and client in self._kept:
+            return self._kept[client]
+        contribution = self.trainer.contribute(client, self.data_of(client))
+        self.trainings += 1
+        self._kept[client] = contribution
+        return contribution
+
+    def recall(self, client: Hashable) -> Contribution:
+        """What a member sends again so it can be subtracted (recomputed if it was not kept)."""
+        return self._kept.get(client) or self.train(client)
+
+    def forget(self, client: Hashable) -> None:
+        """The client left: it takes its contribution with it."""
+        self._kept.pop(client, None)

@@ -1,0 +1,136 @@
+"""The editor interface every method sits behind, and the report every edit returns.
+
+An editor holds a model that tracks a changing client set. ``fit`` trains on an initial set;
+``remove``, ``add`` and ``batch`` apply requests. The template methods here validate the
+request against the current client set first (unknown client, duplicate, empty set) and time
+the edit; subclasses implement ``_fit`` and ``_edit``. A request that raises leaves the
+editor as it was.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from dataclasses import asdict, dataclass, field
+from typing import Any, Hashable, Iterable, Sequence
+
+import torch
+
+from ..errors import DuplicateClientError, EditError, EmptyPopulationError, UnknownClientError
+from ..payload import ByteKind
+from ..projection import SolveInfo
+from ..sampler import ordered
+
+
+@dataclass
+class EditReport:
+    """What one request did and what it cost."""
+
+    method: str
+    kind: str  # fit | remove | add | batch
+    removed: tuple = ()
+    added: tuple = ()
+    triggered: bool = False
+    left: tuple = ()  # S-: members that left the subset
+    joined: tuple = ()  # S+: members that joined it
+    trained: tuple = ()  # clients that trained for this request
+    population: int = 0
+    subset_size: int = 0
+    bytes: dict[str, int] = field(default_factory=lambda: {k.value: 0 for k in ByteKind})
+    transfers: list[dict[str, Any]] = field(default_factory=list)
+    compute_s: float = 0.0  # local training + Fisher, summed over the clients that trained
+    max_client_compute_s: float = 0.0  # the slowest client (parallel on-board training)
+    solve_s: float = 0.0
+    wall_s: float = 0.0
+    solve: SolveInfo | None = None
+
+    def charge(self, kind: ByteKind, nbytes: int, client: Hashable | None = None) -> None:
+        """Account one transfer of ``nbytes`` of ``kind`` (to or from ``client``; None = all)."""
+        self.bytes[kind.value] += int(nbytes)
+        self.transfers.append({"kind": kind.value, "bytes": int(nbytes), "client": client})
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(self.bytes.values())
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["solve"] = self.solve.as_dict() if self.solve else None
+        d["total_bytes"] = self.total_bytes
+        for key in ("removed", "added", "left", "joined", "trained"):
+            d[key] = list(d[key])
+        return d
+
+
+class Editor(ABC):
+    """A method that keeps a model in step with a changing client set."""
+
+    name: str = "editor"
+
+    def __init__(self) -> None:
+        self.clients: set[Hashable] = set()
+        self.model: torch.Tensor | None = None
+        self.history_len = 0
+
+    # -- template ----------------------------------------------------------------------------
+    def fit(self, clients: Iterable[Hashable]) -> EditReport:
+        """Train on an initial client set."""
+        clients = list(clients)
+        if not clients:
+            raise EmptyPopulationError(f"{self.name}: cannot fit on an empty client set")
+        if len(set(clients)) != len(clients):
+            raise DuplicateClientError(f"{self.name}: the initial client set lists a client twice")
+        return self._timed(EditReport(self.name, "fit", added=tuple(ordered(clients))), lambda r: self._fit(clients, r))
+
+    def remove(self, client: Hashable) -> EditReport:
+        """A departing client withdraws its contribution."""
+        return self.batch([client], [], kind="remove")
+
+    def add(self, client: Hashable) -> EditReport:
+        """A new client asks to contribute."""
+        return self.batch([], [client], kind="add")
+
+    def batch(self, removed: Sequence[Hashable], added: Sequence[Hashable], kind: str = "batch") -> EditReport:
+        """Departures and arrivals handled together (one solve at most)."""
+        removed, added = list(removed), list(added)
+        self._validate(removed, added)
+        report = EditReport(self.name, kind, removed=tuple(removed), added=tuple(added))
+        return self._timed(report, lambda r: self._edit(removed, added, r))
+
+    # -- hooks -------------------------------------------------------------------------------
+    @abstractmethod
+    def _fit(self, clients: list[Hashable], report: EditReport) -> None: ...
+
+    @abstractmethod
+    def _edit(self, removed: list[Hashable], added: list[Hashable], report: EditReport) -> None: ...
+
+    def state_bytes(self) -> int:
+        """Bytes of the coordinator's persistent state between requests."""
+        return 0
+
+    # -- helpers -------------------------------------------------------------------------------
+    def _validate(self, removed: list[Hashable], added: list[Hashable]) -> None:
+        if self.model is None:
+            raise EditError(f"{self.name}: call fit() before editing")
+        if not removed and not added:
+            raise EditError(f"{self.name}: empty request")
+        if len(set(removed)) != len(removed):
+            raise UnknownClientError(f"{self.name}: removal lists a client twice: {removed!r}")
+        if len(set(added)) != len(added):
+            raise DuplicateClientError(f"{self.name}: addition lists a client twice: {added!r}")
+        for c in removed:
+            if c not in self.clients:
+                raise UnknownClientError(f"{self.name}: client {c!r} is not in the current client set")
+        for c in added:
+            if c in self.clients or c in removed:
+                raise DuplicateClientError(f"{self.name}: client {c!r} is already in the client set")
+        if not (self.clients - set(removed)) | set(added):
+            raise EmptyPopulationError(f"{self.name}: the request would leave no client")
+
+    def _timed(self, report: EditReport, body) -> EditReport:
+        t0 = time.perf_counter()
+        body(report)
+        report.wall_s = time.perf_counter() - t0
+        report.population = len(self.clients)
+        self.history_len += 1
+        return report

@@ -1,0 +1,175 @@
+"""F-SOSA (Algorithm 1) and its exact edits: F-SOSA-U (Alg. 2), F-SOSA-I (Alg. 3) and
+F-SOSA-Batch (Alg. 4), for a fixed subset size or a fixed ratio ``P_t = floor(rho M(t))``.
+
+A triggered edit trains and transfers only the clients that change: members that leave the
+subset upload their original contribution again (for K-FAC, whose factors the coordinator
+keeps per member, only their model), clients that join train from W0 and upload. One solve
+per triggered request; an untriggered request reuses the model and costs one control message.
+
+FedFisher (all clients, ``rho = 1``) and one-shot FedAvg (all clients, no Fisher: the fused
+model is the plain mean of the members' weights) are this editor with other settings; see
+``fl_core.editors.build_editor``.
+"""
+
+from __future__ import annotations
+
+from typing import Hashable
+
+import numpy as np
+import torch
+
+from ..clients import ClientPool
+from ..fisher import FisherKind, FisherSum
+from ..payload import ByteKind, control_size
+from ..projection import ProjectionConfig, project
+from ..sampler import SizeRule, SubsetChange, SubsetSampler, ordered
+from ..stats import SufficientStatistics
+from .base import EditReport, Editor
+
+
+class FSOSAEditor(Editor):
+    name = "fsosa"
+
+    def __init__(
+        self,
+        pool: ClientPool,
+        rule: SizeRule,
+        rng: np.random.Generator,
+        fisher_sum_factory,
+        projection: ProjectionConfig = ProjectionConfig(),
+        name: str | None = None,
+    ) -> None:
+        super().__init__()
+        if name:
+            self.name = name
+        self.pool = pool
+        self.rule = rule
+        self.rng = rng
+        self.projection = projection
+        self._fisher_sum_factory = fisher_sum_factory
+        self.sampler = SubsetSampler(rule, rng)
+        self.stats: SufficientStatistics | None = None
+        self.last_solve = None
+
+    @property
+    def members(self) -> set[Hashable]:
+        return set(self.sampler.members)
+
+    def _new_stats(self) -> SufficientStatistics:
+        fsum: FisherSum | None = self._fisher_sum_factory()
+        return SufficientStatistics(self.pool.trainer.w0.numel(), fsum)
+
+    def _model_bytes(self) -> int:
+        from ..payload import serialized_size
+
+        return serialized_size({"weights": self.pool.trainer.w0})
+
+    # -- Algorithm 1 -----------------------------------------------------------------------
+    def _fit(self, clients: list[Hashable], report: EditReport) -> None:
+        snapshot = self._snapshot()
+        try:
+            change = self.sampler.initialize(clients)
+            self.stats = self._new_stats()
+            self._apply_change(change, report, removed=[])
+        except Exception:
+            self._restore(snapshot)
+            raise
+        self.clients = set(clients)
+
+    # -- Algorithms 2-4 ----------------------------------------------------------------------
+    def _edit(self, removed: list[Hashable], added: list[Hashable], report: EditReport) -> None:
+        snapshot = self._snapshot()
+        try:
+            if len(removed) == 1 and not added:
+                change = self.sampler.remove(removed[0])
+            elif len(added) == 1 and not removed:
+                change = self.sampler.add(added[0])
+            else:
+                change = self.sampler.batch(removed, added)
+            report.charge(ByteKind.CONTROL, control_size({"removed": removed, "added": added}))
+            self._apply_change(change, report, removed=removed)
+        except Exception:
+            self._restore(snapshot)
+            raise
+        self.clients = (self.clients - set(removed)) | set(added)
+        for c in removed:
+            self.pool.forget(c)
+
+    def _apply_change(self, change: SubsetChange, report: EditReport, removed: list[Hashable]) -> None:
+        report.left, report.joined = change.left, change.joined
+        report.subset_size = len(self.sampler.members)
+        if not change.triggered:
+            return
+        uses_fisher = self.stats.fisher_sum is not None
+        keeps = uses_fisher and self.stats.fisher_sum.keeps_members
+
+        def shaped(contribution):
+            return contribution if uses_fisher else contribution.model_only()
+
+        leaving = []
+        for c in change.left:
+            contribution = shaped(self.pool.recall(c))
+            leaving.append(contribution)
+            report.charge(ByteKind.MODEL_UPLOAD, contribution.model_bytes, c)
+            if contribution.fisher is not None and not keeps:
+                report.charge(ByteKind.FISHER_UPLOAD, contribution.fisher_bytes, c)
+        joining = []
+        if change.joined:
+            report.charge(ByteKind.BROADCAST, self._model_bytes(), None)  # W0 to the trainees
+        for c in change.joined:
+            contribution = shaped(self.pool.train(c))
+            joining.append(contribution)
+            report.compute_s += contribution.compute_s
+            report.max_client_compute_s = max(report.max_client_compute_s, contribution.compute_s)
+            report.charge(ByteKind.MODEL_UPLOAD, contribution.model_bytes, c)
+            if contribution.fisher is not None:
+                report.charge(ByteKind.FISHER_UPLOAD, contribution.fisher_bytes, c)
+        report.trained = tuple(change.joined)
+        self.stats.apply(leaving, joining)
+        self.model, report.solve = project(self.stats, self.projection)
+        report.solve_s = report.solve.seconds
+        report.triggered = True
+        self.last_solve = report.solve
+
+    # -- atomicity ---------------------------------------------------------------------------
+    def _snapshot(self):
+        s = self.sampler
+        stats_copy = None
+        if self.stats is not None:
+            st = self.stats
+            stats_copy = (
+                st.weight_sum.clone(), None if st.b is None else st.b.clone(), dict(st.fingerprints),
+                _copy_sum(st.fisher_sum),
+            )
+        return (set(s.clients), set(s.members), s.rng.bit_generator.state, stats_copy, self.model)
+
+    def _restore(self, snap) -> None:
+        clients, members, rng_state, stats_copy, model = snap
+        self.sampler.clients, self.sampler.members = clients, members
+        self.sampler.rng.bit_generator.state = rng_state
+        self.model = model
+        if stats_copy is None:
+            self.stats = None
+        else:
+            self.stats.weight_sum, self.stats.b, self.stats.fingerprints, self.stats.fisher_sum = stats_copy
+
+    def state_bytes(self) -> int:
+        """Sufficient statistics plus the member list; independent of past clients."""
+        import json
+
+        base = self.stats.state_bytes() if self.stats else 0
+        return base + len(json.dumps([repr(c) for c in ordered(self.sampler.members)]).encode())
+
+
+def _copy_sum(fsum: FisherSum | None) -> FisherSum | None:
+    if fsum is None:
+        return None
+    import copy
+
+    clone = copy.copy(fsum)
+    for attr, value in vars(fsum).items():
+        if isinstance(value, torch.Tensor):
+            setattr(clone, attr, value.clone())
+        elif isinstance(value, dict):
+            setattr(clone, attr, dict(value))
+    return clone

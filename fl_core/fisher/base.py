@@ -1,0 +1,92 @@
+"""The Fisher interface: one client's Fisher (:class:`FisherRep`) and the coordinator's sum
+over the subset's members (:class:`FisherSum`).
+
+All representations work on the flat parameter vector of a model (``models.flat_params``
+order) and compute in float64, so that adding and later subtracting a contribution returns
+the statistics to what a fresh fit would give, to float tolerance.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from enum import Enum
+from typing import Hashable
+
+import torch
+
+
+class FisherKind(str, Enum):
+    """Which curvature representation clients compute and upload."""
+
+    NONE = "none"  # no curvature: fusion is the plain mean (one-shot FedAvg)
+    DIAGONAL = "diagonal"
+    KFAC = "kfac"
+    FULL = "full"
+
+
+class FisherRep(ABC):
+    """One client's Fisher, evaluated at its trained weights with labels drawn from the model."""
+
+    kind: FisherKind
+
+    @property
+    @abstractmethod
+    def dim(self) -> int:
+        """Number of model parameters it acts on."""
+
+    @abstractmethod
+    def matvec(self, v: torch.Tensor) -> torch.Tensor:
+        """``F @ v`` for a flat float64 vector ``v``."""
+
+    @abstractmethod
+    def tensors(self) -> dict[str, torch.Tensor]:
+        """The tensors that are uploaded (their safetensors form is what the channel carries)."""
+
+    def check_finite(self, client: Hashable) -> None:
+        """Raise if any uploaded value is NaN or infinite (names the client and tensor)."""
+        from ..errors import InvalidContributionError
+
+        for name, t in self.tensors().items():
+            if not torch.isfinite(t).all():
+                raise InvalidContributionError(f"client {client!r}: Fisher tensor {name!r} has NaN/Inf")
+
+    def cast(self, dtype: torch.dtype) -> "FisherRep":
+        """The same representation with its tensors rounded through ``dtype`` (upload precision)."""
+        return self.from_tensors({k: t.to(dtype).to(t.dtype) for k, t in self.tensors().items()}, self)
+
+    @classmethod
+    @abstractmethod
+    def from_tensors(cls, tensors: dict[str, torch.Tensor], like: "FisherRep") -> "FisherRep":
+        """Rebuild from uploaded tensors, taking the layout from ``like``."""
+
+
+class FisherSum(ABC):
+    """The sum of the members' Fishers, with exact add/remove of one member."""
+
+    @abstractmethod
+    def add(self, member: Hashable, rep: FisherRep) -> None: ...
+
+    @abstractmethod
+    def remove(self, member: Hashable, rep: FisherRep | None) -> None:
+        """Subtract ``member``'s Fisher (``rep`` is its re-uploaded Fisher when the sum keeps
+        no per-member copy)."""
+
+    @abstractmethod
+    def matvec(self, v: torch.Tensor) -> torch.Tensor: ...
+
+    @abstractmethod
+    def state_tensors(self) -> dict[str, torch.Tensor]:
+        """The persistent state the coordinator keeps (for checkpoints and its byte count)."""
+
+    @abstractmethod
+    def trace(self) -> float:
+        """``tr(F)``: sets the scale of the relative damping of the projection."""
+
+    def diagonal(self) -> torch.Tensor | None:
+        """The summed diagonal when the sum is diagonal (enables the closed-form projection)."""
+        return None
+
+    @property
+    def keeps_members(self) -> bool:
+        """Whether the sum keeps each member's Fisher (then removal needs no re-upload)."""
+        return False

@@ -1,0 +1,107 @@
+"""Per-layer activations and output gradients for the true Fisher.
+
+Labels are drawn from the model's own predictive distribution (the true Fisher, not the
+empirical one). Hooks record, for every Linear/Conv2d layer, the layer inputs ``a`` (unfolded
+patches for convolutions) and the gradients ``g`` of the sampled negative log-likelihood
+with respect to the layer outputs. Every representation is computed from these.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator
+
+import torch
+from torch import nn
+import torch.nn.functional as F
+
+
+@dataclass(frozen=True)
+class LayerSpec:
+    """Where a layer's weight sits in the flat parameter vector, as an (out, in) matrix."""
+
+    name: str
+    offset: int
+    out_features: int
+    in_features: int
+
+    @property
+    def size(self) -> int:
+        return self.out_features * self.in_features
+
+
+def layer_specs(model: nn.Module) -> list[LayerSpec]:
+    """The layout of ``model``; raises if a parameter is outside a bias-free Linear/Conv2d."""
+    owner = {}
+    for name, mod in model.named_modules():
+        if isinstance(mod, (nn.Linear, nn.Conv2d)):
+            if mod.bias is not None:
+                raise ValueError(f"layer {name!r} has a bias; Fisher representations need bias-free layers")
+            if isinstance(mod, nn.Conv2d) and mod.groups != 1:
+                raise ValueError(f"layer {name!r} is a grouped convolution, which is not supported")
+            owner[id(mod.weight)] = (name, mod)
+    specs, offset = [], 0
+    for pname, p in model.named_parameters():
+        if id(p) not in owner:
+            raise ValueError(f"parameter {pname!r} is not the weight of a Linear/Conv2d layer")
+        name, mod = owner[id(p)]
+        specs.append(LayerSpec(name, offset, p.shape[0], p.numel() // p.shape[0]))
+        offset += p.numel()
+    return specs
+
+
+@dataclass
+class LayerBatch:
+    """One batch of one layer: ``a`` is (N, in, L) and ``g`` is (N, out, L) (L = positions)."""
+
+    spec: LayerSpec
+    a: torch.Tensor
+    g: torch.Tensor
+
+
+def iterate_layer_batches(
+    model: nn.Module, x: torch.Tensor, batch_size: int, generator: torch.Generator
+) -> Iterator[list[LayerBatch]]:
+    """Yield, per mini-batch of ``x``, the captured (a, g) of every layer in flat order."""
+    specs = layer_specs(model)
+    modules = dict(model.named_modules())
+    store: dict[str, dict[str, torch.Tensor]] = {}
+    handles = []
+
+    def make_hook(name: str, mod: nn.Module):
+        def hook(_m, inputs, output):
+            inp = inputs[0].detach()
+            if isinstance(mod, nn.Conv2d):
+                a = F.unfold(inp, mod.kernel_size, mod.dilation, mod.padding, mod.stride)
+            else:
+                a = inp.unsqueeze(-1)
+            store[name] = {"a": a}
+
+            def grad_hook(grad):
+                store[name]["g"] = grad.detach().reshape(grad.shape[0], grad.shape[1], -1)
+
+            output.register_hook(grad_hook)
+
+        return hook
+
+    for spec in specs:
+        handles.append(modules[spec.name].register_forward_hook(make_hook(spec.name, modules[spec.name])))
+    was_training = model.training
+    model.eval()
+    try:
+        for start in range(0, x.shape[0], batch_size):
+            xb = x[start : start + batch_size]
+            store.clear()
+            model.zero_grad(set_to_none=True)
+            logits = model(xb)
+            with torch.no_grad():
+                probs = torch.softmax(logits.double(), dim=1)
+                y = torch.multinomial(probs, 1, generator=generator).squeeze(1)
+            loss = F.cross_entropy(logits, y, reduction="sum")
+            loss.backward()
+            yield [LayerBatch(s, store[s.name]["a"], store[s.name]["g"]) for s in specs]
+    finally:
+        for h in handles:
+            h.remove()
+        model.zero_grad(set_to_none=True)
+        model.train(was_training)

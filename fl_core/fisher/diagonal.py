@@ -1,0 +1,74 @@
+"""Diagonal Fisher: one value per parameter, ``F_jj = E[g_j^2]`` over the client's samples."""
+
+from __future__ import annotations
+
+from typing import Hashable
+
+import torch
+from torch import nn
+
+from .base import FisherKind, FisherRep, FisherSum
+from .capture import iterate_layer_batches, layer_specs
+
+
+class DiagonalFisher(FisherRep):
+    kind = FisherKind.DIAGONAL
+
+    def __init__(self, diag: torch.Tensor) -> None:
+        self.diag = diag
+
+    @property
+    def dim(self) -> int:
+        return self.diag.numel()
+
+    def matvec(self, v: torch.Tensor) -> torch.Tensor:
+        return self.diag.double() * v
+
+    def tensors(self) -> dict[str, torch.Tensor]:
+        return {"diag": self.diag}
+
+    @classmethod
+    def from_tensors(cls, tensors: dict[str, torch.Tensor], like: FisherRep | None = None) -> "DiagonalFisher":
+        return cls(tensors["diag"])
+
+    @classmethod
+    def compute(cls, model: nn.Module, x: torch.Tensor, batch_size: int, generator: torch.Generator) -> "DiagonalFisher":
+        """Exact per-sample squared gradients, without materialising them for linear layers."""
+        specs = layer_specs(model)
+        total = torch.zeros(sum(s.size for s in specs), dtype=torch.float64)
+        for layers in iterate_layer_batches(model, x, batch_size, generator):
+            for lb in layers:
+                a, g = lb.a.double(), lb.g.double()
+                if a.shape[-1] == 1:
+                    block = (g[..., 0] ** 2).T @ (a[..., 0] ** 2)
+                else:
+                    block = (torch.einsum("nol,nil->noi", g, a) ** 2).sum(0)
+                total[lb.spec.offset : lb.spec.offset + lb.spec.size] += block.reshape(-1)
+        return cls((total / x.shape[0]).float())
+
+
+class DiagonalSum(FisherSum):
+    """Dense float64 sum of diagonals; removal subtracts the re-uploaded diagonal."""
+
+    def __init__(self, dim: int) -> None:
+        self.total = torch.zeros(dim, dtype=torch.float64)
+
+    def add(self, member: Hashable, rep: FisherRep) -> None:
+        self.total += rep.diag.double()
+
+    def remove(self, member: Hashable, rep: FisherRep | None) -> None:
+        if rep is None:
+            raise ValueError(f"removing {member!r} from a diagonal sum needs its uploaded Fisher")
+        self.total -= rep.diag.double()
+
+    def matvec(self, v: torch.Tensor) -> torch.Tensor:
+        return self.total * v
+
+    def trace(self) -> float:
+        return float(self.total.sum())
+
+    def diagonal(self) -> torch.Tensor:
+        return self.total
+
+    def state_tensors(self) -> dict[str, torch.Tensor]:
+        return {"fisher_sum.diag": self.total}

@@ -1,0 +1,141 @@
+"""Split a dataset's sample indices among federated clients.
+
+Three schemes: IID (uniform random, near-equal sizes), Dirichlet label skew (the usual non-IID
+benchmark split), and by group (FEMNIST writers, never split). Every function takes the numpy
+Generator it draws from, so a partition is a deterministic function of the caller's seed, and
+returns one sorted int64 index array per client, each sample in exactly one of them.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = ["DIRICHLET_MAX_ATTEMPTS", "dirichlet_partition", "group_partition", "iid_partition"]
+
+# Dirichlet draws tried before the deterministic repair step (see dirichlet_partition).
+DIRICHLET_MAX_ATTEMPTS = 100
+
+
+def _check_rng(rng: object) -> None:
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy.random.Generator (e.g. np.random.default_rng(seed)), "
+                        f"got {type(rng).__name__}")
+
+
+def _check_int(value: object, name: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an integer, got {type(value).__name__}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    return int(value)
+
+
+def iid_partition(n: int, num_clients: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """Shuffle ``range(n)`` and cut it into ``num_clients`` parts whose sizes differ by at most 1."""
+    n = _check_int(n, "n", 0)
+    num_clients = _check_int(num_clients, "num_clients", 1)
+    _check_rng(rng)
+    if n < num_clients:
+        raise ValueError(f"n ({n}) must be at least num_clients ({num_clients}) so that no client is empty")
+    perm = rng.permutation(n)
+    return [np.sort(part).astype(np.int64) for part in np.array_split(perm, num_clients)]
+
+
+def _class_counts(class_sizes: np.ndarray, num_clients: int, alpha: float,
+                  rng: np.random.Generator) -> np.ndarray:
+    """One Dirichlet draw: how many samples of each class (rows) go to each client (columns)."""
+    counts = np.empty((class_sizes.shape[0], num_clients), dtype=np.int64)
+    for c, n_c in enumerate(class_sizes):
+        p = rng.dirichlet(np.full(num_clients, alpha))
+        cuts = np.clip(np.floor(np.cumsum(p)[:-1] * n_c), 0, n_c).astype(np.int64)
+        counts[c] = np.diff(np.concatenate(([0], cuts, [n_c])))
+    return counts
+
+
+def dirichlet_partition(labels: np.ndarray, num_clients: int, alpha: float, rng: np.random.Generator,
+                        min_size: int = 1) -> list[np.ndarray]:
+    """Label-skew split: for every class, client shares drawn from Dir(alpha, ..., alpha).
+
+    Small ``alpha`` gives each client few classes; large ``alpha`` approaches an IID split.
+    Method: the samples of each class are shuffled once; then up to ``DIRICHLET_MAX_ATTEMPTS``
+    draws of the per-class proportions are made, and the first draw in which every client gets at
+    least ``min_size`` samples is used. If none does, the draw with the smallest total shortfall
+    is repaired deterministically: while some client is short, the (first) smallest client
+    receives the most recently assigned sample of the (first) largest client. Each class's shares
+    are turned into counts by flooring the cumulative proportions, so counts sum exactly.
+    Raises ValueError when ``num_clients * min_size`` exceeds the number of samples.
+    """
+    labels = np.asarray(labels)
+    if labels.ndim != 1:
+        raise ValueError(f"labels must be a 1-D array, got shape {labels.shape}")
+    if labels.size and not np.issubdtype(labels.dtype, np.integer):
+        raise ValueError(f"labels must be integers, got dtype {labels.dtype}")
+    num_clients = _check_int(num_clients, "num_clients", 1)
+    min_size = _check_int(min_size, "min_size", 0)
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.integer, np.floating)):
+        raise TypeError(f"alpha must be a number, got {type(alpha).__name__}")
+    if not math.isfinite(alpha) or alpha <= 0:
+        raise ValueError(f"alpha must be a finite number > 0, got {alpha}")
+    _check_rng(rng)
+    n = labels.shape[0]
+    if num_clients * min_size > n:
+        raise ValueError(f"cannot give each of num_clients={num_clients} clients min_size={min_size} "
+                         f"samples: only {n} labels")
+
+    classes = np.unique(labels)
+    by_class = [rng.permutation(np.flatnonzero(labels == c)) for c in classes]
+    class_sizes = np.array([len(idx) for idx in by_class], dtype=np.int64)
+
+    best: np.ndarray | None = None
+    best_shortfall = -1
+    for _ in range(DIRICHLET_MAX_ATTEMPTS):
+        counts = _class_counts(class_sizes, num_clients, float(alpha), rng)
+        shortfall = int(np.maximum(min_size - counts.sum(axis=0), 0).sum())
+        if best is None or shortfall < best_shortfall:
+            best, best_shortfall = counts, shortfall
+        if shortfall == 0:
+            break
+    assert best is not None
+
+    clients: list[list[int]] = [[] for _ in range(num_clients)]
+    for c, idx in enumerate(by_class):
+        bounds = np.concatenate(([0], np.cumsum(best[c])))
+        for k in range(num_clients):
+            clients[k].extend(idx[bounds[k]:bounds[k + 1]].tolist())
+
+    sizes = np.array([len(c) for c in clients], dtype=np.int64)
+    while sizes.min() < min_size:
+        short, donor = int(np.argmin(sizes)), int(np.argmax(sizes))
+        clients[short].append(clients[donor].pop())
+        sizes[short] += 1
+        sizes[donor] -= 1
+
+    return [np.sort(np.asarray(c, dtype=np.int64)) for c in clients]
+
+
+def group_partition(groups: np.ndarray, num_clients: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """Split by group (e.g. FEMNIST writer), never dividing a group between clients.
+
+    The distinct groups are shuffled with ``rng`` and dealt into ``num_clients`` consecutive runs
+    whose numbers of groups differ by at most one; a client gets every sample of its groups.
+    Raises ValueError when there are fewer groups than clients.
+    """
+    groups = np.asarray(groups)
+    if groups.ndim != 1:
+        raise ValueError(f"groups must be a 1-D array, got shape {groups.shape}")
+    num_clients = _check_int(num_clients, "num_clients", 1)
+    _check_rng(rng)
+    unique, inverse = np.unique(groups, return_inverse=True)
+    if unique.shape[0] < num_clients:
+        raise ValueError(f"groups has {unique.shape[0]} distinct groups, fewer than num_clients={num_clients}; "
+                         "a group is never split, so every client needs at least one")
+    order = rng.permutation(unique.shape[0])
+    client_of_group = np.empty(unique.shape[0], dtype=np.int64)
+    for k, part in enumerate(np.array_split(order, num_clients)):
+        client_of_group[part] = k
+    client_of_sample = client_of_group[inverse.reshape(-1)]
+    by_client = np.argsort(client_of_sample, kind="stable").astype(np.int64)
+    bounds = np.cumsum(np.bincount(client_of_sample, minlength=num_clients))[:-1]
+    return np.split(by_client, bounds)

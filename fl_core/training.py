@@ -1,0 +1,130 @@
+"""Local training and evaluation.
+
+A client's contribution is a deterministic function of (run seed, client id, config): its
+shuffling and Fisher-label streams are keyed by the client id, it starts from the shared W0,
+and it runs on CPU with a fixed algorithm, so computing it again later gives the same tensors.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Hashable
+
+import torch
+from torch import nn
+import torch.nn.functional as F
+
+from .contribution import Contribution
+from .data import ArrayDataset
+from .fisher import FisherKind, compute_fisher
+from .models import flat_params, load_flat
+from .rng import Streams
+
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Local training and upload settings (seed 000 defaults: K = 50 epochs, lr 0.01, SGD)."""
+
+    epochs: int = 50
+    lr: float = 0.01
+    batch_size: int = 64
+    momentum: float = 0.0
+    fisher: FisherKind = FisherKind.KFAC
+    fisher_batch: int = 128
+    upload_dtype: str = "float32"
+    device: str = "cpu"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "fisher", FisherKind(self.fisher))
+        for name in ("epochs", "batch_size", "fisher_batch"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"train.{name} must be >= 1, got {getattr(self, name)}")
+        if not self.lr > 0:
+            raise ValueError(f"train.lr must be > 0, got {self.lr}")
+        if self.upload_dtype not in DTYPES:
+            raise ValueError(f"train.upload_dtype must be one of {sorted(DTYPES)}, got {self.upload_dtype!r}")
+
+
+def resolve_device(name: str) -> torch.device:
+    """``auto`` picks the GPU when one is present; ``cpu``/``cuda`` are taken as given."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def sgd_epochs(
+    model: nn.Module, data: ArrayDataset, cfg: TrainConfig, generator: torch.Generator, epochs: int | None = None
+) -> nn.Module:
+    """Mini-batch SGD on ``data`` for ``epochs`` (default ``cfg.epochs``), shuffled by ``generator``."""
+    device = next(model.parameters()).device
+    opt = torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=cfg.momentum)
+    x, y = data.x.to(device), data.y.to(device)
+    n = len(data)
+    model.train()
+    for _ in range(cfg.epochs if epochs is None else epochs):
+        order = torch.randperm(n, generator=generator).to(device)
+        for start in range(0, n, cfg.batch_size):
+            idx = order[start : start + cfg.batch_size]
+            opt.zero_grad(set_to_none=True)
+            F.cross_entropy(model(x[idx]), y[idx]).backward()
+            opt.step()
+    return model
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, flat: torch.Tensor, data: ArrayDataset, batch_size: int = 1000) -> tuple[float, float]:
+    """(accuracy, mean cross-entropy) of the weights ``flat`` on ``data``."""
+    load_flat(model, flat)
+    model.eval()
+    device = next(model.parameters()).device
+    correct, loss = 0, 0.0
+    for start in range(0, len(data), batch_size):
+        xb = data.x[start : start + batch_size].to(device)
+        yb = data.y[start : start + batch_size].to(device)
+        logits = model(xb)
+        loss += float(F.cross_entropy(logits, yb, reduction="sum"))
+        correct += int((logits.argmax(1) == yb).sum())
+    return correct / len(data), loss / len(data)
+
+
+@dataclass
+class LocalTrainer:
+    """Computes contributions: K epochs from W0, then the Fisher at the trained weights."""
+
+    model_fn: Callable[[], nn.Module]
+    w0: torch.Tensor
+    config: TrainConfig
+    streams: Streams
+    _model: nn.Module | None = field(default=None, repr=False)
+
+    def _fresh_model(self) -> nn.Module:
+        if self._model is None:
+            self._model = self.model_fn().to(resolve_device(self.config.device))
+        return load_flat(self._model, self.w0)
+
+    def contribute(self, client: Hashable, data: ArrayDataset) -> Contribution:
+        """Train ``client`` on ``data`` and compute its Fisher; time both."""
+        if len(data) == 0:
+            from .errors import InvalidContributionError
+
+            raise InvalidContributionError(f"client {client!r} has no training samples")
+        model = self._fresh_model()
+        t0 = time.perf_counter()
+        sgd_epochs(model, data, self.config, self.streams.torch("train", client))
+        weights = flat_params(model).cpu()
+        t1 = time.perf_counter()
+        fisher = compute_fisher(
+            self.config.fisher, model, data.x.to(next(model.parameters()).device),
+            self.streams.torch("fisher", client), self.config.fisher_batch,
+        )
+        t2 = time.perf_counter()
+        dtype = DTYPES[self.config.upload_dtype]
+        if fisher is not None:
+            fisher = fisher.cast(dtype)
+        weights = weights.to(dtype).to(torch.float32)
+        return Contribution(
+            client, weights, fisher, len(data), compute_s=t2 - t0, train_s=t1 - t0, fisher_s=t2 - t1
+        )

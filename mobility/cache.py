@@ -1,0 +1,111 @@
+"""A small content-addressed cache for generated SUMO inputs (networks, demand).
+
+Each build lives in ``<root>/<kind>-<hash>/`` where the hash covers the build parameters, the
+SUMO version and a builder version. A build is written into a temporary directory next to its
+final place and renamed into place only when complete, so an interrupted build never leaves a
+half-written entry and two processes building the same entry do not corrupt each other.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Callable
+
+MANIFEST = "build.json"
+
+
+def cache_root(override: str | os.PathLike[str] | None = None) -> Path:
+    """``override``, else ``$VMC_CACHE/sumo``, else ``~/.cache/vmc-sim/sumo``."""
+    if override is not None:
+        return Path(override).expanduser()
+    env = os.environ.get("VMC_CACHE")
+    if env:
+        return Path(env).expanduser() / "sumo"
+    return Path.home() / ".cache" / "vmc-sim" / "sumo"
+
+
+def params_key(params: dict[str, Any]) -> str:
+    """Stable short hash of JSON-serialisable parameters."""
+    blob = json.dumps(params, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def file_sha256(path: str | os.PathLike[str]) -> str:
+    """Hex SHA-256 of a file's bytes."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def cached_build(
+    kind: str,
+    params: dict[str, Any],
+    build: Callable[[Path], dict[str, Any]],
+    *,
+    root: str | os.PathLike[str] | None = None,
+    force: bool = False,
+) -> tuple[Path, dict[str, Any]]:
+    """Return ``(directory, manifest)`` of the cached build for ``params``, building it if needed.
+
+    ``build(tmpdir)`` writes its files into ``tmpdir`` and returns extra manifest entries; the
+    manifest (``build.json``) also records the parameters and the key.
+    """
+    key = params_key(params)
+    base = cache_root(root)
+    final = base / f"{kind}-{key}"
+    manifest_path = final / MANIFEST
+    if not force and manifest_path.is_file():
+        try:
+            return final, json.loads(manifest_path.read_text())
+        except (OSError, json.JSONDecodeError):
+            pass  # unreadable entry: rebuild it below
+    base.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{kind}-{key}-", dir=base))
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o777 & ~umask)
+    try:
+        extra = build(tmp)
+        manifest = {"kind": kind, "key": key, "params": params, **extra}
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True, default=str) + "\n")
+        if final.exists():
+            if not force and manifest_path.is_file():
+                shutil.rmtree(tmp, ignore_errors=True)
+                return final, json.loads(manifest_path.read_text())
+            stale = Path(tempfile.mkdtemp(prefix=f".stale-{kind}-{key}-", dir=base))
+            os.replace(final, stale / "old")
+            shutil.rmtree(stale, ignore_errors=True)
+        try:
+            os.replace(tmp, final)
+        except OSError:
+            if manifest_path.is_file():  # another process finished the same build first
+                shutil.rmtree(tmp, ignore_errors=True)
+                return final, json.loads(manifest_path.read_text())
+            raise
+        return final, manifest
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+_LEADING_COMMENTS = re.compile(rb"\A(\s*<\?xml[^>]*\?>)?(\s*<!--.*?-->)*\s*", re.S)
+
+
+def strip_generated_header(path: str | os.PathLike[str]) -> None:
+    """Drop the leading XML comments SUMO writes (they hold a timestamp) so builds are byte-reproducible."""
+    p = Path(path)
+    data = p.read_bytes()
+    m = _LEADING_COMMENTS.match(data)
+    if m is None:
+        return
+    decl = m.group(1) or b""
+    rest = data[m.end():]
+    p.write_bytes((decl.strip() + b"\n" if decl else b"") + rest)

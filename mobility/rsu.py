@@ -1,0 +1,246 @@
+"""Road-side units: where they stand and how far they reach.
+
+Two placements:
+
+* ``explicit``: a list of positions in network coordinates (``{"x", "y"}``, or ``{"lon", "lat"}``
+  for geo-referenced networks such as LuST), each with an optional own radius and id.
+* ``auto``: ``count`` RSUs on junctions inside a region (a bbox; default: the central box covering
+  ``central_fraction`` of the network's width and height, the "city centre"), picked greedily by
+  decreasing betweenness centrality of the junction graph (directed, edge lengths as weights,
+  computed with networkx; approximate with ``centrality_samples`` seeded pivots on big networks),
+  skipping any junction closer than ``min_spacing`` to one already chosen. Ties are broken by
+  distance to the region centre, then by junction id, so the placement is deterministic.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Sequence
+
+PLACEMENTS = ("auto", "explicit")
+
+
+@dataclass(frozen=True)
+class Rsu:
+    """One RSU: id, position (network coordinates, m), coverage radius (m), junction if auto-placed."""
+
+    id: str
+    x: float
+    y: float
+    radius: float
+    junction: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict (trace headers, manifests)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Rsu":
+        """Inverse of :meth:`to_dict`."""
+        return cls(id=str(data["id"]), x=float(data["x"]), y=float(data["y"]), radius=float(data["radius"]),
+                   junction=data.get("junction"))
+
+    def distance(self, x: float, y: float) -> float:
+        """Euclidean distance (m) from the RSU to a point."""
+        return math.hypot(x - self.x, y - self.y)
+
+
+@dataclass
+class RsuConfig:
+    """How RSUs are placed (filled from the scenario YAML)."""
+
+    placement: str = "auto"
+    positions: list[Any] = field(default_factory=list)
+    count: int = 1
+    region: list[float] | None = None
+    central_fraction: float = 0.5
+    min_spacing: float | None = None
+    radius: float = 150.0
+    centrality_samples: int | None = 500
+    seed: int = 42
+    id_prefix: str = "rsu"
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Raise ValueError naming the first bad field."""
+        if self.placement not in PLACEMENTS:
+            raise ValueError(f"rsu.placement must be one of {PLACEMENTS}, got {self.placement!r}")
+        if not _pos(self.radius):
+            raise ValueError(f"rsu.radius must be a positive number of metres, got {self.radius!r}")
+        if self.placement == "explicit":
+            if not isinstance(self.positions, (list, tuple)) or not self.positions:
+                raise ValueError("rsu.positions must be a non-empty list when rsu.placement is 'explicit'")
+            for i, p in enumerate(self.positions):
+                _parse_position(p, i, self.radius, self.id_prefix)
+        else:
+            if isinstance(self.count, bool) or not isinstance(self.count, int) or self.count < 1:
+                raise ValueError(f"rsu.count must be a positive integer, got {self.count!r}")
+            if self.region is not None:
+                if (not isinstance(self.region, (list, tuple)) or len(self.region) != 4
+                        or not all(_num(v) for v in self.region)):
+                    raise ValueError(f"rsu.region must be [xmin, ymin, xmax, ymax], got {self.region!r}")
+                xmin, ymin, xmax, ymax = self.region
+                if xmin >= xmax or ymin >= ymax:
+                    raise ValueError(f"rsu.region must have xmin < xmax and ymin < ymax, got {self.region!r}")
+            if not _pos(self.central_fraction) or self.central_fraction > 1:
+                raise ValueError(f"rsu.central_fraction must be in (0, 1], got {self.central_fraction!r}")
+        if self.min_spacing is not None and (not _num(self.min_spacing) or self.min_spacing < 0):
+            raise ValueError(f"rsu.min_spacing must be a non-negative number of metres or null, got {self.min_spacing!r}")
+        if self.centrality_samples is not None and (
+                isinstance(self.centrality_samples, bool) or not isinstance(self.centrality_samples, int)
+                or self.centrality_samples < 1):
+            raise ValueError(f"rsu.centrality_samples must be a positive integer or null, got {self.centrality_samples!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
+            raise ValueError(f"rsu.seed must be an integer, got {self.seed!r}")
+        if not isinstance(self.id_prefix, str) or not self.id_prefix:
+            raise ValueError(f"rsu.id_prefix must be a non-empty string, got {self.id_prefix!r}")
+
+    @property
+    def spacing(self) -> float:
+        """Effective minimum spacing: ``min_spacing`` or, by default, twice the radius."""
+        return 2.0 * self.radius if self.min_spacing is None else float(self.min_spacing)
+
+
+def _num(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _pos(v: Any) -> bool:
+    return _num(v) and v > 0
+
+
+def _parse_position(p: Any, i: int, radius: float, prefix: str) -> dict[str, Any]:
+    where = f"rsu.positions[{i}]"
+    if isinstance(p, (list, tuple)):
+        if len(p) != 2 or not all(_num(v) for v in p):
+            raise ValueError(f"{where} must be [x, y] or a mapping with x/y or lon/lat, got {p!r}")
+        return {"id": f"{prefix}{i}", "x": float(p[0]), "y": float(p[1]), "radius": float(radius)}
+    if not isinstance(p, dict):
+        raise ValueError(f"{where} must be [x, y] or a mapping with x/y or lon/lat, got {p!r}")
+    unknown = set(p) - {"id", "x", "y", "lon", "lat", "radius"}
+    if unknown:
+        raise ValueError(f"{where} has unknown key(s) {sorted(unknown)}")
+    out: dict[str, Any] = {"id": str(p.get("id", f"{prefix}{i}")), "radius": p.get("radius", radius)}
+    if not _pos(out["radius"]):
+        raise ValueError(f"{where}.radius must be a positive number of metres, got {out['radius']!r}")
+    if "x" in p or "y" in p:
+        for k in ("x", "y"):
+            if not _num(p.get(k)):
+                raise ValueError(f"{where}.{k} must be a number, got {p.get(k)!r}")
+        out.update(x=float(p["x"]), y=float(p["y"]))
+    elif "lon" in p or "lat" in p:
+        for k in ("lon", "lat"):
+            if not _num(p.get(k)):
+                raise ValueError(f"{where}.{k} must be a number, got {p.get(k)!r}")
+        out.update(lon=float(p["lon"]), lat=float(p["lat"]))
+    else:
+        raise ValueError(f"{where} needs x/y or lon/lat")
+    return out
+
+
+@lru_cache(maxsize=4)
+def _read_net(net_file: str) -> Any:
+    import sumolib
+
+    return sumolib.net.readNet(net_file, withInternal=False)
+
+
+def network_bounds(net_file: str | Path) -> tuple[float, float, float, float]:
+    """(xmin, ymin, xmax, ymax) of a SUMO network in its own coordinates."""
+    b = _read_net(str(net_file)).getBoundary()
+    return float(b[0]), float(b[1]), float(b[2]), float(b[3])
+
+
+def central_region(net_file: str | Path, fraction: float = 0.5) -> tuple[float, float, float, float]:
+    """The bbox centred on the network covering ``fraction`` of its width and of its height."""
+    xmin, ymin, xmax, ymax = network_bounds(net_file)
+    cx, cy = (xmin + xmax) / 2, (ymin + ymax) / 2
+    hw, hh = (xmax - xmin) * fraction / 2, (ymax - ymin) * fraction / 2
+    return cx - hw, cy - hh, cx + hw, cy + hh
+
+
+def junction_centrality(net_file: str | Path, samples: int | None = 500, seed: int = 42) -> dict[str, float]:
+    """Betweenness centrality of every junction on the directed, length-weighted road graph.
+
+    With ``samples`` smaller than the number of junctions, networkx's pivot-sampling
+    approximation is used with the given seed (exact otherwise).
+    """
+    import networkx as nx
+
+    net = _read_net(str(net_file))
+    g = nx.DiGraph()
+    for node in net.getNodes():
+        if node.getType() != "internal":
+            g.add_node(node.getID())
+    for edge in net.getEdges():
+        u, v = edge.getFromNode().getID(), edge.getToNode().getID()
+        if u == v or u not in g or v not in g:
+            continue
+        w = float(edge.getLength())
+        if not g.has_edge(u, v) or g[u][v]["length"] > w:
+            g.add_edge(u, v, length=w)
+    k = samples if samples is not None and samples < g.number_of_nodes() else None
+    return {str(n): float(c) for n, c in nx.betweenness_centrality(g, k=k, weight="length", seed=seed).items()}
+
+
+def place_rsus(config: RsuConfig, net_file: str | Path | None = None) -> list[Rsu]:
+    """Resolve an RsuConfig to concrete RSUs (``net_file`` is needed for auto and lon/lat)."""
+    config.validate()
+    if config.placement == "explicit":
+        rsus = []
+        for i, p in enumerate(config.positions):
+            d = _parse_position(p, i, config.radius, config.id_prefix)
+            if "lon" in d:
+                if net_file is None:
+                    raise ValueError(f"rsu.positions[{i}] is given as lon/lat, which needs the network file")
+                net = _read_net(str(net_file))
+                if not net.hasGeoProj():
+                    raise ValueError(f"rsu.positions[{i}] is given as lon/lat but {net_file} has no geo projection")
+                x, y = net.convertLonLat2XY(d["lon"], d["lat"])
+                d.update(x=float(x), y=float(y))
+            rsus.append(Rsu(id=d["id"], x=d["x"], y=d["y"], radius=float(d["radius"])))
+        ids = [r.id for r in rsus]
+        dup = sorted({i for i in ids if ids.count(i) > 1})
+        if dup:
+            raise ValueError(f"rsu.positions has duplicate id(s) {dup}")
+        return rsus
+    if net_file is None:
+        raise ValueError("rsu.placement 'auto' needs the network file")
+    region = tuple(config.region) if config.region is not None else central_region(net_file, config.central_fraction)
+    xmin, ymin, xmax, ymax = region
+    cx, cy = (xmin + xmax) / 2, (ymin + ymax) / 2
+    net = _read_net(str(net_file))
+    candidates = []
+    for node in net.getNodes():
+        if node.getType() == "internal":
+            continue
+        x, y = node.getCoord()[:2]
+        if xmin <= x <= xmax and ymin <= y <= ymax:
+            candidates.append((node.getID(), float(x), float(y)))
+    if not candidates:
+        raise ValueError(f"rsu.region {list(region)} contains no junction of {net_file}")
+    score = junction_centrality(net_file, config.centrality_samples, config.seed)
+    candidates.sort(key=lambda c: (-round(score.get(c[0], 0.0), 12), math.hypot(c[1] - cx, c[2] - cy), c[0]))
+    chosen: list[tuple[str, float, float]] = []
+    for jid, x, y in candidates:
+        if all(math.hypot(x - ox, y - oy) >= config.spacing for _, ox, oy in chosen):
+            chosen.append((jid, x, y))
+            if len(chosen) == config.count:
+                break
+    if len(chosen) < config.count:
+        raise ValueError(
+            f"rsu.count={config.count} RSUs do not fit in rsu.region {[round(v, 1) for v in region]} with "
+            f"rsu.min_spacing={config.spacing:g} m (only {len(chosen)} of {len(candidates)} junctions could be used)"
+        )
+    return [Rsu(id=f"{config.id_prefix}{i}", x=x, y=y, radius=float(config.radius), junction=jid)
+            for i, (jid, x, y) in enumerate(chosen)]
+
+
+def rsus_to_dicts(rsus: Sequence[Rsu]) -> list[dict[str, Any]]:
+    """RSUs as plain dicts (for trace headers)."""
+    return [r.to_dict() for r in rsus]

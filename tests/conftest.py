@@ -1,0 +1,38 @@
+"""Shared fixtures: a tiny federated setup on scikit-learn's digits (no files needed)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from fl_core.clients import ClientPool
+from fl_core.data import load_train_test
+from fl_core.models import build_model, flat_params
+from fl_core.partition import dirichlet_partition
+from fl_core.rng import Streams
+from fl_core.training import LocalTrainer, TrainConfig
+
+
+class TinySetup:
+    """Digits split among ``n`` clients, a 64-16-10 MLP, one run seed."""
+
+    def __init__(self, n: int = 12, seed: int = 7) -> None:
+        self.train, self.test = load_train_test("digits")
+        self.streams = Streams(seed)
+        parts = dirichlet_partition(self.train.y.numpy(), n, 0.5, self.streams.numpy("partition"), min_size=20)
+        self.data = {i: self.train.subset(p) for i, p in enumerate(parts)}
+        torch.manual_seed(self.streams.seed("init"))
+        self.w0 = flat_params(self.model_fn())
+
+    def model_fn(self):
+        return build_model("mlp", self.train.input_shape, self.train.num_classes, hidden=(16,))
+
+    def pool(self, fisher: str = "diagonal", epochs: int = 2, reuse: bool = True, **kw) -> ClientPool:
+        cfg = TrainConfig(epochs=epochs, lr=0.05, batch_size=32, fisher=fisher, **kw)
+        return ClientPool(LocalTrainer(self.model_fn, self.w0, cfg, self.streams), self.data, reuse=reuse)
+
+
+@pytest.fixture(scope="session")
+def tiny() -> TinySetup:
+    return TinySetup()

@@ -1,0 +1,214 @@
+"""Exactness part (b): after any edit sequence the statistics and model equal a fresh fit on
+the resulting subset; plus determinism of contributions and the handling of bad input."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from fl_core.contribution import Contribution
+from fl_core.editors import FixedRatio, FixedSize, build_editor
+from fl_core.errors import DuplicateClientError, EditError, EmptyPopulationError, InvalidContributionError, UnknownClientError
+from fl_core.projection import ProjectionConfig, project
+from fl_core.stats import SufficientStatistics
+from fl_core.fisher import new_sum
+from fl_core.payload import ByteKind
+
+
+def fresh_stats(tiny, pool, members):
+    stats = SufficientStatistics(tiny.w0.numel(), new_sum(pool.trainer.config.fisher, tiny.model_fn()))
+    stats.apply(joined=[pool.trainer.contribute(c, pool.data_of(c)) for c in sorted(members)])
+    return stats
+
+
+def assert_same_statistics(a: SufficientStatistics, b: SufficientStatistics) -> None:
+    assert set(a.members) == set(b.members)
+    torch.testing.assert_close(a.weight_sum, b.weight_sum, rtol=0, atol=1e-9)
+    if a.b is not None:
+        torch.testing.assert_close(a.b, b.b, rtol=0, atol=1e-9)
+        v = torch.randn(a.dim, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+        torch.testing.assert_close(a.fisher_sum.matvec(v), b.fisher_sum.matvec(v), rtol=1e-9, atol=1e-9)
+
+
+def edit_sequence(editor, rng, first_new=8, steps=10):
+    nxt = first_new
+    for _ in range(steps):
+        present = sorted(editor.clients)
+        u = rng.random()
+        if u < 0.35 and len(present) > 5:
+            editor.remove(present[rng.integers(len(present))])
+        elif u < 0.7 and nxt < 12:
+            editor.add(nxt)
+            nxt += 1
+        elif len(present) > 5 and nxt < 12:
+            editor.batch([present[rng.integers(len(present))]], [nxt])
+            nxt += 1
+
+
+@pytest.mark.parametrize(
+    "fisher,rule",
+    [("diagonal", FixedSize(3)), ("diagonal", FixedRatio(0.5)), ("kfac", FixedSize(3)), ("full", FixedRatio(0.4))],
+)
+def test_state_after_edits_equals_fresh_fit(tiny, fisher, rule):
+    pool = tiny.pool(fisher)
+    cfg = ProjectionConfig(tol=1e-9, max_iter=3000, damping=1e-4)
+    editor = build_editor("fsosa", pool, np.random.default_rng(11), rule, cfg)
+    editor.fit(range(8))
+    edit_sequence(editor, np.random.default_rng(5))
+    fresh = fresh_stats(tiny, pool, editor.members)
+    assert_same_statistics(editor.stats, fresh)
+    w_fresh, _ = project(fresh, cfg)
+    torch.testing.assert_close(editor.model, w_fresh, rtol=1e-4, atol=1e-5)
+    assert editor.members <= editor.clients
+
+
+def test_contribution_is_deterministic_alone_or_later(tiny):
+    a = tiny.pool("kfac", reuse=False)
+    first = a.train(3)
+    for c in (5, 1):
+        a.train(c)
+    again = a.train(3)
+    other = tiny.pool("kfac", reuse=False).train(3)
+    for x in (again, other):
+        assert torch.equal(first.weights, x.weights)
+        for k, t in first.fisher.tensors().items():
+            assert torch.equal(t, x.fisher.tensors()[k])
+        assert x.digest == first.digest
+
+
+def test_untriggered_edit_keeps_model_and_costs_only_control(tiny):
+    pool = tiny.pool("diagonal")
+    editor = build_editor("fsosa", pool, np.random.default_rng(0), FixedSize(2))
+    editor.fit(range(8))
+    outsider = next(c for c in range(8) if c not in editor.members)
+    before = editor.model.clone()
+    report = editor.remove(outsider)
+    assert not report.triggered and torch.equal(editor.model, before)
+    assert report.total_bytes == report.bytes[ByteKind.CONTROL.value] > 0
+
+
+def test_triggered_edit_trains_only_the_change(tiny):
+    pool = tiny.pool("diagonal")
+    editor = build_editor("fsosa", pool, np.random.default_rng(0), FixedSize(3))
+    editor.fit(range(8))
+    member = sorted(editor.members)[0]
+    report = editor.remove(member)
+    assert report.triggered and report.left == (member,) and len(report.joined) == 1
+    assert report.trained == report.joined
+    one = pool.train(report.joined[0])
+    assert report.bytes["model_upload"] == 2 * one.model_bytes  # replaced member + new member
+    assert report.bytes["fisher_upload"] == 2 * one.fisher_bytes
+    retrain = build_editor("retrain", tiny.pool("diagonal"), np.random.default_rng(0), FixedSize(3))
+    retrain.fit(range(8))
+    r = retrain.remove(member)
+    assert len(r.trained) == 3 and r.bytes["model_upload"] == 3 * one.model_bytes
+
+
+def snapshot(editor):
+    return (
+        set(editor.clients), set(editor.members), editor.model.clone(),
+        editor.stats.weight_sum.clone(), dict(editor.stats.fingerprints),
+    )
+
+
+def assert_unchanged(editor, snap):
+    clients, members, model, wsum, fps = snap
+    assert editor.clients == clients and editor.members == members
+    assert torch.equal(editor.model, model) and torch.equal(editor.stats.weight_sum, wsum)
+    assert editor.stats.fingerprints == fps
+
+
+class BrokenPool:
+    """A pool whose client ``bad`` uploads a broken contribution."""
+
+    def __init__(self, pool, bad, how):
+        self.inner, self.bad, self.how = pool, bad, how
+        self.trainer = pool.trainer
+
+    def train(self, c):
+        good = self.inner.train(c)
+        if c != self.bad:
+            return good
+        w = good.weights.clone()
+        if self.how == "nan":
+            w[0] = float("nan")
+        else:
+            w = w[:-1]
+        return Contribution(c, w, good.fisher, good.num_samples)
+
+    def recall(self, c):
+        return self.inner.recall(c)
+
+    def forget(self, c):
+        self.inner.forget(c)
+
+
+@pytest.mark.parametrize("how", ["nan", "shape"])
+def test_bad_upload_is_rejected_and_state_kept(tiny, how):
+    pool = BrokenPool(tiny.pool("diagonal"), bad=20, how=how)
+    pool.data_of = pool.inner.data_of
+    editor = build_editor("fsosa", pool, np.random.default_rng(1), FixedRatio(1.0))
+    editor.fit(range(6))
+    snap = snapshot(editor)
+    tiny.data[20] = tiny.data[0]
+    try:
+        with pytest.raises(InvalidContributionError, match="client 20"):
+            editor.add(20)
+    finally:
+        del tiny.data[20]
+    assert_unchanged(editor, snap)
+    editor.add(6)  # the editor still works afterwards
+
+
+def test_bad_requests_are_clear_errors_and_state_kept(tiny):
+    editor = build_editor("fsosa", tiny.pool("diagonal"), np.random.default_rng(2), FixedSize(3))
+    with pytest.raises(EditError, match="fit"):
+        editor.remove(0)
+    with pytest.raises(EmptyPopulationError):
+        editor.fit([])
+    editor.fit(range(5))
+    snap = snapshot(editor)
+    with pytest.raises(UnknownClientError, match="client 42"):
+        editor.remove(42)
+    with pytest.raises(DuplicateClientError, match="client 3"):
+        editor.add(3)
+    with pytest.raises(DuplicateClientError):
+        editor.batch([1], [6, 6])
+    with pytest.raises(UnknownClientError, match="client 99"):
+        editor.add(99)  # no data for client 99
+    assert_unchanged(editor, snap)
+    editor.remove(0)
+    editor.remove(1)
+    snap = snapshot(editor)
+    with pytest.raises(EmptyPopulationError, match="P=3"):
+        editor.remove(2)
+    assert_unchanged(editor, snap)
+
+
+def test_coordinator_state_does_not_grow_with_history(tiny):
+    editor = build_editor("fsosa", tiny.pool("kfac", epochs=1), np.random.default_rng(3), FixedSize(3))
+    editor.fit(range(6))
+    sizes = []
+    nxt, rng = 6, np.random.default_rng(4)
+    for step in range(40):
+        present = sorted(editor.clients)
+        if len(present) > 6 or (len(present) > 4 and rng.random() < 0.5):
+            editor.remove(present[rng.integers(len(present))])
+        else:
+            tiny.data.setdefault(nxt, tiny.data[nxt % 12])
+            editor.add(nxt)
+            nxt += 1
+        sizes.append(editor.state_bytes())
+    assert max(sizes) <= sizes[0] * 1.05
+
+
+def test_fedavg_is_plain_mean_and_fedfisher_uses_everyone(tiny):
+    pool = tiny.pool("diagonal")
+    fedavg = build_editor("fedavg", pool, np.random.default_rng(0))
+    report = fedavg.fit(range(6))
+    mean = torch.stack([pool.train(c).weights for c in range(6)]).double().mean(0).float()
+    torch.testing.assert_close(fedavg.model, mean)
+    assert report.bytes["fisher_upload"] == 0
+    fedfisher = build_editor("fedfisher", pool, np.random.default_rng(0))
+    assert len(fedfisher.fit(range(6)).joined) == 6
