@@ -8,6 +8,10 @@ It is ``W = Wbar - F^+ (F Wbar - b)``. Methods:
   coordinates with no curvature at all (or denormal) keep the mean.
 - ``cg_f`` (default otherwise): conjugate gradient on ``F x = F Wbar - b`` from ``x0 = 0``; the
   iterates stay in range(F), so it converges to ``F^+ r`` with the condition number of F.
+  Sampled-label Fishers are singular (a softmax gradient always sums to zero) and CG on a
+  singular F stalls in floating point, so by default F is damped: ``F + lambda I`` with
+  ``lambda = damping * tr(F) / d`` (``damping`` = 1e-4), which makes the solve well posed and,
+  for K-FAC, allows a Kronecker preconditioner. ``damping = 0`` gives the undamped system.
 - ``cg_f2``: the paper's form, CG on ``F^2 L = 2 (F Wbar - b)`` and ``W = Wbar - F L / 2``
   (condition number of F squared; two products per iteration).
 
@@ -40,6 +44,7 @@ class ProjectionConfig:
     max_iter: int = 500
     curvature_floor: float = 1e-12  # relative to the largest diagonal entry (closed form)
     damping: float = 1e-4  # CG methods: adds damping * tr(F)/d * I to F (0 = undamped)
+    precondition: bool = True  # cg_f with damping > 0: Kronecker preconditioner where available
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "method", ProjectionMethod(self.method))
@@ -65,7 +70,11 @@ class SolveInfo:
 
 
 def conjugate_gradient(
-    matvec: Callable[[torch.Tensor], torch.Tensor], rhs: torch.Tensor, tol: float, max_iter: int
+    matvec: Callable[[torch.Tensor], torch.Tensor],
+    rhs: torch.Tensor,
+    tol: float,
+    max_iter: int,
+    precond: Callable[[torch.Tensor], torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, int, float]:
     """CG from zero for a symmetric PSD operator; returns (x, iterations, relative residual).
 
@@ -76,7 +85,9 @@ def conjugate_gradient(
     norm0 = float(torch.linalg.vector_norm(rhs))
     if norm0 == 0.0:
         return x, 0, 0.0
-    p = r.clone()
+    z = precond(r) if precond else r
+    p = z.clone()
+    rz = float(r @ z)
     rr = float(r @ r)
     best_x, best_rr = x.clone(), rr
     it = 0
@@ -86,7 +97,7 @@ def conjugate_gradient(
         if pap <= 0.0:  # direction in the null space: nothing more to gain
             it -= 1
             break
-        alpha = rr / pap
+        alpha = rz / pap
         x.add_(p, alpha=alpha)
         r.add_(ap, alpha=-alpha)
         rr_new = float(r @ r)
@@ -94,8 +105,10 @@ def conjugate_gradient(
             best_x, best_rr = x.clone(), rr_new
         if rr_new ** 0.5 <= tol * norm0:
             break
-        p.mul_(rr_new / rr).add_(r)
-        rr = rr_new
+        z = precond(r) if precond else r
+        rz_new = float(r @ z)
+        p.mul_(rz_new / rz).add_(z)
+        rz, rr = rz_new, rr_new
     return best_x, it, best_rr ** 0.5 / norm0
 
 
@@ -127,7 +140,9 @@ def project(stats: SufficientStatistics, config: ProjectionConfig = ProjectionCo
             return out.add_(v, alpha=lam_d) if lam_d else out
 
         if method is ProjectionMethod.CG_F:
-            x, info.iterations, info.residual = conjugate_gradient(op, r, config.tol, config.max_iter)
+            pre = fsum.preconditioner(lam_d) if (config.precondition and lam_d > 0) else None
+            x, info.iterations, info.residual = conjugate_gradient(op, r, config.tol, config.max_iter, pre)
+            info.method += "+pcg" if pre else ""
             w = wbar - x
         else:
             lam, info.iterations, info.residual = conjugate_gradient(

@@ -364,6 +364,7 @@ class SumoSession:
         global _libsumo_owner
         if self._open:
             raise SumoError("this SumoSession is already running")
+        self._check_inputs()
         self._workdir = Path(tempfile.mkdtemp(prefix="vmc-sumo-"))
         args = self.config.arguments() + ["--error-log", str(self._workdir / "sumo-errors.log")]
         if self.backend is Backend.LIBSUMO:
@@ -390,6 +391,15 @@ class SumoSession:
         sim_end = float(self._call("simulation.getEndTime", lambda: self._api.simulation.getEndTime()))
         if sim_end > 0:
             self._end = sim_end if self._end is None else min(self._end, sim_end)
+
+    def _check_inputs(self) -> None:
+        c = self.config
+        named = [("sumo.config_file", c.config_file), ("sumo.net_file", c.net_file)]
+        named += [(f"sumo.route_files[{i}]", p) for i, p in enumerate(c.route_files)]
+        named += [(f"sumo.additional_files[{i}]", p) for i, p in enumerate(c.additional_files)]
+        for name, path in named:
+            if path is not None and not Path(path).is_file():
+                raise SumoError(f"{name} does not exist: {path}")
 
     def _start_traci(self, args: list[str]) -> Any:
         try:

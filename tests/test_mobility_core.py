@@ -199,12 +199,12 @@ def test_incomplete_trace_without_end_is_readable(tmp_path):
 
 
 @pytest.mark.parametrize("mutate, line, message", [
-    (lambda lines: lines[:-1] + [lines[-1][:20]], 6, "truncated"),
+    (lambda lines: lines[:-1] + [lines[-1][:20]], 7, "truncated"),
     (lambda lines: lines[:2] + ["{not json\n"] + lines[3:], 3, "invalid JSON"),
     (lambda lines: lines[:1] + ['{"type":"event","time":1}\n'] + lines[2:], 2, "missing field"),
     (lambda lines: lines[:1] + ['{"type":"frame","time":1}\n'] + lines[2:], 2, "unknown record type"),
     (lambda lines: lines[:4] + [lines[1]] + lines[5:], 5, "backwards"),
-    (lambda lines: lines + [lines[1]], 7, "after the end record"),
+    (lambda lines: lines + [lines[1]], 8, "after the end record"),
     (lambda lines: lines[:2] + ["\n"] + lines[3:], 3, "empty line"),
 ])
 def test_malformed_trace_error_names_the_line(tmp_path, mutate, line, message):

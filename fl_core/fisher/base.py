@@ -82,6 +82,10 @@ class FisherSum(ABC):
     def trace(self) -> float:
         """``tr(F)``: sets the scale of the relative damping of the projection."""
 
+    def preconditioner(self, damping: float):
+        """An approximate inverse of ``F + damping I`` for preconditioned CG, or None."""
+        return None
+
     def diagonal(self) -> torch.Tensor | None:
         """The summed diagonal when the sum is diagonal (enables the closed-form projection)."""
         return None

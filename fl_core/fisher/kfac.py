@@ -19,6 +19,19 @@ from .base import FisherKind, FisherRep, FisherSum
 from .capture import LayerSpec, iterate_layer_batches, layer_specs
 
 
+def _pack(m: torch.Tensor) -> torch.Tensor:
+    i, j = torch.triu_indices(m.shape[0], m.shape[0])
+    return m[i, j]
+
+
+def _unpack(v: torch.Tensor, n: int) -> torch.Tensor:
+    i, j = torch.triu_indices(n, n)
+    m = torch.zeros(n, n, dtype=v.dtype)
+    m[i, j] = v
+    m[j, i] = v
+    return m
+
+
 class KFACFisher(FisherRep):
     kind = FisherKind.KFAC
 
@@ -38,15 +51,19 @@ class KFACFisher(FisherRep):
         return out
 
     def tensors(self) -> dict[str, torch.Tensor]:
+        """Upper triangles of the symmetric factors (what a client uploads)."""
         t = {}
         for s, (a, g) in zip(self.specs, self.factors):
-            t[f"{s.name}.A"] = a
-            t[f"{s.name}.G"] = g
+            t[f"{s.name}.A"] = _pack(a)
+            t[f"{s.name}.G"] = _pack(g)
         return t
 
     @classmethod
     def from_tensors(cls, tensors: dict[str, torch.Tensor], like: FisherRep) -> "KFACFisher":
-        return cls(like.specs, [(tensors[f"{s.name}.A"], tensors[f"{s.name}.G"]) for s in like.specs])
+        return cls(like.specs, [
+            (_unpack(tensors[f"{s.name}.A"], s.in_features), _unpack(tensors[f"{s.name}.G"], s.out_features))
+            for s in like.specs
+        ])
 
     @classmethod
     def compute(cls, model: nn.Module, x: torch.Tensor, batch_size: int, generator: torch.Generator) -> "KFACFisher":
@@ -112,6 +129,27 @@ class KFACSum(FisherSum):
             out[s.offset : s.offset + s.size] = torch.matmul(torch.matmul(g, block), a).sum(0).reshape(-1)
         return out
 
+    def preconditioner(self, damping: float):
+        """Inverse of ``F~ + damping I`` with ``F~ = mean_i(A_i) (x) sum_i(G_i)`` per layer (exact
+        when all members share their A factor), applied through the factors' eigenbases."""
+        if not self.members:
+            return None
+        bases = []
+        for a, g in self._stack():
+            ea, qa = torch.linalg.eigh(a.mean(0))
+            eg, qg = torch.linalg.eigh(g.sum(0))
+            denom = eg.clamp_min(0).unsqueeze(1) * ea.clamp_min(0).unsqueeze(0) + damping
+            bases.append((qa, qg, denom))
+
+        def apply(v: torch.Tensor) -> torch.Tensor:
+            out = torch.empty_like(v)
+            for s, (qa, qg, denom) in zip(self.specs, bases):
+                block = v[s.offset : s.offset + s.size].view(s.out_features, s.in_features)
+                out[s.offset : s.offset + s.size] = (qg @ ((qg.T @ block @ qa) / denom) @ qa.T).reshape(-1)
+            return out
+
+        return apply
+
     def trace(self) -> float:
         return float(sum(
             torch.diagonal(a, dim1=-2, dim2=-1).sum(-1) @ torch.diagonal(g, dim1=-2, dim2=-1).sum(-1)
@@ -121,6 +159,6 @@ class KFACSum(FisherSum):
     def state_tensors(self) -> dict[str, torch.Tensor]:
         t = {}
         for k, (member, rep) in enumerate(sorted(self.members.items(), key=lambda kv: repr(kv[0]))):
-            for name, tensor in rep.tensors().items():
+            for name, tensor in rep.tensors().items():  # packed upper triangles
                 t[f"fisher_sum.{k}.{name}"] = tensor
         return t

@@ -1,0 +1,1 @@
+"""vmc-sim: the co-simulation layer where mobility (SUMO) and the federated core meet."""

@@ -1,0 +1,159 @@
+"""Configuration as data: YAML files validated into typed objects before anything runs.
+
+A bad file is refused with the file name, the field path and the reason, e.g.
+``scenario.yaml: federated.train.epochs: Input should be greater than 0``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from fl_core.editors import EDITORS
+from fl_core.fisher import FisherKind
+from fl_core.projection import ProjectionConfig, ProjectionMethod
+from fl_core.sampler import FixedRatio, FixedSize, SizeRule
+from fl_core.training import DTYPES, TrainConfig
+
+
+class ConfigError(ValueError):
+    """A configuration file that cannot be used; the message names the field."""
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TrainSection(Strict):
+    epochs: int = Field(50, gt=0)
+    lr: float = Field(0.01, gt=0)
+    batch_size: int = Field(64, gt=0)
+    momentum: float = Field(0.0, ge=0, lt=1)
+    fisher: FisherKind = FisherKind.KFAC
+    fisher_batch: int = Field(128, gt=0)
+    upload_dtype: str = "float32"
+    device: str = "cpu"
+
+    @field_validator("upload_dtype")
+    @classmethod
+    def _dtype(cls, v: str) -> str:
+        if v not in DTYPES:
+            raise ValueError(f"must be one of {sorted(DTYPES)}")
+        return v
+
+    def build(self) -> TrainConfig:
+        return TrainConfig(**self.model_dump())
+
+
+class ProjectionSection(Strict):
+    method: ProjectionMethod = ProjectionMethod.AUTO
+    tol: float = Field(1e-5, gt=0)
+    max_iter: int = Field(200, gt=0)
+    damping: float = Field(1e-4, ge=0)
+    precondition: bool = True
+    curvature_floor: float = Field(1e-12, ge=0)
+
+    def build(self) -> ProjectionConfig:
+        return ProjectionConfig(**self.model_dump())
+
+
+class FederatedSection(Strict):
+    """Who holds which data, the model, local training and the methods to compare."""
+
+    dataset: str = "digits"
+    data_root: str | None = None
+    num_clients: int = Field(12, gt=0, description="data shards; client i holds shard i")
+    alpha: float | None = Field(0.5, gt=0, description="Dirichlet label skew; null = by writer")
+    model: Literal["cnn", "mlp", "resnet18"] = "mlp"
+    max_train_samples: int | None = Field(None, gt=0)
+    max_test_samples: int | None = Field(None, gt=0)
+    rho: float | None = Field(0.5, gt=0, le=1, description="fixed ratio P_t = floor(rho M(t))")
+    subset_size: int | None = Field(None, gt=0, description="fixed P (theory); excludes rho")
+    methods: list[str] = Field(default_factory=lambda: ["fsosa", "retrain"])
+    train: TrainSection = TrainSection()
+    projection: ProjectionSection = ProjectionSection()
+
+    @field_validator("methods")
+    @classmethod
+    def _methods(cls, v: list[str]) -> list[str]:
+        if not v:
+            raise ValueError("name at least one method")
+        for m in v:
+            if m not in EDITORS:
+                raise ValueError(f"unknown method {m!r}; choose from {list(EDITORS)}")
+        return v
+
+    @model_validator(mode="after")
+    def _size_rule(self) -> "FederatedSection":
+        if self.subset_size is not None and self.rho is not None and "rho" in self.model_fields_set:
+            raise ValueError("give either rho (fixed ratio) or subset_size (fixed P), not both")
+        return self
+
+    def rule(self) -> SizeRule:
+        return FixedSize(self.subset_size) if self.subset_size is not None else FixedRatio(self.rho)
+
+
+class OneShotConfig(Strict):
+    """``vmc oneshot``: fit on an initial client set, then replay an editing sequence."""
+
+    name: str = "oneshot"
+    seed: int = Field(0, ge=0)
+    federated: FederatedSection = FederatedSection()
+    initial_clients: int = Field(8, gt=0)
+    requests: list[str] = Field(
+        default_factory=lambda: ["+8", "-2", "+9", "-5", "+10", "-0", "-9,+11"],
+        description="'+i' adds client i, '-i' removes it; comma-joined = one batch",
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> "OneShotConfig":
+        n = self.federated.num_clients
+        if self.initial_clients > n:
+            raise ValueError(f"initial_clients ({self.initial_clients}) exceeds federated.num_clients ({n})")
+        for i, r in enumerate(self.requests):
+            parse_request(r, n, where=f"requests[{i}]")
+        return self
+
+
+def parse_request(text: str, num_clients: int, where: str = "request") -> tuple[list[int], list[int]]:
+    """``'-3,+12'`` -> (removed [3], added [12]); raises naming ``where`` on bad input."""
+    removed, added = [], []
+    for part in text.replace(" ", "").split(","):
+        if len(part) < 2 or part[0] not in "+-" or not part[1:].isdigit():
+            raise ValueError(f"{where}: {part!r} is not '+<client>' or '-<client>'")
+        c = int(part[1:])
+        if c >= num_clients:
+            raise ValueError(f"{where}: client {c} has no data (federated.num_clients = {num_clients})")
+        (added if part[0] == "+" else removed).append(c)
+    return removed, added
+
+
+def _format(err: ValidationError, source: str) -> str:
+    lines = []
+    for e in err.errors():
+        loc = ".".join(str(p) for p in e["loc"]) or "<top>"
+        lines.append(f"{source}: {loc}: {e['msg']}")
+    return "\n".join(lines)
+
+
+def load_model(cls: type[BaseModel], path: str | Path | None, data: dict[str, Any] | None = None):
+    """Validate ``path`` (YAML) or ``data`` into ``cls``; raise :class:`ConfigError` naming fields."""
+    source = str(path) if path else "<embedded default>"
+    if path is not None:
+        try:
+            text = Path(path).read_text()
+        except OSError as e:
+            raise ConfigError(f"{source}: cannot read ({e.strerror})") from None
+        try:
+            data = yaml.safe_load(text) or {}
+        except yaml.YAMLError as e:
+            raise ConfigError(f"{source}: not valid YAML: {e}") from None
+        if not isinstance(data, dict):
+            raise ConfigError(f"{source}: the top level must be a mapping of fields")
+    try:
+        return cls.model_validate(data or {})
+    except ValidationError as e:
+        raise ConfigError(_format(e, source)) from None

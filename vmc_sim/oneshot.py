@@ -1,0 +1,77 @@
+"""``vmc oneshot``: fit every configured method on the same initial clients, replay the same
+editing sequence against each, and record accuracy, bytes and time per request."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from fl_core.editors import build_editor
+from fl_core.experiment import OneShotSetup
+from fl_core.training import evaluate
+
+from .config import FederatedSection, OneShotConfig, parse_request
+from .runs import RunDir, new_run_dir
+
+
+def build_setup(fed: FederatedSection, seed: int) -> OneShotSetup:
+    """The shared federated setup (data, partition, W0) described by ``fed``."""
+    return OneShotSetup(
+        dataset=fed.dataset, num_clients=fed.num_clients, alpha=fed.alpha, model=fed.model, seed=seed,
+        train=fed.train.build(), max_train_samples=fed.max_train_samples,
+        max_test_samples=fed.max_test_samples, data_root=fed.data_root,
+    )
+
+
+def run_oneshot(config: OneShotConfig, out: str | Path = "runs", say: Callable[[str], None] = print) -> RunDir:
+    fed = config.federated
+    setup = build_setup(fed, config.seed)
+    run = RunDir(new_run_dir(out, config.name))
+    pool = setup.pool()
+    editors = {m: build_editor(m, pool, setup.streams.numpy("subset", m), fed.rule(), fed.projection.build())
+               for m in fed.methods}
+    run.write_manifest(config.model_dump(mode="json"), setup.streams.manifest(), kind="oneshot")
+    requests = [("fit", list(range(config.initial_clients)), [])] + [
+        ("edit", *parse_request(r, fed.num_clients, where=f"requests[{i}]")) for i, r in enumerate(config.requests)
+    ]
+    say(f"run directory: {run.path}")
+    say(f"{'#':>3} {'request':<12} {'method':<10} {'trig':<5} {'acc %':>6} {'MB':>8} {'compute s':>9} {'solve s':>8}")
+    for index, (kind, removed, added) in enumerate(requests):
+        label = "fit" if kind == "fit" else ",".join([f"-{c}" for c in removed] + [f"+{c}" for c in added])
+        for method, editor in editors.items():
+            report = editor.fit(removed) if kind == "fit" else editor.batch(removed, added, kind=_kind(removed, added))
+            acc, loss = evaluate(setup.model_fn(), editor.model, setup.test_set)
+            record = {"index": index, "request": label, **report.as_dict(), "accuracy": acc, "loss": loss,
+                      "members": sorted(editor.members)}
+            record.pop("transfers")
+            run.append_record(record)
+            say(f"{index:>3} {label:<12} {method:<10} {str(report.triggered):<5} {100 * acc:>6.2f} "
+                f"{report.total_bytes / 1e6:>8.3f} {report.compute_s:>9.2f} {report.solve_s:>8.3f}")
+        pool_models = {f"{m}.weights": e.model for m, e in editors.items()}
+    run.save_tensors("models.safetensors", pool_models)
+    say(_summary(run))
+    return run
+
+
+def _kind(removed: list, added: list) -> str:
+    if len(removed) == 1 and not added:
+        return "remove"
+    if len(added) == 1 and not removed:
+        return "add"
+    return "batch"
+
+
+def _summary(run: RunDir) -> str:
+    totals: dict[str, dict[str, float]] = {}
+    for r in run.records():
+        t = totals.setdefault(r["method"], {"MB": 0.0, "compute_s": 0.0, "triggered": 0, "requests": 0, "acc": 0.0})
+        t["MB"] += r["total_bytes"] / 1e6
+        t["compute_s"] += r["compute_s"]
+        t["triggered"] += int(r["triggered"] and r["kind"] != "fit")
+        t["requests"] += int(r["kind"] != "fit")
+        t["acc"] = r["accuracy"]
+    lines = ["", "method      final acc %   total MB   compute s   triggered/requests"]
+    for m, t in totals.items():
+        lines.append(f"{m:<11} {100 * t['acc']:>11.2f} {t['MB']:>10.3f} {t['compute_s']:>11.2f}   "
+                     f"{int(t['triggered'])}/{int(t['requests'])}")
+    return "\n".join(lines)

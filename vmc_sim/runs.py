@@ -1,0 +1,119 @@
+"""Self-describing run directories: manifest, per-request records, models and checkpoints.
+
+A run directory holds ``manifest.json`` (configuration, seeds, versions, host), one JSON line
+per request in ``records.jsonl`` (flushed as written, so a crash loses nothing already
+recorded), and tensors as safetensors. Nothing is pickled.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterator
+
+import torch
+from safetensors.torch import save_file
+
+
+def versions() -> dict[str, str]:
+    """Versions of the packages that decide a run's numbers."""
+    out = {"python": sys.version.split()[0], "torch": torch.__version__}
+    for name in ("numpy", "simpy", "safetensors", "libsumo", "traci", "sumolib"):
+        try:
+            mod = __import__(name)
+            out[name] = str(getattr(mod, "__version__", "unknown"))
+        except Exception:  # an optional package that is absent is simply not listed
+            continue
+    from fl_core import __version__
+
+    out["vmc_sim"] = __version__
+    return out
+
+
+def new_run_dir(base: str | Path, name: str) -> Path:
+    """A fresh directory ``base/<name>-<UTC timestamp>`` (suffixed if it exists)."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    path = Path(base) / f"{name}-{stamp}"
+    k = 1
+    while path.exists():
+        path = Path(base) / f"{name}-{stamp}-{k}"
+        k += 1
+    path.mkdir(parents=True)
+    return path
+
+
+class RunDir:
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.mkdir(parents=True, exist_ok=True)
+
+    def write_manifest(self, config: dict[str, Any], seeds: dict[str, Any], **extra: Any) -> None:
+        manifest = {
+            "created": datetime.now(timezone.utc).isoformat(),
+            "config": config,
+            "seeds": seeds,
+            "versions": versions(),
+            "host": {"machine": platform.machine(), "processor": platform.processor(), "cpus": os.cpu_count(),
+                     "cuda": torch.cuda.is_available()},
+            **extra,
+        }
+        self._atomic_json("manifest.json", manifest)
+
+    def manifest(self) -> dict[str, Any]:
+        return json.loads((self.path / "manifest.json").read_text())
+
+    def append_record(self, record: dict[str, Any], name: str = "records.jsonl") -> None:
+        with open(self.path / name, "a") as f:
+            f.write(json.dumps(record, default=_jsonable) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    def records(self, name: str = "records.jsonl") -> Iterator[dict[str, Any]]:
+        path = self.path / name
+        if not path.exists():
+            return
+        with open(path) as f:
+            for i, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    yield json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise ValueError(f"{path}:{i}: not a JSON record ({e.msg})") from None
+
+    def save_tensors(self, name: str, tensors: dict[str, torch.Tensor], metadata: dict[str, str] | None = None) -> Path:
+        path = self.path / name
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        save_file({k: v.detach().contiguous().cpu() for k, v in tensors.items()}, str(tmp), metadata=metadata)
+        os.replace(tmp, path)
+        return path
+
+    def _atomic_json(self, name: str, obj: Any) -> None:
+        tmp = self.path / (name + ".tmp")
+        tmp.write_text(json.dumps(obj, indent=2, default=_jsonable))
+        os.replace(tmp, self.path / name)
+
+
+def _jsonable(o: Any) -> Any:
+    if hasattr(o, "item"):
+        return o.item()
+    if hasattr(o, "value"):
+        return o.value
+    if isinstance(o, (set, frozenset, tuple)):
+        return list(o)
+    return str(o)
+
+
+class Stopwatch:
+    """Host wall-clock, kept apart from simulated time."""
+
+    def __init__(self) -> None:
+        self.t0 = time.perf_counter()
+
+    def __call__(self) -> float:
+        return time.perf_counter() - self.t0
