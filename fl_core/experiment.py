@@ -17,7 +17,7 @@ from .data import ArrayDataset, load_train_test
 from .models import build_model, flat_params
 from .partition import dirichlet_partition, group_partition
 from .rng import Streams
-from .training import LocalTrainer, TrainConfig
+from .training import LocalTrainer, TrainConfig, apply_threads
 
 
 @dataclass
@@ -53,7 +53,9 @@ class OneShotSetup:
             parts = dirichlet_partition(train.y.numpy(), self.num_clients, self.alpha, rng)
         self.client_data: dict[int, ArrayDataset] = {i: train.subset(p) for i, p in enumerate(parts)}
         torch.manual_seed(self.streams.seed("init"))
-        self.w0 = flat_params(self.model_fn())
+        model = self.model_fn()
+        self.w0 = flat_params(model)
+        self.threads = apply_threads(self.train, model)
 
     def model_fn(self) -> torch.nn.Module:
         kwargs = {"hidden": (32,)} if self.model == "mlp" else {}

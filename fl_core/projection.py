@@ -45,6 +45,7 @@ class ProjectionConfig:
     curvature_floor: float = 1e-12  # relative to the largest diagonal entry (closed form)
     damping: float = 1e-4  # CG methods: adds damping * tr(F)/d * I to F (0 = undamped)
     precondition: bool = True  # cg_f with damping > 0: Kronecker preconditioner where available
+    warm_start: bool = True  # edits start CG from the previous solution (damping > 0)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "method", ProjectionMethod(self.method))
@@ -75,16 +76,22 @@ def conjugate_gradient(
     tol: float,
     max_iter: int,
     precond: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    x0: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, int, float]:
     """CG from zero for a symmetric PSD operator; returns (x, iterations, relative residual).
 
     The recursive residual is used; the iterate with the smallest residual is returned, so a
     solve that stalls in floating point (singular F) never ends worse than its best point."""
-    x = torch.zeros_like(rhs)
-    r = rhs.clone()
     norm0 = float(torch.linalg.vector_norm(rhs))
     if norm0 == 0.0:
-        return x, 0, 0.0
+        return torch.zeros_like(rhs), 0, 0.0
+    if x0 is None:
+        x, r = torch.zeros_like(rhs), rhs.clone()
+    else:
+        x = x0.clone()
+        r = rhs - matvec(x)
+        if float(torch.linalg.vector_norm(r)) <= tol * norm0:
+            return x, 0, float(torch.linalg.vector_norm(r)) / norm0
     z = precond(r) if precond else r
     p = z.clone()
     rz = float(r @ z)
@@ -112,8 +119,14 @@ def conjugate_gradient(
     return best_x, it, best_rr ** 0.5 / norm0
 
 
-def project(stats: SufficientStatistics, config: ProjectionConfig = ProjectionConfig()) -> tuple[torch.Tensor, SolveInfo]:
-    """The fused model (float32) for the current statistics, and how the solve went."""
+def project(
+    stats: SufficientStatistics, config: ProjectionConfig = ProjectionConfig(), warm: torch.Tensor | None = None
+) -> tuple[torch.Tensor, SolveInfo]:
+    """The fused model (float32) for the current statistics, and how the solve went.
+
+    ``warm`` is the correction ``x = Wbar - W`` of a previous solve; with damping > 0 the
+    system is nonsingular and CG on F may start from it (an edit changes few members, so the
+    old solution is close). The answer is the same to the solver tolerance."""
     t0 = time.perf_counter()
     wbar = stats.mean()
     fsum = stats.fisher_sum
@@ -141,7 +154,9 @@ def project(stats: SufficientStatistics, config: ProjectionConfig = ProjectionCo
 
         if method is ProjectionMethod.CG_F:
             pre = fsum.preconditioner(lam_d) if (config.precondition and lam_d > 0) else None
-            x, info.iterations, info.residual = conjugate_gradient(op, r, config.tol, config.max_iter, pre)
+            start = warm if (warm is not None and lam_d > 0 and warm.shape == r.shape) else None
+            x, info.iterations, info.residual = conjugate_gradient(op, r, config.tol, config.max_iter, pre, start)
+            info.method += "+warm" if start is not None else ""
             info.method += "+pcg" if pre else ""
             w = wbar - x
         else:

@@ -36,6 +36,7 @@ class TrainConfig:
     fisher_batch: int = 128
     upload_dtype: str = "float32"
     device: str = "cpu"
+    threads: int | None = None  # torch intra-op threads; None = auto (see ``apply_threads``)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "fisher", FisherKind(self.fisher))
@@ -46,6 +47,24 @@ class TrainConfig:
             raise ValueError(f"train.lr must be > 0, got {self.lr}")
         if self.upload_dtype not in DTYPES:
             raise ValueError(f"train.upload_dtype must be one of {sorted(DTYPES)}, got {self.upload_dtype!r}")
+
+
+SMALL_MODEL_PARAMS = 200_000
+
+
+def apply_threads(config: TrainConfig, model: nn.Module) -> int:
+    """Set torch's intra-op threads for this process and return the number.
+
+    ``config.threads`` wins when given. Otherwise a model under 200,000 parameters gets one
+    thread: its operations are so small that thread synchronisation dominates (measured here:
+    a K-FAC solve on the 2,368-parameter MLP took 0.56 s with 2 threads on a loaded 2-core
+    machine and 0.02 s with 1). Larger models keep torch's default.
+    """
+    n = config.threads
+    if n is None:
+        n = 1 if sum(p.numel() for p in model.parameters()) < SMALL_MODEL_PARAMS else torch.get_num_threads()
+    torch.set_num_threads(max(1, int(n)))
+    return torch.get_num_threads()
 
 
 def resolve_device(name: str) -> torch.device:

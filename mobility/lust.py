@@ -5,9 +5,10 @@ Two ways in:
 * :func:`lust_clone`: a real LuST clone (``lust.net.xml`` + ``dua.static.sumocfg``) is used as it
   is, through its own ``.sumocfg``.
 * :func:`build_lust`: the topology is rebuilt from the LuST OSM export with ``netconvert`` (its
-  defaults reproduce the published network size) and a demand is generated whose number of
-  running vehicles follows the published curve (``TrafficDemands.png``: about 4,000 at 08:00).
-  Both are cached like the embedded city.
+  defaults reproduce the published network size; traffic lights get actuated programs, which
+  change no junction or edge and roughly halve the queues of netconvert's fixed-time default)
+  and a demand is generated whose number of running vehicles follows the published curve
+  (``TrafficDemands.png``: about 4,000 at 08:00). Both are cached like the embedded city.
 
 Demand model. Trips are drawn between random edges of the largest strongly connected part of the
 passenger road graph (weights: length x lanes, ``fringe_factor`` for edges on the network
@@ -39,16 +40,17 @@ import time as _time
 import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from mobility.cache import cached_build, file_sha256, strip_generated_header
 from mobility.sumo import SumoConfig, SumoSession, run_command, sumo_binary, sumo_version
 
 LUST_OSM_NAME = "lust.legacy.scenario.osm.gz"
 LUST_VTYPES_NAME = "vtypes.add.xml"
-LUST_BUILDER_VERSION = 2
+LUST_BUILDER_VERSION = 3
 PUBLISHED_NETWORK = {"nodes": 2365, "edges": 5959, "length_km": 929.5}
 PUBLISHED_VEHICLES_PER_DAY = 287_000
+CALIBRATIONS = ("closed_loop", "open_loop")
 
 # Running vehicles over the day read off TrafficDemands.png ("DUE - Static" curve), as
 # (hour, vehicles); linearly interpolated and rescaled so that 08:00 equals ``peak_running``.
@@ -105,6 +107,8 @@ class LustConfig:
     min_distance: float = 1000.0
     fringe_factor: float = 2.0
     vehicle_types: bool = True
+    calibration: str = "closed_loop"
+    insertion_cap: float = 1.5
     seed: int = 42
     cache_dir: str | None = None
 
@@ -113,6 +117,10 @@ class LustConfig:
 
     def validate(self) -> None:
         """Raise ValueError naming the first bad field."""
+        if self.calibration not in CALIBRATIONS:
+            raise ValueError(f"lust.calibration must be one of {CALIBRATIONS}, got {self.calibration!r}")
+        if not _num(self.insertion_cap) or self.insertion_cap < 1:
+            raise ValueError(f"lust.insertion_cap must be a number >= 1, got {self.insertion_cap!r}")
         for name in ("begin", "end", "warmup", "min_distance", "fringe_factor"):
             v = getattr(self, name)
             if not _num(v) or v < 0:
@@ -204,7 +212,7 @@ def build_lust_network(config: LustConfig | None = None, *, force: bool = False)
     def _build(out: Path) -> dict[str, Any]:
         net = out / "lust.net.xml"
         run_command([str(sumo_binary("netconvert")), "--osm-files", str(osm), "-o", str(net),
-                     "--no-warnings", "true"], what="netconvert (LuST OSM)", cwd=out)
+                     "--tls.default-type", "actuated", "--no-warnings", "true"], what="netconvert (LuST OSM)", cwd=out)
         strip_generated_header(net)
         vtypes = osm.parent / LUST_VTYPES_NAME
         if vtypes.is_file():
@@ -319,8 +327,80 @@ def _departures(cfg: LustConfig, tau: float, rng: Any) -> list[float]:
     return [float(x) for x in np.interp(np.array(arrivals), cum, grid)] if arrivals else []
 
 
-def build_lust(config: LustConfig | None = None, *, force: bool = False) -> LustFiles:
-    """Rebuilt LuST network plus calibrated demand for ``config`` (both cached)."""
+def expected_insertions(cfg: LustConfig, trip_time: float) -> float:
+    """Vehicles the open-loop rate inserts over ``[demand_begin, end]`` for a mean trip time (s)."""
+    import numpy as np
+
+    grid = np.arange(cfg.demand_begin, cfg.end, 60.0)
+    return float(np.sum(insertion_rate(grid + 30.0, trip_time, cfg.peak_running)) * 60.0)
+
+
+def _read_routes(path: Path) -> list[tuple[str, str | None, str]]:
+    out = []
+    for _, el in ET.iterparse(path, events=("end",)):
+        if el.tag == "vehicle":
+            route = el.find("route")
+            if route is not None and route.get("edges"):
+                out.append((el.get("id", ""), el.get("type"), route.get("edges", "")))
+            el.clear()
+    return out
+
+
+def _closed_loop(cfg: LustConfig, net_file: Path, pool: list[tuple[str, str | None, str]], additional: Path | None,
+                 out: Path, free_flow: float, backend: str) -> dict[str, Any]:
+    """Insert pool vehicles so that the running count tracks the target; write what was inserted."""
+    import numpy as np
+
+    scfg = SumoConfig(backend=backend, net_file=str(net_file),
+                      additional_files=[str(additional)] if additional is not None else [],
+                      begin=cfg.demand_begin, end=cfg.end, seed=cfg.seed)
+    inserted: list[tuple[str, str | None, str, float]] = []
+    samples: list[list[float]] = []
+    nxt = 0
+    with SumoSession(scfg) as s:
+        api, dt = s.raw, scfg.step_length
+        next_sample = s.time + 60.0
+        while s.time + dt <= cfg.end + 1e-9:
+            t = s.time
+            goal = target_running(t + dt, cfg.peak_running)
+            have = int(s.call("simulation.getMinExpectedNumber", lambda: api.simulation.getMinExpectedNumber()))
+            cap = math.ceil(cfg.insertion_cap * float(insertion_rate(t, free_flow, cfg.peak_running)) * dt)
+            n = max(0, min(int(goal) - have, max(cap, 1), len(pool) - nxt))
+
+            def _add(batch: list[tuple[str, str | None, str]] = pool[nxt:nxt + n]) -> None:
+                for vid, vtype, edges in batch:
+                    api.route.add("r:" + vid, edges.split())
+                    api.vehicle.add(vid, "r:" + vid, typeID=vtype or "DEFAULT_VEHTYPE", depart="now",
+                                    departLane="best", departSpeed="max")
+
+            if n:
+                s.call("vehicle.add", _add)
+                inserted.extend((vid, vtype, edges, t) for vid, vtype, edges in pool[nxt:nxt + n])
+                nxt += n
+            t = s.step()
+            if t + 1e-9 >= next_sample:
+                samples.append([t, s.running_count(), round(target_running(t, cfg.peak_running), 1)])
+                next_sample += 60.0
+        teleports = s.teleports
+    with open(out, "w", encoding="utf-8") as f:
+        f.write("<routes>\n")
+        for vid, vtype, edges, t in inserted:
+            type_attr = f' type="{vtype}"' if vtype else ""
+            f.write(f'    <vehicle id="{vid}"{type_attr} depart="{t:.2f}" departLane="best" departSpeed="max">\n'
+                    f'        <route edges="{edges}"/>\n    </vehicle>\n')
+        f.write("</routes>\n")
+    window = [row for row in samples if row[0] >= cfg.begin]
+    err = float(np.mean([abs(r[1] - r[2]) / r[2] for r in window])) if window else math.nan
+    return {"inserted": len(inserted), "pool": len(pool), "pool_exhausted": nxt >= len(pool), "teleports": teleports,
+            "mean_relative_error": round(err, 4), "curve": samples}
+
+
+def build_lust(config: LustConfig | None = None, *, force: bool = False, backend: str = "libsumo") -> LustFiles:
+    """Rebuilt LuST network plus calibrated demand for ``config`` (both cached).
+
+    ``backend`` is used for the closed-loop calibration run (use ``traci`` if a libsumo
+    simulation is already open in this process).
+    """
     import numpy as np
     import sumolib
 
@@ -351,30 +431,48 @@ def build_lust(config: LustConfig | None = None, *, force: bool = False) -> Lust
         pilot_trips.unlink()
         pilot_routes.unlink()
         tau = free_flow * cfg.delay_factor
-        departs = _departures(cfg, tau, depart_rng)
         trips, routes = out / "lust.trips.xml", out / "lust.rou.xml"
-        _write_trips(trips, _sample_od(edges, len(departs), cfg, od_rng), departs, vtype, "lust")
-        _route(net_file, trips, routes, additional, cfg.seed, out)
+        demand: dict[str, Any] = {"calibration": cfg.calibration}
+        if cfg.calibration == "open_loop":
+            departs = _departures(cfg, tau, depart_rng)
+            _write_trips(trips, _sample_od(edges, len(departs), cfg, od_rng), departs, vtype, "lust")
+            _route(net_file, trips, routes, additional, cfg.seed, out)
+            demand["trips"] = len(departs)
+        else:
+            n_pool = int(math.ceil(1.1 * expected_insertions(cfg, free_flow))) + 200
+            pool_routes = out / "pool.rou.xml"
+            _write_trips(trips, _sample_od(edges, n_pool, cfg, od_rng), [cfg.demand_begin] * n_pool, vtype, "lust")
+            _route(net_file, trips, pool_routes, additional, cfg.seed, out)
+            demand["closed_loop"] = _closed_loop(cfg, net_file, _read_routes(pool_routes), additional, routes,
+                                                 free_flow, backend)
+            pool_routes.unlink()
+            demand["trips"] = demand["closed_loop"]["inserted"]
         trips.unlink()
+        strip_generated_header(routes)
         routed = sum(1 for _, el in ET.iterparse(routes, events=("end",)) if el.tag == "vehicle")
-        day = np.arange(0.0, 86400.0, 60.0)
-        per_day = float(np.sum(insertion_rate(day + 30.0, tau, cfg.peak_running)) * 60.0)
-        return {
-            "network": net_manifest["network"],
-            "demand": {
-                "file": routes.name, "sha256": file_sha256(routes), "trips": len(departs), "routed": routed,
-                "window": [cfg.demand_begin, cfg.end], "free_flow_trip_time_s": round(free_flow, 1),
-                "assumed_trip_time_s": round(tau, 1), "implied_vehicles_per_day": round(per_day),
-                "published_vehicles_per_day": PUBLISHED_VEHICLES_PER_DAY, "seed": cfg.seed,
-                "build_s": round(_time.perf_counter() - t0, 1),
-            },
-        }
+        span_h = (cfg.end - cfg.demand_begin) / 3600.0
+        demand.update({
+            "file": routes.name, "sha256": file_sha256(routes), "routed": routed,
+            "window": [cfg.demand_begin, cfg.end], "free_flow_trip_time_s": round(free_flow, 1),
+            "insertions_per_hour": round(routed / span_h), "open_loop_trip_time_s": round(tau, 1),
+            "open_loop_vehicles_per_day": round(_per_day(tau, cfg.peak_running)),
+            "published_vehicles_per_day": PUBLISHED_VEHICLES_PER_DAY, "seed": cfg.seed,
+            "build_s": round(_time.perf_counter() - t0, 1),
+        })
+        return {"network": net_manifest["network"], "demand": demand}
 
     directory, manifest = cached_build("lust-demand", params, _build, root=cfg.cache_dir, force=force)
     add = (directory / LUST_VTYPES_NAME,) if use_vtypes else ()
     return LustFiles(directory=directory, net_file=net_file, route_files=(directory / "lust.rou.xml",),
                      additional_files=add, config_file=None, begin=cfg.demand_begin, end=cfg.end,
                      observe_from=cfg.begin, metadata=manifest)
+
+
+def _per_day(tau: float, peak_running: float) -> float:
+    import numpy as np
+
+    day = np.arange(0.0, 86400.0, 60.0)
+    return float(np.sum(insertion_rate(day + 30.0, tau, peak_running)) * 60.0)
 
 
 def lust_clone(clone_dir: str | Path, config_name: str = "dua.static.sumocfg") -> LustFiles:
@@ -469,8 +567,11 @@ def _hhmm(t: float) -> str:
 
 def demand_report(files: LustFiles, *, end: float | None = None, compare_from: float | None = None,
                   sample_every: float = 60.0, backend: str = "libsumo", peak_running: float = 4000.0,
-                  seed: int = 42) -> DemandReport:
-    """Run the scenario without coverage tracking and compare running vehicles with the published curve."""
+                  seed: int = 42, progress: Callable[[float, int, float], None] | None = None) -> DemandReport:
+    """Run the scenario without coverage tracking and compare running vehicles with the published curve.
+
+    ``progress(time, running, target)`` is called at every sample if given.
+    """
     cfg = files.sumo_config(backend=backend, seed=seed, **({"end": end} if end is not None else {}))
     times, achieved, departed, arrived, arrived_compared = [], [], 0, 0, 0
     frm = compare_from if compare_from is not None else (files.observe_from if files.observe_from is not None
@@ -490,6 +591,8 @@ def demand_report(files: LustFiles, *, end: float | None = None, compare_from: f
                 times.append(t)
                 achieved.append(s.running_count())
                 next_sample += sample_every
+                if progress is not None:
+                    progress(t, achieved[-1], target_running(t, peak_running))
         teleports = s.teleports
         simulated = s.time - start
     wall = _time.perf_counter() - t0
@@ -501,3 +604,42 @@ def demand_report(files: LustFiles, *, end: float | None = None, compare_from: f
 def report_json(report: DemandReport) -> str:
     """The report as indented JSON."""
     return json.dumps(report.to_dict(), indent=2)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m mobility.lust``: build (or reuse) the LuST scenario and optionally report its curve."""
+    import argparse
+
+    p = argparse.ArgumentParser(prog="python -m mobility.lust", description=main.__doc__)
+    p.add_argument("--osm", help="LuST OSM file (default: ../shared/scenarios/lust or $VMC_LUST_DIR)")
+    p.add_argument("--clone", help="a real LuST clone folder (lust.net.xml + dua.static.sumocfg), used as is")
+    p.add_argument("--begin", type=float, default=LustConfig.begin, help="window start, s of day")
+    p.add_argument("--end", type=float, default=LustConfig.end, help="window end, s of day")
+    p.add_argument("--warmup", type=float, default=LustConfig.warmup)
+    p.add_argument("--peak", type=float, default=LustConfig.peak_running, help="running vehicles at 08:00")
+    p.add_argument("--delay-factor", type=float, default=LustConfig.delay_factor)
+    p.add_argument("--seed", type=int, default=LustConfig.seed)
+    p.add_argument("--report", action="store_true", help="simulate the window and compare with the published curve")
+    p.add_argument("--csv", help="write the achieved curve to this CSV file (with --report)")
+    p.add_argument("--backend", default="libsumo", choices=["libsumo", "traci"])
+    a = p.parse_args(argv)
+    if a.clone:
+        files = lust_clone(a.clone)
+    else:
+        files = build_lust(LustConfig(osm_file=a.osm, begin=a.begin, end=a.end, warmup=a.warmup, peak_running=a.peak,
+                                      delay_factor=a.delay_factor, seed=a.seed))
+        print(json.dumps({k: files.metadata.get(k) for k in ("network", "demand")}, indent=2))
+    print(f"scenario in {files.directory}")
+    if a.report:
+        end = None if files.config_file is None else a.end
+        report = demand_report(files, end=end, backend=a.backend, peak_running=a.peak, seed=a.seed,
+                               compare_from=a.begin if files.config_file is not None else None,
+                               progress=lambda t, n, g: print(f"  {_hhmm(t)} running {n} target {g:.0f}", flush=True))
+        print(report.summary())
+        if a.csv:
+            print(f"curve written to {report.to_csv(a.csv)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -14,11 +14,14 @@ Two placements:
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Sequence
+
+from mobility.cache import cached_build, file_sha256
 
 PLACEMENTS = ("auto", "explicit")
 
@@ -164,12 +167,27 @@ def central_region(net_file: str | Path, fraction: float = 0.5) -> tuple[float, 
     return cx - hw, cy - hh, cx + hw, cy + hh
 
 
-def junction_centrality(net_file: str | Path, samples: int | None = 500, seed: int = 42) -> dict[str, float]:
+def junction_centrality(net_file: str | Path, samples: int | None = 500, seed: int = 42, *,
+                        cache_dir: str | None = None, use_cache: bool = True) -> dict[str, float]:
     """Betweenness centrality of every junction on the directed, length-weighted road graph.
 
     With ``samples`` smaller than the number of junctions, networkx's pivot-sampling
-    approximation is used with the given seed (exact otherwise).
+    approximation is used with the given seed (exact otherwise). Results are cached as JSON in
+    the user cache keyed by the network's hash (a big network takes seconds).
     """
+    if not use_cache:
+        return _compute_centrality(net_file, samples, seed)
+    params = {"net_sha256": file_sha256(net_file), "samples": samples, "seed": seed, "version": 1}
+
+    def _build(out: Path) -> dict[str, Any]:
+        (out / "centrality.json").write_text(json.dumps(_compute_centrality(net_file, samples, seed), sort_keys=True))
+        return {}
+
+    directory, _ = cached_build("centrality", params, _build, root=cache_dir)
+    return json.loads((directory / "centrality.json").read_text())
+
+
+def _compute_centrality(net_file: str | Path, samples: int | None, seed: int) -> dict[str, float]:
     import networkx as nx
 
     net = _read_net(str(net_file))
@@ -188,8 +206,11 @@ def junction_centrality(net_file: str | Path, samples: int | None = 500, seed: i
     return {str(n): float(c) for n, c in nx.betweenness_centrality(g, k=k, weight="length", seed=seed).items()}
 
 
-def place_rsus(config: RsuConfig, net_file: str | Path | None = None) -> list[Rsu]:
-    """Resolve an RsuConfig to concrete RSUs (``net_file`` is needed for auto and lon/lat)."""
+def place_rsus(config: RsuConfig, net_file: str | Path | None = None, *, cache_dir: str | None = None) -> list[Rsu]:
+    """Resolve an RsuConfig to concrete RSUs (``net_file`` is needed for auto and lon/lat).
+
+    ``cache_dir`` overrides where the junction centrality is cached (see :func:`mobility.cache.cache_root`).
+    """
     config.validate()
     if config.placement == "explicit":
         rsus = []
@@ -224,7 +245,7 @@ def place_rsus(config: RsuConfig, net_file: str | Path | None = None) -> list[Rs
             candidates.append((node.getID(), float(x), float(y)))
     if not candidates:
         raise ValueError(f"rsu.region {list(region)} contains no junction of {net_file}")
-    score = junction_centrality(net_file, config.centrality_samples, config.seed)
+    score = junction_centrality(net_file, config.centrality_samples, config.seed, cache_dir=cache_dir)
     candidates.sort(key=lambda c: (-round(score.get(c[0], 0.0), 12), math.hypot(c[1] - cx, c[2] - cy), c[0]))
     chosen: list[tuple[str, float, float]] = []
     for jid, x, y in candidates:

@@ -313,7 +313,6 @@ class SumoSession:
         self._end: float | None = config.end
         self._open = False
         self._dead = False
-        self._tracked: set[str] = set()
         self._track_all = False
         self._teleports = 0
         self._step_teleports: tuple[str, ...] = ()
@@ -495,6 +494,10 @@ class SumoSession:
             return "  SUMO wrote no log"
         where = f" (kept in {self._workdir})" if self._workdir is not None else ""
         return f"  SUMO log{where}:\n{tail}"
+
+    def call(self, what: str, fn: Callable[[], Any]) -> Any:
+        """Run ``fn()`` (which uses :attr:`raw`) with backend failures translated into SumoError."""
+        return self._call(what, fn)
 
     def _call(self, what: str, fn: Callable[[], Any]) -> Any:
         if not self._open:

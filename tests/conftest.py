@@ -33,6 +33,9 @@ class TinySetup:
         return ClientPool(LocalTrainer(self.model_fn, self.w0, cfg, self.streams), self.data, reuse=reuse)
 
 
+torch.set_num_threads(1)  # the tiny test models lose to thread synchronisation
+
+
 @pytest.fixture(scope="session")
 def tiny() -> TinySetup:
     return TinySetup()

@@ -44,8 +44,8 @@ def city(cache):
 
 
 @pytest.fixture(scope="module")
-def centre_rsu(city):
-    return place_rsus(RsuConfig(count=1, radius=150.0), city.net_file)
+def centre_rsu(city, cache):
+    return place_rsus(RsuConfig(count=1, radius=150.0), city.net_file, cache_dir=str(cache))
 
 
 def run_all(src, chunk: float):
@@ -87,14 +87,14 @@ def test_city_builds_caches_and_is_deterministic(city, cache, tmp_path):
     assert not [p for p in Path(tmp_path).iterdir() if p.name.startswith(".")]  # no temp dirs left behind
 
 
-def test_auto_placement_ranks_central_junctions(city):
-    [one] = place_rsus(RsuConfig(count=1, radius=150.0), city.net_file)
+def test_auto_placement_ranks_central_junctions(city, cache):
+    [one] = place_rsus(RsuConfig(count=1, radius=150.0), city.net_file, cache_dir=str(cache))
     xmin, ymin, xmax, ymax = central_region(city.net_file, 0.5)
     assert xmin <= one.x <= xmax and ymin <= one.y <= ymax and one.junction
-    four = place_rsus(RsuConfig(count=4, radius=100.0, central_fraction=1.0), city.net_file)
+    four = place_rsus(RsuConfig(count=4, radius=100.0, central_fraction=1.0), city.net_file, cache_dir=str(cache))
     assert all(math.hypot(a.x - b.x, a.y - b.y) >= 200.0 for a in four for b in four if a is not b)
     with pytest.raises(ValueError, match="rsu.count=20"):
-        place_rsus(RsuConfig(count=20, radius=150.0), city.net_file)
+        place_rsus(RsuConfig(count=20, radius=150.0), city.net_file, cache_dir=str(cache))
 
 
 def _naive_members(rsu: Rsu, states, v2v: float | None, hops: int) -> set[str]:

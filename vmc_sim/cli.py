@@ -17,6 +17,23 @@ def _oneshot(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run(args: argparse.Namespace) -> int:
+    from .cosim import run_scenario
+    from .scenario import load_scenario
+
+    scenario = load_scenario(args.scenario)
+    run_scenario(scenario, out=args.out, progress=not args.quiet)
+    return 0
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from .cosim import replay_scenario, run_scenario
+
+    scenario = replay_scenario(args.trace, args.scenario)
+    run_scenario(scenario, out=args.out, progress=not args.quiet)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="vmc", description="vmc-sim: vehicular co-simulation for federated learning")
     sub = p.add_subparsers(dest="command", required=True)
@@ -24,6 +41,17 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("config", nargs="?", help="YAML file (default: the embedded digits example)")
     o.add_argument("--out", default="runs", help="where run directories are created")
     o.set_defaults(func=_oneshot)
+    r = sub.add_parser("run", help="run a co-simulation scenario (default: the embedded city)")
+    r.add_argument("scenario", nargs="?", help="scenario YAML (default: embedded city, digits, F-SOSA vs Retrain)")
+    r.add_argument("--out", default="runs", help="where run directories are created")
+    r.add_argument("--quiet", action="store_true", help="no progress bar")
+    r.set_defaults(func=_run)
+    p_replay = sub.add_parser("replay", help="rerun a recorded trace without SUMO")
+    p_replay.add_argument("trace", help="a trace file (trace.jsonl of a run directory)")
+    p_replay.add_argument("--scenario", help="scenario YAML (default: the manifest beside the trace)")
+    p_replay.add_argument("--out", default="runs")
+    p_replay.add_argument("--quiet", action="store_true")
+    p_replay.set_defaults(func=_replay)
     return p
 
 

@@ -36,6 +36,7 @@ class TrainSection(Strict):
     fisher_batch: int = Field(128, gt=0)
     upload_dtype: str = "float32"
     device: str = "cpu"
+    threads: int | None = Field(None, gt=0, description="torch threads; null = 1 for small models")
 
     @field_validator("upload_dtype")
     @classmethod
@@ -54,6 +55,7 @@ class ProjectionSection(Strict):
     max_iter: int = Field(200, gt=0)
     damping: float = Field(1e-4, ge=0)
     precondition: bool = True
+    warm_start: bool = True
     curvature_floor: float = Field(1e-12, ge=0)
 
     def build(self) -> ProjectionConfig:

@@ -50,6 +50,7 @@ class FSOSAEditor(Editor):
         self.sampler = SubsetSampler(rule, rng)
         self.stats: SufficientStatistics | None = None
         self.last_solve = None
+        self._previous_mean: torch.Tensor | None = None
 
     @property
     def members(self) -> set[Hashable]:
@@ -126,7 +127,11 @@ class FSOSAEditor(Editor):
                 report.charge(ByteKind.FISHER_UPLOAD, contribution.fisher_bytes, c)
         report.trained = tuple(change.joined)
         self.stats.apply(leaving, joining)
-        self.model, report.solve = project(self.stats, self.projection)
+        warm = None
+        if self.model is not None and self.stats.count and report.kind != "fit" and self.projection.warm_start:
+            warm = self._previous_mean - self.model.double()
+        self.model, report.solve = project(self.stats, self.projection, warm)
+        self._previous_mean = self.stats.mean()
         report.solve_s = report.solve.seconds
         report.triggered = True
         self.last_solve = report.solve
@@ -141,10 +146,10 @@ class FSOSAEditor(Editor):
                 st.weight_sum.clone(), None if st.b is None else st.b.clone(), dict(st.fingerprints),
                 _copy_sum(st.fisher_sum),
             )
-        return (set(s.clients), set(s.members), s.rng.bit_generator.state, stats_copy, self.model)
+        return (set(s.clients), set(s.members), s.rng.bit_generator.state, stats_copy, self.model, self._previous_mean)
 
     def _restore(self, snap) -> None:
-        clients, members, rng_state, stats_copy, model = snap
+        clients, members, rng_state, stats_copy, model, self._previous_mean = snap
         self.sampler.clients, self.sampler.members = clients, members
         self.sampler.rng.bit_generator.state = rng_state
         self.model = model

@@ -1,0 +1,123 @@
+"""Building a co-simulation from a scenario: the mobility source, the RSUs and the run directory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from mobility.city import build_city
+from mobility.rsu import Rsu, place_rsus
+from mobility.source import MobilitySource, SumoSource, TraceSource
+from mobility.sumo import SumoConfig
+
+from .engine import CoSimulation
+from .runs import RunDir, new_run_dir
+from .scenario import Scenario
+
+
+def _sumo_files(scenario: Scenario) -> dict[str, Any]:
+    m = scenario.mobility
+    if m.source == "city":
+        files = build_city(m.city_config())
+        return {"net_file": str(files.net_file), "route_files": [str(files.route_file)]}
+    if m.source == "lust":
+        from mobility import lust
+
+        return lust.sumo_inputs(m.lust)
+    return {"config_file": m.config_file, "net_file": m.net_file, "route_files": list(m.route_files)}
+
+
+def open_source(scenario: Scenario, trace_path: Path | None) -> tuple[MobilitySource, list[Rsu]]:
+    """The mobility source (recording to ``trace_path`` when live) and the RSUs it covers."""
+    m = scenario.mobility
+    if m.source == "trace":
+        src = TraceSource(m.trace)
+        return src, [Rsu.from_dict(r) for r in src.metadata.get("rsus", [])]
+    inputs = _sumo_files(scenario)
+    rsus = place_rsus(m.rsu_config(), inputs.get("net_file"))
+    s = m.sumo
+    begin = s.begin
+    sumo = SumoConfig(
+        backend=s.backend, step_length=s.step_length, seed=s.seed, begin=begin,
+        end=(begin or 0.0) + scenario.duration + s.step_length, time_to_teleport=s.time_to_teleport,
+        extra_args=list(s.extra_args), **{k: v for k, v in inputs.items() if v},
+    )
+    src = SumoSource(sumo, rsus, m.coverage_config(), trace=trace_path, metadata={"scenario": scenario.name})
+    return src, rsus
+
+
+def replay_scenario(trace: str | Path, scenario_path: str | Path | None = None) -> Scenario:
+    """The scenario of a recorded run, switched to replay ``trace`` without SUMO.
+
+    Without ``scenario_path`` the scenario is read from ``manifest.json`` beside the trace."""
+    import json
+
+    from .config import ConfigError, load_model
+    from .scenario import load_scenario
+
+    trace = Path(trace)
+    if not trace.is_file():
+        raise FileNotFoundError(f"trace {trace} does not exist")
+    if scenario_path is not None:
+        base = load_scenario(scenario_path)
+    else:
+        manifest = trace.parent / "manifest.json"
+        if not manifest.is_file():
+            raise ConfigError(f"{trace}: no manifest.json beside the trace; give --scenario")
+        base = load_model(Scenario, None, json.loads(manifest.read_text())["config"])
+    data = base.model_dump(mode="json")
+    data["mobility"]["source"] = "trace"
+    data["mobility"]["trace"] = str(trace)
+    data["name"] = f"{base.name}-replay"
+    return load_model(Scenario, None, data)
+
+
+def run_scenario(scenario: Scenario, out: str | Path = "runs", progress: bool = True, run_dir: Path | None = None,
+                 say=print) -> RunDir:
+    """Run ``scenario`` into a new run directory and return it (records are written as they come)."""
+    run = RunDir(run_dir or new_run_dir(out, scenario.name))
+    live = scenario.mobility.source != "trace"
+    source, rsus = open_source(scenario, run.path / "trace.jsonl" if live else None)
+    try:
+        sim = CoSimulation(scenario, source, rsus, run, progress=progress)
+        seeds = sim.setup.streams.manifest()
+        seeds["sumo"] = scenario.mobility.sumo.seed
+        run.write_manifest(scenario.model_dump(mode="json"), seeds, kind="cosim", status="running",
+                           mobility=source.metadata, rsus=[r.to_dict() for r in rsus])
+        say(f"run directory: {run.path}")
+        try:
+            summary = sim.run()
+        except Exception as e:
+            manifest = run.manifest()
+            manifest.update(status="failed", error=f"{type(e).__name__}: {e}", records=sim.records)
+            run._atomic_json("manifest.json", manifest)
+            raise
+        manifest = run.manifest()
+        manifest.update(status="complete", summary=summary)
+        run._atomic_json("manifest.json", manifest)
+    finally:
+        source.close()
+    say(summarize(run))
+    return run
+
+
+def summarize(run: RunDir) -> str:
+    """Totals per method: requests, triggered edits, bytes, simulated compute and latency, accuracy."""
+    totals: dict[str, dict[str, float]] = {}
+    for r in run.records():
+        t = totals.setdefault(r["method"], {"n": 0, "trig": 0, "MB": 0.0, "latency": 0.0, "compute": 0.0,
+                                             "acc": float("nan"), "failed": 0})
+        t["n"] += 1
+        t["trig"] += int(bool(r.get("triggered")))
+        t["MB"] += r.get("total_bytes", 0) / 1e6
+        t["latency"] += r.get("latency_s", 0.0)
+        t["compute"] += r.get("compute_sim_s", 0.0)
+        t["failed"] += len(r.get("failed", []))
+        if "accuracy" in r:
+            t["acc"] = r["accuracy"]
+    lines = ["", f"{'method':<10} {'requests':>8} {'triggered':>9} {'MB':>10} {'sim compute s':>13} "
+                 f"{'sum latency s':>13} {'failed':>6} {'final acc %':>11}"]
+    for m, t in totals.items():
+        lines.append(f"{m:<10} {t['n']:>8} {t['trig']:>9} {t['MB']:>10.2f} {t['compute']:>13.1f} "
+                     f"{t['latency']:>13.1f} {t['failed']:>6} {100 * t['acc']:>11.2f}")
+    return "\n".join(lines)

@@ -1,0 +1,360 @@
+"""The discrete-event co-simulation: mobility drives requests, coordinators edit, the channel
+and the shared GPU charge their time.
+
+One simpy environment holds:
+
+- the **mobility process**, which advances the source (live SUMO or a trace) step by step,
+  keeps every covered vehicle's position, and turns join/leave events into requests;
+- one **world per method** (F-SOSA, Retrain, ...): a coordinator process with its own request
+  queue, its own RSU channels and its own GPU queue, so that every method sees the identical
+  request sequence without competing for resources with the others.
+
+A request is handled in two steps. The editor decides and computes the edit on the host (real
+training, real Fisher, real solve); its report then plays out in simulated time: departing
+members upload their contributions, W0 is broadcast to the clients that train (at the rate of
+the worst receiver), they queue for the GPU (or train on board), upload model and Fisher, and
+the coordinator solves. A transfer that cannot finish before its vehicle leaves coverage fails
+and is recorded. Fallback (documented): the model released by that edit is flagged
+``provisional``, since it includes a contribution that never arrived; the vehicle's departure
+is already a request in the queue, and its exact removal path takes the contribution out.
+A departing member uploads its contribution within ``withdrawal_grace`` seconds of leaving
+coverage (the withdrawal is issued before it disconnects), at its last known position.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Hashable
+
+import simpy
+import torch
+
+from fl_core.clients import ClientPool
+from fl_core.editors import Editor, EditReport, build_editor
+from fl_core.experiment import OneShotSetup
+from fl_core.rng import derive_seed
+from fl_core.training import LocalTrainer, evaluate
+from mobility.events import MobilityEvent
+from mobility.rsu import Rsu
+from mobility.source import MobilitySource
+
+from .channel import ChannelConfig, RsuChannel
+from .runs import RunDir
+from .scenario import Scenario
+
+UPLOAD_KINDS = ("model_upload", "fisher_upload")
+
+
+@dataclass
+class Request:
+    index: int
+    time: float
+    kind: str  # fit | edit
+    removed: list[str] = field(default_factory=list)
+    added: list[str] = field(default_factory=list)
+
+
+class Vehicles:
+    """Where every vehicle is and whether it may still talk to its RSU."""
+
+    def __init__(self, grace: float) -> None:
+        self.grace = grace
+        self.state: dict[str, tuple[float, float, float, str]] = {}  # x, y, speed, rsu
+        self.covered: set[str] = set()
+        self.departed_at: dict[str, float] = {}
+        self.now = 0.0
+
+    def apply(self, events: list[MobilityEvent], members) -> None:
+        for e in events:
+            if e.kind == "join":
+                self.covered.add(e.vehicle)
+                self.departed_at.pop(e.vehicle, None)
+            else:
+                self.covered.discard(e.vehicle)
+                self.departed_at[e.vehicle] = e.time
+            self.state[e.vehicle] = (e.x, e.y, e.speed, e.rsu)
+        for m in members:
+            self.state[m.vehicle] = (m.x, m.y, m.speed, m.rsu)
+
+    def rsu_of(self, v: str) -> str | None:
+        s = self.state.get(v)
+        return s[3] if s else None
+
+    def position(self, v: str) -> tuple[float, float] | None:
+        s = self.state.get(v)
+        return None if s is None else (s[0], s[1])
+
+    def reachable(self, v: str) -> bool:
+        return v in self.covered
+
+    def reachable_for_withdrawal(self, v: str) -> bool:
+        if v in self.covered:
+            return True
+        t = self.departed_at.get(v)
+        return t is not None and self.now - t <= self.grace
+
+
+class World:
+    """One method's coordinator, channels and GPU queue."""
+
+    def __init__(self, env: simpy.Environment, name: str, editor: Editor, sim: "CoSimulation") -> None:
+        self.env, self.name, self.editor, self.sim = env, name, editor, sim
+        self.queue: simpy.Store = simpy.Store(env)
+        cfg = sim.channel_cfg
+        self.channels = {r.id: RsuChannel(cfg, (r.x, r.y), rsu_id=r.id, env=env) for r in sim.rsus}
+        self.gpu = simpy.Resource(env, capacity=1) if sim.scenario.compute.mode == "shared_gpu" else None
+        self.eval_model = sim.setup.model_fn()
+        self.process = env.process(self.run())
+
+    # -- coordinator loop --------------------------------------------------------------------
+    def run(self):
+        window = self.sim.scenario.coordinator.window
+        while True:
+            req: Request = yield self.queue.get()
+            batch = [req]
+            if req.kind == "edit" and window > 0:
+                yield self.env.timeout(window)
+                while self.queue.items and self.queue.items[0].kind == "edit":
+                    batch.append((yield self.queue.get()))
+            yield from self.handle(batch)
+
+    def handle(self, batch: list[Request]):
+        t_request = batch[0].time
+        host0 = time.perf_counter()
+        if batch[0].kind == "fit":
+            report = self.editor.fit(batch[0].added)
+            removed, added = [], batch[0].added
+        else:
+            removed, added = self._net(batch)
+            if not removed and not added:
+                self.sim.record(self, batch, None, {"note": "requests cancel out"}, t_request)
+                return
+            kind = "remove" if (len(removed) == 1 and not added) else "add" if (len(added) == 1 and not removed) else "batch"
+            report = self.editor.batch(removed, added, kind=kind)
+        host_s = time.perf_counter() - host0
+        timing = yield from self.play(report)
+        timing["host_edit_s"] = host_s
+        self.sim.record(self, batch, report, timing, t_request)
+
+    def _net(self, batch: list[Request]) -> tuple[list[str], list[str]]:
+        clients = set(self.editor.clients)
+        removed: list[str] = []
+        added: list[str] = []
+        for r in batch:
+            for v in r.removed:
+                if v in added:
+                    added.remove(v)
+                elif v in clients and v not in removed:
+                    removed.append(v)
+            for v in r.added:
+                if v in removed:
+                    removed.remove(v)
+                elif v not in clients and v not in added:
+                    added.append(v)
+        return removed, added
+
+    # -- playing a report out in simulated time ----------------------------------------------
+    def play(self, report: EditReport):
+        env, vehicles = self.env, self.sim.vehicles
+        t0 = env.now
+        timing: dict[str, Any] = {"queue_s": 0.0, "compute_sim_s": 0.0, "transfer_s": 0.0, "failed": []}
+        per_client: dict[Hashable, dict[str, int]] = {}
+        broadcast_bytes = 0
+        for t in report.transfers:
+            if t["kind"] in UPLOAD_KINDS:
+                per_client.setdefault(t["client"], {}).update({t["kind"]: per_client.get(t["client"], {}).get(t["kind"], 0) + t["bytes"]})
+            elif t["kind"] == "broadcast":
+                broadcast_bytes += t["bytes"]
+        trained = set(report.trained)
+        procs = [env.process(self._withdraw(c, sum(per_client[c].values()), timing)) for c in per_client if c not in trained]
+        if trained:
+            by_rsu: dict[str, list[str]] = {}
+            for c in trained:
+                by_rsu.setdefault(vehicles.rsu_of(c) or "", []).append(c)
+            got: set[str] = set()
+            for rsu, group in sorted(by_rsu.items()):
+                reach = [c for c in group if vehicles.reachable(c)]
+                for c in set(group) - set(reach):
+                    timing["failed"].append({"client": c, "tag": "broadcast", "reason": "left_coverage"})
+                if not reach or rsu not in self.channels:
+                    continue
+                res = yield self.channels[rsu].broadcast(env, reach, broadcast_bytes, vehicles.position,
+                                                         vehicles.reachable, tag="broadcast")
+                timing["transfer_s"] += res.end - res.start
+                for c, r in res.receivers.items():
+                    if r.ok:
+                        got.add(c)
+                    else:
+                        timing["failed"].append({"client": c, "tag": "broadcast", "reason": r.reason})
+            for c in sorted(got):
+                procs.append(env.process(self._train_upload(c, sum(per_client.get(c, {}).values()), timing)))
+        if procs:
+            yield simpy.AllOf(env, procs)
+        yield env.timeout(report.solve_s)
+        timing["makespan_s"] = env.now - t0
+        timing["provisional"] = bool(timing["failed"])
+        return timing
+
+    def _withdraw(self, client: str, nbytes: int, timing: dict):
+        vehicles = self.sim.vehicles
+        rsu = vehicles.rsu_of(client)
+        if rsu not in self.channels or not vehicles.reachable_for_withdrawal(client):
+            timing["failed"].append({"client": client, "tag": "withdrawal", "reason": "left_coverage"})
+            return
+        res = yield self.channels[rsu].transfer(self.env, client, nbytes, "uplink", vehicles.position,
+                                                vehicles.reachable_for_withdrawal, tag="withdrawal")
+        timing["transfer_s"] += res.end - res.start
+        if not res.ok:
+            timing["failed"].append({"client": client, "tag": "withdrawal", "reason": res.reason})
+
+    def _train_upload(self, client: str, nbytes: int, timing: dict):
+        env = self.env
+        seconds = self.sim.compute_seconds(client)
+        if self.gpu is not None:
+            t_q = env.now
+            with self.gpu.request() as slot:
+                yield slot
+                timing["queue_s"] += env.now - t_q
+                yield env.timeout(seconds)
+        else:
+            yield env.timeout(seconds)
+        timing["compute_sim_s"] += seconds
+        vehicles = self.sim.vehicles
+        rsu = vehicles.rsu_of(client)
+        if rsu not in self.channels or not vehicles.reachable(client):
+            timing["failed"].append({"client": client, "tag": "upload", "reason": "left_coverage"})
+            return
+        res = yield self.channels[rsu].transfer(env, client, nbytes, "uplink", vehicles.position,
+                                                vehicles.reachable, tag="upload")
+        timing["transfer_s"] += res.end - res.start
+        if not res.ok:
+            timing["failed"].append({"client": client, "tag": "upload", "reason": res.reason})
+
+
+class CoSimulation:
+    """Couples a mobility source to one world per method and records every request."""
+
+    def __init__(
+        self, scenario: Scenario, source: MobilitySource, rsus: list[Rsu], run: RunDir,
+        setup: OneShotSetup | None = None, progress: bool = True,
+        on_record: Callable[[dict], None] | None = None,
+    ) -> None:
+        self.scenario, self.source, self.rsus, self.run_dir = scenario, source, rsus, run
+        self.progress, self.on_record = progress, on_record
+        fed = scenario.federated
+        self.setup = setup or OneShotSetup(
+            dataset=fed.dataset, num_clients=fed.num_clients, alpha=fed.alpha, model=fed.model, seed=scenario.seed,
+            train=fed.train.build(), max_train_samples=fed.max_train_samples,
+            max_test_samples=fed.max_test_samples, data_root=fed.data_root,
+        )
+        self.channel_cfg: ChannelConfig = scenario.channel_config()
+        shards = self.setup.client_data
+        n = len(shards)
+        self.shard_of = lambda v: derive_seed(scenario.seed, "shard", v) % n
+        trainer = LocalTrainer(self.setup.model_fn, self.setup.w0, self.setup.train, self.setup.streams)
+        self.pool = ClientPool(trainer, lambda v: shards[self.shard_of(v)])
+        self.vehicles = Vehicles(scenario.coordinator.withdrawal_grace)
+        self.env = simpy.Environment(initial_time=source.time)
+        self.worlds = [
+            World(self.env, m, build_editor(m, self.pool, self.setup.streams.numpy("subset", m), fed.rule(),
+                                            fed.projection.build()), self)
+            for m in fed.methods
+        ]
+        self.requests = 0
+        self.records = 0
+        self._test = self.setup.test_set
+
+    def compute_seconds(self, client: str) -> float:
+        """Simulated duration of one client's training + Fisher job."""
+        c = self.scenario.compute
+        if c.time_model == "measured":
+            return self.pool.train(client).compute_s
+        n = len(self.pool.data_of(client))
+        return c.seconds_per_sample_epoch * n * (self.setup.train.epochs + c.fisher_factor)
+
+    def dispatch(self, req: Request) -> None:
+        for w in self.worlds:
+            w.queue.put(req)
+
+    def mobility(self):
+        sc, src = self.scenario, self.source
+        end = src.time + sc.duration
+        step = sc.mobility.sumo.step_length
+        fitted = False
+        bar = None
+        if self.progress:
+            from tqdm import tqdm
+
+            bar = tqdm(total=int(sc.duration), unit="sim s", desc=sc.name, leave=False, disable=None, mininterval=1.0)
+        try:
+            while self.env.now < end and not src.finished:
+                events = src.advance(self.env.now)
+                self.vehicles.now = self.env.now
+                self.vehicles.apply(events, src.members())
+                if not fitted:
+                    if self.env.now - (end - sc.duration) >= sc.coordinator.warmup and \
+                            len(self.vehicles.covered) >= sc.coordinator.min_clients:
+                        fitted = True
+                        self.dispatch(Request(0, self.env.now, "fit", added=sorted(self.vehicles.covered)))
+                        self.requests = 1
+                else:
+                    for e in events:
+                        if sc.coordinator.max_requests and self.requests >= sc.coordinator.max_requests:
+                            break
+                        req = Request(self.requests, e.time, "edit",
+                                      removed=[e.vehicle] if e.kind == "leave" else [],
+                                      added=[e.vehicle] if e.kind == "join" else [])
+                        self.dispatch(req)
+                        self.requests += 1
+                if bar is not None:
+                    bar.n = int(self.env.now - (end - sc.duration))
+                    bar.refresh()
+                yield self.env.timeout(step)
+        finally:
+            if bar is not None:
+                bar.close()
+
+    def record(self, world: World, batch: list[Request], report: EditReport | None, timing: dict, t_request: float) -> None:
+        row: dict[str, Any] = {
+            "method": world.name,
+            "index": batch[0].index,
+            "requests": [r.index for r in batch],
+            "request_time": t_request,
+            "done_time": self.env.now,
+            "latency_s": self.env.now - t_request,
+        }
+        if report is not None:
+            d = report.as_dict()
+            d.pop("transfers")
+            d.pop("method")
+            row.update(d)
+            if self.scenario.coordinator.evaluate:
+                acc, loss = evaluate(world.eval_model, world.editor.model, self._test)
+                row.update(accuracy=acc, loss=loss)
+        row.update(timing)
+        self.run_dir.append_record(row)
+        self.records += 1
+        if self.on_record:
+            self.on_record(row)
+
+    def run(self) -> dict[str, Any]:
+        """Run until the scenario's duration is over and every queued request is handled."""
+        t0 = time.perf_counter()
+        self.env.process(self.mobility())
+        self.env.run(until=self.source.time + self.scenario.duration)
+        self._drain()
+        return {"requests": self.requests, "records": self.records, "wall_s": time.perf_counter() - t0,
+                "sim_end": self.env.now}
+
+    def _drain(self) -> None:
+        """Let the coordinators finish the requests still queued when traffic ends."""
+        for _ in range(10_000):
+            if not (any(w.queue.items for w in self.worlds) or self._busy()):
+                return
+            self.env.run(until=self.env.now + 3600.0)
+        raise RuntimeError("coordinators still busy after 10,000 simulated hours past the end of traffic")
+
+    def _busy(self) -> bool:
+        return any(w.process.target is not None and not isinstance(w.process.target, simpy.resources.store.StoreGet)
+                   for w in self.worlds)
