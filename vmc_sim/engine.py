@@ -191,7 +191,9 @@ class World:
                 procs.append(env.process(self._train_upload(c, sum(per_client.get(c, {}).values()), timing)))
         if procs:
             yield simpy.AllOf(env, procs)
-        yield env.timeout(report.solve_s)
+        solve = self.sim.solve_seconds(report)
+        timing["solve_sim_s"] = solve
+        yield env.timeout(solve)
         timing["makespan_s"] = env.now - t0
         timing["provisional"] = bool(timing["failed"])
         return timing
@@ -272,6 +274,13 @@ class CoSimulation:
             return self.pool.train(client).compute_s
         n = len(self.pool.data_of(client))
         return c.seconds_per_sample_epoch * n * (self.setup.train.epochs + c.fisher_factor)
+
+    def solve_seconds(self, report: EditReport) -> float:
+        """Simulated duration of the coordinator's solve (measured, or the device model)."""
+        c = self.scenario.compute
+        if c.time_model == "measured" or report.solve is None:
+            return report.solve_s
+        return c.seconds_per_solve_iteration * max(1, report.solve.iterations)
 
     def dispatch(self, req: Request) -> None:
         for w in self.worlds:

@@ -97,6 +97,7 @@ class ComputeSection(Strict):
     time_model: Literal["measured", "device"] = "measured"
     seconds_per_sample_epoch: float = Field(2.3e-4, gt=0, description="device model: s per sample per epoch")
     fisher_factor: float = Field(1.0, ge=0, description="device model: Fisher pass cost in epochs")
+    seconds_per_solve_iteration: float = Field(1e-3, ge=0, description="device model: coordinator CG iteration")
 
 
 class Scenario(Strict):
