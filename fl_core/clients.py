@@ -14,6 +14,7 @@ from typing import Callable, Hashable, Mapping
 from .contribution import Contribution
 from .data import ArrayDataset
 from .errors import UnknownClientError
+from .store import ContributionStore
 from .training import LocalTrainer
 
 
@@ -23,10 +24,12 @@ class ClientPool:
         trainer: LocalTrainer,
         data: Mapping[Hashable, ArrayDataset] | Callable[[Hashable], ArrayDataset],
         reuse: bool = True,
+        store: "ContributionStore | None" = None,
     ) -> None:
         self.trainer = trainer
         self._data = data
         self.reuse = reuse
+        self.store = store
         self._kept: dict[Hashable, Contribution] = {}
         self.trainings = 0  # contributions actually computed (not re-used)
 
@@ -41,8 +44,12 @@ class ClientPool:
         """The client's contribution, trained from W0 (or the identical one computed before)."""
         if self.reuse and client in self._kept:
             return self._kept[client]
-        contribution = self.trainer.contribute(client, self.data_of(client))
-        self.trainings += 1
+        contribution = self.store.get(client) if (self.reuse and self.store is not None) else None
+        if contribution is None:
+            contribution = self.trainer.contribute(client, self.data_of(client))
+            self.trainings += 1
+            if self.store is not None:
+                self.store.put(contribution)
         self._kept[client] = contribution
         return contribution
 

@@ -12,17 +12,23 @@ Two ways in:
 
 Demand model. Trips are drawn between random edges of the largest strongly connected part of the
 passenger road graph (weights: length x lanes, ``fringe_factor`` for edges on the network
-boundary, at least ``min_distance`` apart), routed once by ``duarouter`` (static shortest
-paths), and given departure times from a non-homogeneous Poisson process with rate
+boundary, at least ``min_distance`` apart) from one seeded numpy stream and routed once by
+``duarouter`` (static shortest paths, ``--seed``). Departure times come from one of two
+calibrations (``LustConfig.calibration``):
 
-    lambda(t) = N(t) / tau + dN/dt,
-
-the exact inverse of the running count N(t) of an infinite-server queue with exponential trip
-durations of mean tau. ``tau`` is the mean free-flow time of the generated routes times
-``delay_factor`` (signals, junctions and congestion); :func:`demand_report` measures the
-achieved curve, the teleports and the observed mean trip time, from which a better
-``delay_factor`` follows (``observed_trip_time / free_flow_trip_time``). Departure times come
-from one seeded numpy stream, OD pairs from another; duarouter gets ``--seed`` too.
+* ``closed_loop`` (default): one calibration run of SUMO over ``[begin - warmup, end]`` inserts
+  the routed trips, in their fixed order, whenever the number of vehicles running or waiting to
+  enter falls below the target curve (at most ``insertion_cap`` times the free-flow rate per
+  step), and records when each vehicle was inserted. The written route file replays that
+  schedule, so a plain SUMO run (same seed) follows the published curve closely whatever the
+  rebuilt network's congestion does to trip times. Costs one simulation of the window at build
+  time (cached).
+* ``open_loop``: a non-homogeneous Poisson process (seeded) with rate
+  ``lambda(t) = N(t) / tau + dN/dt``, the inverse of the running count N(t) of an infinite-server
+  queue with exponential trip times of mean ``tau`` = free-flow trip time x ``delay_factor``.
+  Instant to build, but on the rebuilt network congestion makes trips far longer than any
+  fixed ``tau`` at 4,000 vehicles, so the running count overshoots; use it for light demand or
+  a ``delay_factor`` measured with :func:`demand_report` (``observed_trip_time``).
 
 The bus lines, bus stops and static traffic-light programs shipped with LuST refer to the ids
 of the original, hand-edited ``lust.net.xml``; most of them do not exist in the rebuilt network,
@@ -93,7 +99,10 @@ class LustConfig:
 
     ``begin``/``end`` is the window to simulate; demand starts ``warmup`` s earlier so the
     network is loaded at ``begin``. ``osm_file`` defaults to the LuST OSM in ``source_dir`` (or
-    :func:`default_lust_dir`).
+    :func:`default_lust_dir`). ``peak_running`` scales the published curve (its value at
+    08:00). ``calibration`` picks the departure model (see the module docstring);
+    ``insertion_cap`` bounds the closed loop's insertions per step, ``delay_factor`` and
+    ``bin_seconds`` shape the open loop's rate.
     """
 
     osm_file: str | None = None
@@ -618,6 +627,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--warmup", type=float, default=LustConfig.warmup)
     p.add_argument("--peak", type=float, default=LustConfig.peak_running, help="running vehicles at 08:00")
     p.add_argument("--delay-factor", type=float, default=LustConfig.delay_factor)
+    p.add_argument("--calibration", default=LustConfig.calibration, choices=list(CALIBRATIONS))
     p.add_argument("--seed", type=int, default=LustConfig.seed)
     p.add_argument("--report", action="store_true", help="simulate the window and compare with the published curve")
     p.add_argument("--csv", help="write the achieved curve to this CSV file (with --report)")
@@ -627,8 +637,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         files = lust_clone(a.clone)
     else:
         files = build_lust(LustConfig(osm_file=a.osm, begin=a.begin, end=a.end, warmup=a.warmup, peak_running=a.peak,
-                                      delay_factor=a.delay_factor, seed=a.seed))
-        print(json.dumps({k: files.metadata.get(k) for k in ("network", "demand")}, indent=2))
+                                      delay_factor=a.delay_factor, calibration=a.calibration, seed=a.seed),
+                           backend=a.backend)
+        demand = dict(files.metadata.get("demand", {}))
+        if "closed_loop" in demand:
+            demand["closed_loop"] = {k: v for k, v in demand["closed_loop"].items() if k != "curve"}
+        print(json.dumps({"network": files.metadata.get("network"), "demand": demand}, indent=2))
     print(f"scenario in {files.directory}")
     if a.report:
         end = None if files.config_file is None else a.end

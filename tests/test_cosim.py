@@ -111,3 +111,41 @@ def test_bad_scenarios_are_refused_with_the_field(tmp_path):
     with pytest.raises(ConfigError, match="unknown_section"):
         load_scenario(bad)
     assert load_scenario(None).name == "default-city"
+
+
+class DiesAt:
+    """A mobility source that fails like a dying SUMO once it reaches ``t``."""
+
+    def __init__(self, inner, t):
+        self.inner, self.t = inner, t
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def advance(self, until):
+        if until >= self.t:
+            from mobility.errors import SumoError
+
+            raise SumoError(f"SUMO died at t={until} (injected)")
+        return self.inner.advance(until)
+
+
+def test_failure_keeps_records_and_resume_matches_uninterrupted(tmp_path, monkeypatch):
+    import vmc_sim.cosim as cosim
+
+    trace = trace_file(tmp_path)
+    sc = scenario(trace)
+    full = run_scenario(sc, out=tmp_path / "full", progress=False, say=lambda s: None)
+    original = cosim.open_source
+    monkeypatch.setattr(cosim, "open_source", lambda *a, **k: (lambda s, r: (DiesAt(s, 60.0), r))(*original(*a, **k)))
+    with pytest.raises(Exception, match="SUMO died"):
+        run_scenario(sc, out=tmp_path / "broken", progress=False, say=lambda s: None)
+    broken_dir = next((tmp_path / "broken").iterdir())
+    broken = RunDir(broken_dir)
+    kept = list(broken.records())
+    assert kept and broken.manifest()["status"] == "failed"
+    assert "--resume" in broken.manifest()["hint"]
+    monkeypatch.setattr(cosim, "open_source", original)
+    run_scenario(sc, progress=False, say=lambda s: None, run_dir=broken_dir, resume=True)
+    assert sim_records(broken) == sim_records(full)
+    assert list(broken.records())[: len(kept)] == kept

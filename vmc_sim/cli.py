@@ -21,6 +21,19 @@ def _run(args: argparse.Namespace) -> int:
     from .cosim import run_scenario
     from .scenario import load_scenario
 
+    if args.resume:
+        import json
+        from pathlib import Path
+
+        from .config import load_model
+        from .scenario import Scenario
+
+        manifest = Path(args.resume) / "manifest.json"
+        if not manifest.is_file():
+            raise FileNotFoundError(f"{args.resume}: not a run directory (no manifest.json)")
+        scenario = load_model(Scenario, None, json.loads(manifest.read_text())["config"])
+        run_scenario(scenario, progress=not args.quiet, run_dir=Path(args.resume), resume=True)
+        return 0
     scenario = load_scenario(args.scenario)
     run_scenario(scenario, out=args.out, progress=not args.quiet)
     return 0
@@ -31,6 +44,13 @@ def _replay(args: argparse.Namespace) -> int:
 
     scenario = replay_scenario(args.trace, args.scenario)
     run_scenario(scenario, out=args.out, progress=not args.quiet)
+    return 0
+
+
+def _plot(args: argparse.Namespace) -> int:
+    from .plots import plot_run
+
+    print(plot_run(args.run, args.out))
     return 0
 
 
@@ -45,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("scenario", nargs="?", help="scenario YAML (default: embedded city, digits, F-SOSA vs Retrain)")
     r.add_argument("--out", default="runs", help="where run directories are created")
     r.add_argument("--quiet", action="store_true", help="no progress bar")
+    r.add_argument("--resume", metavar="RUN", help="continue a failed run directory from its last record")
     r.set_defaults(func=_run)
     p_replay = sub.add_parser("replay", help="rerun a recorded trace without SUMO")
     p_replay.add_argument("trace", help="a trace file (trace.jsonl of a run directory)")
@@ -52,6 +73,10 @@ def build_parser() -> argparse.ArgumentParser:
     p_replay.add_argument("--out", default="runs")
     p_replay.add_argument("--quiet", action="store_true")
     p_replay.set_defaults(func=_replay)
+    p_plot = sub.add_parser("plot", help="plot a run directory (accuracy, cumulative time and bytes)")
+    p_plot.add_argument("run", help="run directory")
+    p_plot.add_argument("--out", help="output PNG (default: RUN/fig6.png)")
+    p_plot.set_defaults(func=_plot)
     return p
 
 
@@ -62,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"vmc: invalid configuration\n{e}", file=sys.stderr)
         return 2
-    except (ValueError, KeyError, FileNotFoundError) as e:
+    except Exception as e:  # every failure ends with one clear line; records are already on disk
         print(f"vmc: {e}", file=sys.stderr)
         return 1
 

@@ -27,7 +27,7 @@ def _sumo_files(scenario: Scenario) -> dict[str, Any]:
     return {"config_file": m.config_file, "net_file": m.net_file, "route_files": list(m.route_files)}
 
 
-def open_source(scenario: Scenario, trace_path: Path | None) -> tuple[MobilitySource, list[Rsu]]:
+def open_source(scenario: Scenario, trace_path: Path | None, overwrite: bool = False) -> tuple[MobilitySource, list[Rsu]]:
     """The mobility source (recording to ``trace_path`` when live) and the RSUs it covers."""
     m = scenario.mobility
     if m.source == "trace":
@@ -42,7 +42,8 @@ def open_source(scenario: Scenario, trace_path: Path | None) -> tuple[MobilitySo
         end=(begin or 0.0) + scenario.duration + s.step_length, time_to_teleport=s.time_to_teleport,
         extra_args=list(s.extra_args), **{k: v for k, v in inputs.items() if v},
     )
-    src = SumoSource(sumo, rsus, m.coverage_config(), trace=trace_path, metadata={"scenario": scenario.name})
+    src = SumoSource(sumo, rsus, m.coverage_config(), trace=trace_path, overwrite_trace=overwrite,
+                     metadata={"scenario": scenario.name})
     return src, rsus
 
 
@@ -73,23 +74,34 @@ def replay_scenario(trace: str | Path, scenario_path: str | Path | None = None) 
 
 
 def run_scenario(scenario: Scenario, out: str | Path = "runs", progress: bool = True, run_dir: Path | None = None,
-                 say=print) -> RunDir:
-    """Run ``scenario`` into a new run directory and return it (records are written as they come)."""
+                 say=print, resume: bool = False) -> RunDir:
+    """Run ``scenario`` into a new run directory and return it (records are written as they come).
+
+    With ``resume`` the run directory's existing records are kept: the run is executed again
+    from the start (SUMO and every stream are seeded, contributions come from the run's
+    contribution store instead of being retrained), the recomputed records are checked
+    against the stored ones, and only the records past them are appended."""
     run = RunDir(run_dir or new_run_dir(out, scenario.name))
+    existing: dict[str, list[dict]] = {}
+    if resume:
+        for r in run.records():
+            existing.setdefault(r["method"], []).append(r)
     live = scenario.mobility.source != "trace"
-    source, rsus = open_source(scenario, run.path / "trace.jsonl" if live else None)
+    source, rsus = open_source(scenario, run.path / "trace.jsonl" if live else None, overwrite=resume)
     try:
-        sim = CoSimulation(scenario, source, rsus, run, progress=progress)
+        sim = CoSimulation(scenario, source, rsus, run, progress=progress, existing=existing)
         seeds = sim.setup.streams.manifest()
         seeds["sumo"] = scenario.mobility.sumo.seed
         run.write_manifest(scenario.model_dump(mode="json"), seeds, kind="cosim", status="running",
-                           mobility=source.metadata, rsus=[r.to_dict() for r in rsus])
+                           mobility=source.metadata, rsus=[r.to_dict() for r in rsus],
+                           resumed_after={m: len(v) for m, v in existing.items()} if resume else None)
         say(f"run directory: {run.path}")
         try:
             summary = sim.run()
         except Exception as e:
             manifest = run.manifest()
-            manifest.update(status="failed", error=f"{type(e).__name__}: {e}", records=sim.records)
+            manifest.update(status="failed", error=f"{type(e).__name__}: {e}", records=sim.records,
+                            hint=f"continue with: vmc run --resume {run.path}")
             run._atomic_json("manifest.json", manifest)
             raise
         manifest = run.manifest()

@@ -31,6 +31,8 @@ import simpy
 import torch
 
 from fl_core.clients import ClientPool
+from fl_core.fisher import layer_specs
+from fl_core.store import ContributionStore
 from fl_core.editors import Editor, EditReport, build_editor
 from fl_core.experiment import OneShotSetup
 from fl_core.rng import derive_seed
@@ -234,6 +236,17 @@ class World:
             timing["failed"].append({"client": client, "tag": "upload", "reason": res.reason})
 
 
+def _fingerprint(scenario: Scenario) -> str:
+    """What a client's contribution depends on: the run seed and the federated configuration."""
+    import hashlib
+    import json
+
+    fed = scenario.federated.model_dump(mode="json")
+    fed.pop("methods", None)
+    fed.pop("projection", None)
+    return hashlib.sha256(json.dumps([scenario.seed, fed], sort_keys=True).encode()).hexdigest()
+
+
 class CoSimulation:
     """Couples a mobility source to one world per method and records every request."""
 
@@ -241,6 +254,7 @@ class CoSimulation:
         self, scenario: Scenario, source: MobilitySource, rsus: list[Rsu], run: RunDir,
         setup: OneShotSetup | None = None, progress: bool = True,
         on_record: Callable[[dict], None] | None = None,
+        existing: dict[str, list[dict]] | None = None,
     ) -> None:
         self.scenario, self.source, self.rsus, self.run_dir = scenario, source, rsus, run
         self.progress, self.on_record = progress, on_record
@@ -255,7 +269,13 @@ class CoSimulation:
         n = len(shards)
         self.shard_of = lambda v: derive_seed(scenario.seed, "shard", v) % n
         trainer = LocalTrainer(self.setup.model_fn, self.setup.w0, self.setup.train, self.setup.streams)
-        self.pool = ClientPool(trainer, lambda v: shards[self.shard_of(v)])
+        store = ContributionStore(
+            run.path / "contributions", _fingerprint(scenario), self.setup.train.fisher,
+            layer_specs(self.setup.model_fn()),
+        )
+        self.pool = ClientPool(trainer, lambda v: shards[self.shard_of(v)], store=store)
+        self.existing = existing or {}
+        self._written: dict[str, int] = {}
         self.vehicles = Vehicles(scenario.coordinator.withdrawal_grace)
         self.env = simpy.Environment(initial_time=source.time)
         self.worlds = [
@@ -342,6 +362,17 @@ class CoSimulation:
                 acc, loss = evaluate(world.eval_model, world.editor.model, self._test)
                 row.update(accuracy=acc, loss=loss)
         row.update(timing)
+        k = self._written.get(world.name, 0)
+        self._written[world.name] = k + 1
+        old = self.existing.get(world.name, [])
+        if k < len(old):
+            for key in ("index", "kind", "triggered", "left", "joined"):
+                if old[k].get(key) != row.get(key):
+                    raise RuntimeError(
+                        f"resume diverged from the recorded run: {world.name} record {k} has {key}="
+                        f"{old[k].get(key)!r} on disk and {row.get(key)!r} now"
+                    )
+            return
         self.run_dir.append_record(row)
         self.records += 1
         if self.on_record:

@@ -56,7 +56,7 @@ class MobilitySection(Strict):
     lust: dict[str, Any] = Field(default_factory=dict)
     trace: str | None = None
     sumo: SumoSection = SumoSection()
-    rsus: dict[str, Any] = Field(default_factory=lambda: {"placement": "auto", "count": 2, "radius": 300.0})
+    rsus: dict[str, Any] = Field(default_factory=lambda: {"placement": "auto", "count": 1, "radius": 200.0})
     coverage: dict[str, Any] = Field(default_factory=lambda: {"state_interval": 5.0})
 
     _city = field_validator("city")(lambda cls, v: _dataclass_checker(CityConfig, "mobility.city")(v))
@@ -103,11 +103,11 @@ class ComputeSection(Strict):
 class Scenario(Strict):
     name: str = "default-city"
     seed: int = Field(0, ge=0)
-    duration: float = Field(900.0, gt=0, description="simulated seconds of traffic after mobility begins")
+    duration: float = Field(600.0, gt=0, description="simulated seconds of traffic after mobility begins")
     mobility: MobilitySection = MobilitySection()
     federated: FederatedSection = FederatedSection(
-        dataset="digits", num_clients=40, alpha=0.5, model="mlp", rho=0.5, methods=["fsosa", "retrain"],
-        train=TrainSection(epochs=20, lr=0.05, batch_size=32, fisher="kfac"),
+        dataset="digits", num_clients=16, alpha=0.5, model="mlp", rho=0.5, methods=["fsosa", "retrain"],
+        train=TrainSection(epochs=20, lr=0.05, batch_size=32, fisher="diagonal"),
     )
     coordinator: CoordinatorSection = CoordinatorSection()
     channel: dict[str, Any] = Field(default_factory=dict)

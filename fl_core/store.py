@@ -1,0 +1,71 @@
+"""Contributions on disk (safetensors + JSON metadata), so that a resumed run does not retrain.
+
+A contribution is a deterministic function of (run seed, client id, config), so a stored one
+is exactly what recomputing would give; its measured compute time is stored with it and
+charged again when it is used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Hashable
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from .contribution import Contribution
+from .fisher import FisherKind, LayerSpec
+from .fisher.diagonal import DiagonalFisher
+from .fisher.full import FullFisher
+from .fisher.kfac import KFACFisher
+
+
+class ContributionStore:
+    """A directory of contributions for one (seed, config); ``fingerprint`` guards against mixing."""
+
+    def __init__(self, directory: str | Path, fingerprint: str, fisher: FisherKind, specs: list[LayerSpec]) -> None:
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.fingerprint = fingerprint
+        self.fisher = FisherKind(fisher)
+        self.specs = specs
+
+    def _path(self, client: Hashable) -> Path:
+        key = hashlib.sha256(repr(client).encode()).hexdigest()[:24]
+        return self.directory / f"{key}.safetensors"
+
+    def get(self, client: Hashable) -> Contribution | None:
+        path = self._path(client)
+        if not path.exists():
+            return None
+        from safetensors import safe_open
+
+        with safe_open(str(path), framework="pt") as f:
+            meta = json.loads(f.metadata()["vmc"])
+        if meta["fingerprint"] != self.fingerprint or meta["client"] != repr(client):
+            return None
+        tensors = load_file(str(path))
+        fisher_t = {k[len("fisher."):]: v for k, v in tensors.items() if k.startswith("fisher.")}
+        fisher = None
+        if self.fisher is FisherKind.DIAGONAL:
+            fisher = DiagonalFisher.from_tensors(fisher_t)
+        elif self.fisher is FisherKind.FULL:
+            fisher = FullFisher.from_tensors(fisher_t)
+        elif self.fisher is FisherKind.KFAC:
+            fisher = KFACFisher.from_tensors(fisher_t, KFACFisher(self.specs, []))
+        return Contribution(client, tensors["weights"], fisher, meta["num_samples"], meta["compute_s"],
+                            meta["train_s"], meta["fisher_s"])
+
+    def put(self, c: Contribution) -> None:
+        tensors = {"weights": c.weights}
+        if c.fisher is not None:
+            tensors.update({f"fisher.{k}": v for k, v in c.fisher.tensors().items()})
+        meta = {"fingerprint": self.fingerprint, "client": repr(c.client), "num_samples": c.num_samples,
+                "compute_s": c.compute_s, "train_s": c.train_s, "fisher_s": c.fisher_s}
+        path = self._path(c.client)
+        tmp = path.with_suffix(".tmp")
+        save_file({k: v.contiguous() for k, v in tensors.items()}, str(tmp), metadata={"vmc": json.dumps(meta)})
+        os.replace(tmp, path)

@@ -1,0 +1,51 @@
+"""Plots of a run directory, in the manner of seed 000's Fig. 6: accuracy per request, and the
+cumulative simulated time and bytes of every method against Retrain."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .runs import RunDir
+
+
+def _series(run: RunDir) -> dict[str, dict[str, list[float]]]:
+    out: dict[str, dict[str, list[float]]] = {}
+    for r in run.records():
+        if "kind" not in r:
+            continue
+        s = out.setdefault(r["method"], {"index": [], "acc": [], "bytes": [], "time": []})
+        s["index"].append(r["index"])
+        s["acc"].append(100 * r.get("accuracy", float("nan")))
+        s["bytes"].append((s["bytes"][-1] if s["bytes"] else 0.0) + r.get("total_bytes", 0) / 1e6)
+        s["time"].append((s["time"][-1] if s["time"] else 0.0) + r.get("makespan_s", 0.0))
+    return out
+
+
+def plot_run(path: str | Path, out: str | Path | None = None) -> Path:
+    """Write ``fig6.png`` (three panels) into the run directory (or ``out``) and return its path."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    run = RunDir(path)
+    series = _series(run)
+    if not series:
+        raise ValueError(f"{path}: no request records to plot")
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    for method, s in series.items():
+        axes[0].plot(s["index"], s["acc"], label=method, lw=1)
+        axes[1].plot(s["index"], s["time"], label=method)
+        axes[2].plot(s["index"], s["bytes"], label=method)
+    for ax, title, ylabel in zip(axes, ("Test accuracy per request", "Cumulative edit time (simulated)",
+                                        "Cumulative communication"), ("accuracy %", "seconds", "MB")):
+        ax.set_title(title)
+        ax.set_xlabel("request")
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.tight_layout()
+    target = Path(out) if out else run.path / "fig6.png"
+    fig.savefig(target, dpi=110)
+    plt.close(fig)
+    return target
