@@ -20,7 +20,7 @@ import time
 import numpy as np
 import torch
 
-from fl_core.editors import FixedRatio, FixedSize, build_editor
+from fl_core.editors import FixedRatio, build_editor
 from fl_core.experiment import OneShotSetup
 from fl_core.fisher import new_sum
 from fl_core.projection import ProjectionConfig, ProjectionMethod, project

@@ -13,7 +13,6 @@ import os
 from pathlib import Path
 from typing import Hashable
 
-import torch
 from safetensors.torch import load_file, save_file
 
 from .contribution import Contribution

@@ -3,7 +3,6 @@ replays are identical, transfers fail when a vehicle leaves, and bad scenarios a
 
 from __future__ import annotations
 
-import json
 
 import pytest
 

@@ -22,7 +22,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from fl_core.editors import FixedRatio, build_editor

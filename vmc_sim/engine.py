@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Hashable
 
 import simpy
-import torch
 
 from fl_core.clients import ClientPool
 from fl_core.fisher import layer_specs

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from ..clients import ClientPool
-from ..fisher import FisherKind, FisherSum
+from ..fisher import FisherSum
 from ..payload import ByteKind, control_size
 from ..projection import ProjectionConfig, project
 from ..sampler import SizeRule, SubsetChange, SubsetSampler, ordered

@@ -1,0 +1,157 @@
+"""Fisher representations agree with each other where they must, and every projection method
+lands on the same point of {W : F W = b}."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from fl_core.contribution import Contribution
+from fl_core.fisher import FisherKind, compute_fisher, layer_specs, new_sum
+from fl_core.fisher.kfac import KFACFisher
+from fl_core.models import build_model, flat_params, num_params
+from fl_core.payload import serialize, serialized_size
+from fl_core.projection import ProjectionConfig, ProjectionMethod, conjugate_gradient, project
+from fl_core.stats import SufficientStatistics
+
+
+def gen(seed=3):
+    return torch.Generator().manual_seed(seed)
+
+
+@pytest.fixture()
+def mlp():
+    torch.manual_seed(0)
+    return build_model("mlp", (1, 8, 8), 10, hidden=(12,))
+
+
+def test_diagonal_is_the_diagonal_of_the_full_fisher(mlp):
+    x = torch.randn(20, 1, 8, 8)
+    full = compute_fisher("full", mlp, x, gen())
+    diag = compute_fisher("diagonal", mlp, x, gen())
+    torch.testing.assert_close(torch.diagonal(full.matrix), diag.diag, rtol=1e-5, atol=1e-7)
+
+
+def test_kfac_is_exact_per_layer_for_one_sample(mlp):
+    x = torch.randn(1, 1, 8, 8)
+    full = compute_fisher("full", mlp, x, gen())
+    kfac = compute_fisher("kfac", mlp, x, gen())
+    mask = torch.zeros_like(full.matrix, dtype=torch.float64)
+    for s in kfac.specs:
+        mask[s.offset : s.offset + s.size, s.offset : s.offset + s.size] = 1
+    v = torch.randn(full.dim, dtype=torch.float64)
+    torch.testing.assert_close(kfac.matvec(v), (full.matrix.double() * mask) @ v, rtol=1e-5, atol=1e-6)
+
+
+def test_conv_kfac_and_diag_shapes_and_psd():
+    torch.manual_seed(0)
+    cnn = build_model("cnn", (1, 28, 28), 10)
+    x = torch.randn(6, 1, 28, 28)
+    kfac = compute_fisher("kfac", cnn, x, gen())
+    diag = compute_fisher("diagonal", cnn, x, gen())
+    assert kfac.dim == diag.dim == num_params(cnn) == 643_104
+    for (a, g), s in zip(kfac.factors, kfac.specs):
+        assert a.shape == (s.in_features, s.in_features) and g.shape == (s.out_features, s.out_features)
+        assert torch.linalg.eigvalsh(a.double()).min() > -1e-5 and torch.linalg.eigvalsh(g.double()).min() > -1e-5
+    assert (diag.diag >= 0).all()
+
+
+def test_resnet18_groupnorm_is_fully_covered():
+    m = build_model("resnet18", (3, 32, 32), 10)
+    specs = layer_specs(m)
+    assert sum(s.size for s in specs) == num_params(m)
+    assert not any(isinstance(x, torch.nn.BatchNorm2d) for x in m.modules())
+
+
+def test_layer_with_bias_is_refused():
+    m = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(4, 2))
+    with pytest.raises(ValueError, match="bias"):
+        layer_specs(m)
+
+
+def test_kfac_upload_roundtrip_and_measured_size(mlp):
+    kfac = compute_fisher("kfac", mlp, torch.randn(8, 1, 8, 8), gen())
+    again = KFACFisher.from_tensors(kfac.tensors(), kfac)
+    for (a, g), (a2, g2) in zip(kfac.factors, again.factors):
+        assert torch.equal(a, a2) and torch.equal(g, g2)
+    tensors = kfac.tensors()
+    assert serialized_size(tensors) == len(serialize(tensors))
+    packed = sum(t.numel() for t in tensors.values())
+    assert packed == sum(s.in_features * (s.in_features + 1) // 2 + s.out_features * (s.out_features + 1) // 2
+                         for s in kfac.specs)
+    half = kfac.cast(torch.float16)
+    assert all((t.to(torch.float16).to(t.dtype) == t).all() for t in half.tensors().values())
+
+
+def stats_for(kind, model, n_clients=4, seed=0):
+    torch.manual_seed(seed)
+    stats = SufficientStatistics(num_params(model), new_sum(kind, model))
+    contributions = []
+    for i in range(n_clients):
+        w = flat_params(model) + 0.1 * torch.randn(num_params(model))
+        fisher = compute_fisher(kind, model, torch.randn(30, 1, 8, 8), gen(i))
+        contributions.append(Contribution(i, w, fisher, 30))
+    stats.apply(joined=contributions)
+    return stats
+
+
+@pytest.mark.parametrize("kind", ["diagonal", "full", "kfac"])
+def test_projection_methods_agree(mlp, kind):
+    stats = stats_for(kind, mlp)
+    ref, info = project(stats, ProjectionConfig(method="cg_f", tol=1e-10, max_iter=5000, damping=1e-3, precondition=False))
+    for cfg in (
+        ProjectionConfig(method="cg_f", tol=1e-10, max_iter=5000, damping=1e-3, precondition=True),
+        ProjectionConfig(method="cg_f2", tol=1e-12, max_iter=20000, damping=1e-3),
+    ):
+        w, info = project(stats, cfg)
+        torch.testing.assert_close(w, ref, rtol=1e-3, atol=1e-4)
+
+
+def test_closed_form_equals_undamped_cg_for_a_diagonal(mlp):
+    stats = stats_for("diagonal", mlp)
+    closed, info = project(stats, ProjectionConfig(method="closed_form"))
+    cg, info_cg = project(stats, ProjectionConfig(method="cg_f", damping=0.0, tol=1e-12, max_iter=10000))
+    torch.testing.assert_close(closed, cg, rtol=1e-4, atol=1e-5)
+    assert info.constraint_residual < 1e-10
+
+
+def test_projection_is_closest_point_and_satisfies_constraint(mlp):
+    stats = stats_for("full", mlp)
+    w, info = project(stats, ProjectionConfig(method="cg_f", damping=0.0, tol=1e-10, max_iter=5000))
+    fsum = stats.fisher_sum
+    residual = fsum.matvec(w.double()) - stats.b
+    assert residual.norm() / stats.b.norm() < 1e-3
+    # W - Wbar lies in range(F): orthogonal to the null space of F
+    evals, evecs = torch.linalg.eigh(fsum.total)
+    null = evecs[:, evals < 1e-9 * evals.max()]
+    assert (null.T @ (w.double() - stats.mean())).norm() < 1e-3 * (w.double() - stats.mean()).norm() + 1e-6
+
+
+def test_warm_start_reaches_the_same_point(mlp):
+    stats = stats_for("kfac", mlp)
+    cfg = ProjectionConfig(tol=1e-10, max_iter=5000)
+    cold, info_cold = project(stats, cfg)
+    warm, info_warm = project(stats, cfg, warm=stats.mean() - cold.double())
+    torch.testing.assert_close(cold, warm, rtol=1e-4, atol=1e-5)
+    assert info_warm.iterations <= info_cold.iterations
+
+
+def test_cg_solves_a_small_spd_system():
+    torch.manual_seed(0)
+    a = torch.randn(30, 30, dtype=torch.float64)
+    a = a @ a.T + 30 * torch.eye(30, dtype=torch.float64)
+    b = torch.randn(30, dtype=torch.float64)
+    x, it, res = conjugate_gradient(lambda v: a @ v, b, 1e-12, 100)
+    torch.testing.assert_close(a @ x, b)
+    assert res < 1e-12 and it <= 30
+
+
+def test_config_errors_name_the_field():
+    with pytest.raises(ValueError, match="projection.tol"):
+        ProjectionConfig(tol=0)
+    with pytest.raises(ValueError, match="projection.damping"):
+        ProjectionConfig(damping=-1)
+    with pytest.raises(ValueError):
+        ProjectionConfig(method="newton")
+    assert ProjectionMethod("cg_f2") is ProjectionMethod.CG_F2
+    assert FisherKind("kfac") is FisherKind.KFAC
