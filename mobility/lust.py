@@ -286,7 +286,7 @@ def _write_trips(path: Path, od: Sequence[tuple[str, str]], departs: Sequence[fl
 def _route(net: Path, trips: Path, out: Path, additional: Path | None, seed: int, workdir: Path) -> None:
     args = [str(sumo_binary("duarouter")), "-n", str(net), "--route-files", str(trips), "-o", str(out),
             "--ignore-errors", "true", "--no-warnings", "true", "--no-step-log", "true", "--seed", str(seed),
-            "--routing-threads", "2", "--routing-algorithm", "CH",
+            "--routing-threads", "2", "--routing-algorithm", "CH", "--alternatives-output", "NUL",
             "--vtype-output", str(workdir / "vtypes.used.xml")]
     if additional is not None:
         args += ["--additional-files", str(additional)]

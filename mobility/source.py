@@ -180,6 +180,8 @@ class SumoSource:
             raise SumoError(f"this source already failed: {self._error}")
         batch: list[MobilityEvent] = []
         try:
+            if not self._ended and self.session.finished:
+                self._finish("finished")
             while not self._ended and self.session.time + self._step <= until + _EPS:
                 t = self.session.step()
                 events = self.tracker.update(t, self.session)

@@ -195,7 +195,8 @@ class SumoConfig:
     """How to run SUMO: backend, inputs, time window and seed (filled from the scenario YAML).
 
     Give either ``config_file`` (a ``.sumocfg``; the other inputs are then optional additions)
-    or ``net_file`` plus ``route_files``. ``end=None`` runs until no vehicle is left or expected
+    or ``net_file`` plus ``route_files`` (checked when the session starts, so a scenario can
+    leave them to the network builder). ``end=None`` runs until no vehicle is left or expected
     (or until the config file's own end). ``time_to_teleport=None`` keeps SUMO's default (300 s).
     """
 
@@ -222,8 +223,6 @@ class SumoConfig:
             self.backend = self.backend.value
         if self.backend not in {b.value for b in Backend}:
             raise ValueError(f"sumo.backend must be one of {[b.value for b in Backend]}, got {self.backend!r}")
-        if self.config_file is None and self.net_file is None:
-            raise ValueError("sumo.config_file or sumo.net_file must be given")
         if isinstance(self.route_files, (str, os.PathLike)):
             self.route_files = [str(self.route_files)]
         if isinstance(self.additional_files, (str, os.PathLike)):
@@ -393,6 +392,8 @@ class SumoSession:
 
     def _check_inputs(self) -> None:
         c = self.config
+        if c.config_file is None and c.net_file is None:
+            raise SumoError("sumo.config_file or sumo.net_file must be given")
         named = [("sumo.config_file", c.config_file), ("sumo.net_file", c.net_file)]
         named += [(f"sumo.route_files[{i}]", p) for i, p in enumerate(c.route_files)]
         named += [(f"sumo.additional_files[{i}]", p) for i, p in enumerate(c.additional_files)]

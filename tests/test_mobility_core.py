@@ -58,7 +58,6 @@ def test_event_from_dict_names_missing_and_unknown_fields():
 
 @pytest.mark.parametrize("factory, field", [
     (lambda: SumoConfig(backend="veins", net_file="a"), "sumo.backend"),
-    (lambda: SumoConfig(), "sumo.config_file"),
     (lambda: SumoConfig(net_file="a", step_length=0), "sumo.step_length"),
     (lambda: SumoConfig(net_file="a", seed=-1), "sumo.seed"),
     (lambda: SumoConfig(net_file="a", begin=10, end=5), "sumo.end"),
@@ -244,3 +243,21 @@ def test_mobility_imports_no_torch_and_no_other_layer():
             "bad = [m for m in sys.modules if m.split('.')[0] in ('torch', 'fl_core', 'vmc_sim')]\n"
             "assert not bad, bad\n")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": ""})
+
+
+def test_mobility_config_from_dict_names_the_path():
+    from mobility.config import MobilityConfig
+
+    cfg = MobilityConfig.from_dict({"network": "city", "city": {"period": 2.0}, "sumo": {"backend": "traci"},
+                                    "rsu": {"count": 2}, "coverage": {"v2v_range": 100}})
+    assert cfg.city.period == 2.0 and cfg.sumo.backend == "traci" and cfg.coverage.v2v_range == 100
+    with pytest.raises(ValueError, match=r"mobility\.city\.perod is not a known field"):
+        MobilityConfig.from_dict({"city": {"perod": 2.0}})
+    with pytest.raises(ValueError, match=r"mobility\.city: city\.period must be a positive"):
+        MobilityConfig.from_dict({"city": {"period": -1}})
+    with pytest.raises(ValueError, match=r"mobility\.netwrk is not a known field"):
+        MobilityConfig.from_dict({"netwrk": "city"})
+    with pytest.raises(ValueError, match="mobility.network must be one of"):
+        MobilityConfig.from_dict({"network": "paris"})
+    with pytest.raises(ValueError, match="mobility.lust_clone must name"):
+        MobilityConfig.from_dict({"network": "lust_clone"})

@@ -205,3 +205,20 @@ def test_libsumo_is_single_instance_and_bad_input_is_named(city, tmp_path):
         first.close()
     with SumoSession(city.sumo_config(end=50)) as again:  # closed properly: libsumo can start again
         assert again.step() == 1.0
+
+
+def test_open_source_from_config_runs_the_city(cache, tmp_path):
+    from mobility.config import MobilityConfig, open_source
+
+    cfg = MobilityConfig.from_dict({"network": "city", "city": {**TINY, "cache_dir": str(cache)},
+                                    "sumo": {"end": 120.0, "seed": 3}, "rsu": {"count": 1, "radius": 200.0},
+                                    "coverage": {"state_interval": 10.0}})
+    src, rsus = open_source(cfg, trace=tmp_path / "run.jsonl")
+    try:
+        events = run_all(src, 30.0)
+    finally:
+        src.close()
+    assert src.time == 120.0 and rsus[0].radius == 200.0
+    meta = read_trace(tmp_path / "run.jsonl").meta
+    assert meta["network"] == "city" and meta["sumo"]["seed"] == 3 and meta["city"]["seed"] == 5
+    assert read_trace(tmp_path / "run.jsonl").events == events

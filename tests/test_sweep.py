@@ -1,0 +1,157 @@
+"""``vmc sweep``: grid expansion and validation, and tiny sweeps on a recorded trace (no SUMO)
+run for real in the local process pool and on a local Ray instance."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+
+import pytest
+
+from mobility.events import MobilityEvent
+from mobility.trace import write_trace
+from vmc_sim.config import ConfigError, load_model
+from vmc_sim.scenario import Scenario
+from vmc_sim.sweep import SweepSpec, add_sweep_parser, expand, run_sweep
+
+
+def tiny_trace(path):
+    """Five vehicles in coverage, then two arrivals and one departure."""
+    events = [MobilityEvent(float(i), "join", f"v{i}", "rsu0", 20.0 * i, 10.0, 5.0) for i in range(5)]
+    events += [MobilityEvent(20.0, "join", "n0", "rsu0", 50.0, -30.0, 8.0),
+               MobilityEvent(27.0, "leave", "v0", "rsu0", 280.0, 0.0, 10.0),
+               MobilityEvent(32.0, "join", "n1", "rsu0", 50.0, -30.0, 8.0)]
+    meta = {"source": "test", "clock": {"begin": 0.0, "step_length": 1.0},
+            "rsus": [{"id": "rsu0", "x": 0.0, "y": 0.0, "radius": 300.0}], "coverage": {}}
+    return write_trace(path, events, meta, end_time=40.0)
+
+
+def tiny_base(trace) -> dict:
+    return {"name": "tiny", "duration": 60.0, "mobility": {"source": "trace", "trace": str(trace)},
+            "federated": {"dataset": "digits", "num_clients": 12, "model": "mlp", "methods": ["fsosa"],
+                          "train": {"epochs": 1, "fisher": "diagonal"}},
+            "compute": {"time_model": "device"}, "coordinator": {"warmup": 5, "min_clients": 4}}
+
+
+def spec(grid: dict, base=None, **kw) -> SweepSpec:
+    return load_model(SweepSpec, None, {"name": "t", "base": base, "grid": grid, **kw})
+
+
+def read_csv(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def quiet(_: str) -> None:
+    return None
+
+
+def test_grid_is_the_cartesian_product_with_convenience_names():
+    s = spec({"density": [0.5, 1.0], "rho": [0.3, 0.5], "mobility.rsus.radius": [150, 250],
+              "method": ["fsosa", ["fsosa", "retrain"]], "seed": [0, 1]})
+    points = expand(s)
+    assert len(points) == 32 and len({p.id for p in points}) == 32
+    first, last = points[0].scenario, points[-1].scenario
+    assert (first.mobility.city["demand_scale"], first.federated.rho, first.mobility.rsus["radius"]) == (0.5, 0.3, 150)
+    assert first.federated.methods == ["fsosa"] and first.seed == 0
+    assert (last.mobility.city["demand_scale"], last.federated.rho, last.mobility.rsus["radius"]) == (1.0, 0.5, 250)
+    assert last.federated.methods == ["fsosa", "retrain"] and last.seed == 1
+    assert points[1].values == {"density": 0.5, "rho": 0.3, "mobility.rsus.radius": 150, "method": "fsosa",
+                                "seed": 1}
+    # fields the grid does not touch keep the base's values (here the embedded default)
+    default = Scenario()
+    assert first.federated.num_clients == default.federated.num_clients
+    assert first.mobility.rsus["count"] == default.mobility.rsus["count"]
+
+
+def test_subset_size_axis_replaces_the_base_rho():
+    points = expand(spec({"federated.subset_size": [3, 5]}))
+    assert [p.scenario.federated.subset_size for p in points] == [3, 5]
+    assert all(p.scenario.federated.rho is None for p in points)
+
+
+@pytest.mark.parametrize("grid, pattern", [
+    ({"rho": [0.3, 1.5]}, r"grid key 'rho' = 1\.5: federated\.rho"),
+    ({"seed": [0], "federated.rhoo": [0.2]}, r"grid key 'federated.rhoo' = 0\.2: federated\.rhoo"),
+    ({"method": ["fsosa", "nope"]}, r"grid key 'method' = \"nope\": federated\.methods.*unknown method 'nope'"),
+    ({"radius": [-5]}, r"grid key 'radius' = -5: mobility\.rsus"),
+    ({"seed.x": [1]}, r"grid key 'seed.x'.*seed is not a mapping"),
+])
+def test_a_bad_point_is_refused_naming_the_key_and_value(grid, pattern):
+    with pytest.raises(ConfigError, match=pattern):
+        expand(spec(grid))
+
+
+@pytest.mark.parametrize("grid, pattern", [
+    ({"rho": 0.3}, r"grid\.rho"),
+    ({"rho": []}, "grid key 'rho' has no values"),
+    ({"rho": [0.3], "federated.rho": [0.5]}, "both set federated.rho"),
+    ({}, "grid"),
+])
+def test_a_bad_sweep_file_is_refused(grid, pattern):
+    with pytest.raises(ConfigError, match=pattern):
+        spec(grid)
+
+
+def test_local_sweep_gathers_one_row_per_point_and_method(tmp_path):
+    trace = tiny_trace(tmp_path / "trace.jsonl")
+    result = run_sweep(spec({"rho": [0.3, 0.5]}, base=tiny_base(trace)), tmp_path / "runs", say=quiet)
+    assert not result.failed
+    rows = read_csv(result.path / "results.csv")
+    assert [(r["point"], r["rho"], r["method"], r["status"]) for r in rows] == [
+        ("p000-rho0.3", "0.3", "fsosa", "complete"), ("p001-rho0.5", "0.5", "fsosa", "complete")]
+    for r in rows:
+        assert int(r["requests"]) == 3 and 0 < int(r["triggered"]) <= 3
+        assert float(r["total_MB"]) > 0 and float(r["sim_time_s"]) > 0
+        assert 0.0 <= float(r["final_accuracy"]) <= 1.0
+        assert json.loads((tmp_path / r["run_dir"] / "manifest.json").read_text())["status"] == "complete"
+    manifest = json.loads((result.path / "sweep.json").read_text())
+    assert manifest["status"] == "complete" and manifest["axes"] == {"rho": "federated.rho"}
+    assert [p["status"] for p in manifest["points"]] == ["complete", "complete"]
+    assert (result.path / "sweep.png").stat().st_size > 0
+    assert "| p000-rho0.3 | 0.3 | fsosa | complete | 3 |" in result.table()
+
+
+def test_a_failing_point_is_recorded_and_the_others_finish(tmp_path, capsys):
+    trace = tiny_trace(tmp_path / "trace.jsonl")
+    sweep = tmp_path / "sweep.yaml"
+    (tmp_path / "base.yaml").write_text(json.dumps(tiny_base(trace)))
+    sweep.write_text(json.dumps({"name": "fail", "base": "base.yaml",
+                                 "grid": {"mobility.trace": [str(trace), str(tmp_path / "missing.jsonl")]}}))
+    parser = argparse.ArgumentParser()
+    add_sweep_parser(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["sweep", str(sweep), "--out", str(tmp_path / "runs"), "--workers", "2"])
+    assert args.func(args) == 1
+    out = capsys.readouterr().out
+    assert "1 of 2 points failed" in out
+    (sweep_dir,) = (tmp_path / "runs").iterdir()
+    rows = read_csv(sweep_dir / "results.csv")
+    assert [r["status"] for r in rows] == ["complete", "failed"]
+    assert int(rows[0]["requests"]) == 3 and rows[1]["requests"] == ""
+    assert "missing.jsonl" in rows[1]["error"]
+    points = json.loads((sweep_dir / "sweep.json").read_text())["points"]
+    assert points[1]["status"] == "failed" and "missing.jsonl" in points[1]["error"]
+
+
+def test_dry_run_lists_the_points_and_runs_nothing(tmp_path, capsys):
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text("name: d\ngrid:\n  density: [0.5, 1.0]\n  seed: [0, 1, 2]\n")
+    parser = argparse.ArgumentParser()
+    add_sweep_parser(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["sweep", str(sweep), "--dry-run", "--out", str(tmp_path / "runs")])
+    assert args.func(args) == 0
+    assert "6 points, all valid" in capsys.readouterr().out
+    assert not (tmp_path / "runs").exists()
+
+
+def test_ray_sweep_on_a_local_instance(tmp_path):
+    pytest.importorskip("ray", reason="Ray is not installed (optional extra 'ray')")
+    trace = tiny_trace(tmp_path / "trace.jsonl")
+    result = run_sweep(spec({"seed": [0, 1]}, base=tiny_base(trace)), tmp_path / "runs", engine="ray",
+                       workers=2, say=quiet)
+    assert not result.failed
+    rows = read_csv(result.path / "results.csv")
+    assert [(r["seed"], r["status"]) for r in rows] == [("0", "complete"), ("1", "complete")]
+    assert all(int(r["requests"]) == 3 and float(r["total_MB"]) > 0 for r in rows)
+    assert json.loads((result.path / "sweep.json").read_text())["engine"] == "ray"
