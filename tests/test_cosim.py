@@ -148,3 +148,12 @@ def test_failure_keeps_records_and_resume_matches_uninterrupted(tmp_path, monkey
     run_scenario(sc, progress=False, say=lambda s: None, run_dir=broken_dir, resume=True)
     assert sim_records(broken) == sim_records(full)
     assert list(broken.records())[: len(kept)] == kept
+
+
+def test_shipped_scenarios_validate():
+    from pathlib import Path
+
+    files = sorted(Path(__file__).resolve().parent.parent.joinpath("scenarios").glob("*.yaml"))
+    assert files
+    for f in files:
+        load_scenario(f)

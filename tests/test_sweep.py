@@ -13,7 +13,7 @@ from mobility.events import MobilityEvent
 from mobility.trace import write_trace
 from vmc_sim.config import ConfigError, load_model
 from vmc_sim.scenario import Scenario
-from vmc_sim.sweep import SweepSpec, add_sweep_parser, expand, run_sweep
+from vmc_sim.sweep import SweepSpec, add_sweep_parser, expand, inert_axes, run_sweep
 
 
 def tiny_trace(path):
@@ -83,6 +83,12 @@ def test_a_bad_point_is_refused_naming_the_key_and_value(grid, pattern):
         expand(spec(grid))
 
 
+def test_axes_without_effect_on_the_mobility_source_are_noted(tmp_path):
+    s = spec({"radius": [100, 200], "rho": [0.5]}, base=tiny_base(tmp_path / "trace.jsonl"))
+    (note,) = inert_axes(s, expand(s))
+    assert "'radius'" in note and "trace" in note
+
+
 @pytest.mark.parametrize("grid, pattern", [
     ({"rho": 0.3}, r"grid\.rho"),
     ({"rho": []}, "grid key 'rho' has no values"),
@@ -94,44 +100,34 @@ def test_a_bad_sweep_file_is_refused(grid, pattern):
         spec(grid)
 
 
-def test_local_sweep_gathers_one_row_per_point_and_method(tmp_path):
+def test_local_sweep_gathers_the_table_and_a_failing_point_does_not_stop_the_other(tmp_path, capsys):
     trace = tiny_trace(tmp_path / "trace.jsonl")
-    result = run_sweep(spec({"rho": [0.3, 0.5]}, base=tiny_base(trace)), tmp_path / "runs", say=quiet)
-    assert not result.failed
-    rows = read_csv(result.path / "results.csv")
-    assert [(r["point"], r["rho"], r["method"], r["status"]) for r in rows] == [
-        ("p000-rho0.3", "0.3", "fsosa", "complete"), ("p001-rho0.5", "0.5", "fsosa", "complete")]
-    for r in rows:
-        assert int(r["requests"]) == 3 and 0 < int(r["triggered"]) <= 3
-        assert float(r["total_MB"]) > 0 and float(r["sim_time_s"]) > 0
-        assert 0.0 <= float(r["final_accuracy"]) <= 1.0
-        assert json.loads((tmp_path / r["run_dir"] / "manifest.json").read_text())["status"] == "complete"
-    manifest = json.loads((result.path / "sweep.json").read_text())
-    assert manifest["status"] == "complete" and manifest["axes"] == {"rho": "federated.rho"}
-    assert [p["status"] for p in manifest["points"]] == ["complete", "complete"]
-    assert (result.path / "sweep.png").stat().st_size > 0
-    assert "| p000-rho0.3 | 0.3 | fsosa | complete | 3 |" in result.table()
-
-
-def test_a_failing_point_is_recorded_and_the_others_finish(tmp_path, capsys):
-    trace = tiny_trace(tmp_path / "trace.jsonl")
-    sweep = tmp_path / "sweep.yaml"
     (tmp_path / "base.yaml").write_text(json.dumps(tiny_base(trace)))
-    sweep.write_text(json.dumps({"name": "fail", "base": "base.yaml",
+    sweep = tmp_path / "sweep.yaml"
+    sweep.write_text(json.dumps({"name": "local", "base": "base.yaml",
                                  "grid": {"mobility.trace": [str(trace), str(tmp_path / "missing.jsonl")]}}))
     parser = argparse.ArgumentParser()
     add_sweep_parser(parser.add_subparsers(dest="command"))
     args = parser.parse_args(["sweep", str(sweep), "--out", str(tmp_path / "runs"), "--workers", "2"])
     assert args.func(args) == 1
-    out = capsys.readouterr().out
-    assert "1 of 2 points failed" in out
+    printed = capsys.readouterr()
+    assert "1 of 2 points failed" in printed.err and "| p000-tracetmp_" in printed.out
     (sweep_dir,) = (tmp_path / "runs").iterdir()
     rows = read_csv(sweep_dir / "results.csv")
-    assert [r["status"] for r in rows] == ["complete", "failed"]
-    assert int(rows[0]["requests"]) == 3 and rows[1]["requests"] == ""
-    assert "missing.jsonl" in rows[1]["error"]
-    points = json.loads((sweep_dir / "sweep.json").read_text())["points"]
-    assert points[1]["status"] == "failed" and "missing.jsonl" in points[1]["error"]
+    assert [(r["point"][:4], r["mobility.trace"], r["method"], r["status"]) for r in rows] == [
+        ("p000", str(trace), "fsosa", "complete"), ("p001", str(tmp_path / "missing.jsonl"), "fsosa", "failed")]
+    good, bad = rows
+    assert int(good["requests"]) == 3 and 0 <= int(good["triggered"]) <= 3
+    assert float(good["total_MB"]) > 0 and float(good["sim_time_s"]) > 0
+    assert 0.0 <= float(good["final_accuracy"]) <= 1.0
+    assert json.loads((sweep_dir / good["point"] / "manifest.json").read_text())["status"] == "complete"
+    assert good["run_dir"] == str(sweep_dir / good["point"])
+    assert bad["requests"] == "" and "missing.jsonl" in bad["error"]
+    manifest = json.loads((sweep_dir / "sweep.json").read_text())
+    assert manifest["status"] == "complete_with_failures" and manifest["axes"] == {"mobility.trace": "mobility.trace"}
+    assert [p["status"] for p in manifest["points"]] == ["complete", "failed"]
+    assert "missing.jsonl" in manifest["points"][1]["error"]
+    assert (sweep_dir / "sweep.png").stat().st_size > 0
 
 
 def test_dry_run_lists_the_points_and_runs_nothing(tmp_path, capsys):

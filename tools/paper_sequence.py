@@ -341,6 +341,23 @@ def report(runs: dict[str, list[dict[str, Any]]], paper: list[dict[str, Any]], u
         f"Payload sizes here: broadcast (fp32 W0) {unit['broadcast'] / MB:.3f} MB, model upload "
         f"{unit['model_upload'] / MB:.3f} MB and Fisher upload {unit['fisher_upload'] / MB:.3f} MB per client; "
         f"the paper's MNIST: 1.61, 0.804 and 0.804 MB.",
+    ]
+    # the engine may round uploads through a 16-bit type but serialize them as float32: say so, and
+    # show what the totals would be at the nominal upload precision
+    elem = {"float16": 2, "bfloat16": 2, "float32": 4}.get(str(info["upload_dtype"]), 4)
+    per_value = unit["model_upload"] / max(1, info["params"])
+    if per_value > 1.1 * elem:
+        f = elem / round(per_value)
+        at = {m: tot[m]["broadcast"] + tot[m]["control"] + f * (tot[m]["model_upload"] + tot[m]["fisher_upload"])
+              for m in METHODS}
+        L.append(
+            f"**Upload precision:** `upload_dtype` is {info['upload_dtype']}, but a model upload measures "
+            f"{per_value:.2f} bytes per parameter: the engine rounds the values through {info['upload_dtype']} and "
+            f"serializes them as float{8 * round(per_value)}. At {elem} bytes per value (uploads x {f:g}, Fisher "
+            f"assumed stored like the model) the totals would be F-SOSA {_mb(at['fsosa'])} MB, Retrain "
+            f"{_mb(at['retrain'])} MB, paper-style {_mb(at['fsosa_paper'])} MB ({_pct(at['fsosa'], at['retrain'])} and "
+            f"{_pct(at['fsosa_paper'], at['retrain'])} vs Retrain).")
+    L += [
         f"Priced with the paper's payload sizes, our trigger flags and subset sizes give the paper-style F-SOSA "
         f"{ppm:.2f} MB vs Retrain {rtm:.2f} MB ({_pct(ppm, rtm)}; paper {pt[3][0]:.2f} vs {pt[3][1]:.2f}, "
         f"-{PAPER_REDUCTION['MNIST']:.2f} %).",
@@ -435,6 +452,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--scenario", default=str(SCENARIO), help="base scenario (full-size settings)")
     p.add_argument("--out", default=str(ROOT / "tools" / "out" / "paper_sequence"))
     p.add_argument("--progress", action="store_true")
+    p.add_argument("--report-only", action="store_true", help="only rewrite the CSV and report from --out/run")
     args = p.parse_args(argv)
 
     from fl_core.data import load_dataset
@@ -444,14 +462,26 @@ def main(argv: list[str] | None = None) -> int:
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    trace = write_paper_trace(out / "trace.jsonl", args.spacing)
-    scenario = build_scenario(args, trace)
     run_path = out / "run"
-    if run_path.exists():  # records are appended: start from an empty run directory
-        shutil.rmtree(run_path)
-    t0 = time.perf_counter()
-    run: RunDir = run_scenario(scenario, run_dir=run_path, progress=args.progress, say=print)
-    wall = time.perf_counter() - t0
+    if args.report_only:  # rebuild requests.csv and report.md from the run already in --out
+        from vmc_sim.config import load_model
+        from vmc_sim.scenario import Scenario
+
+        run = RunDir(run_path)
+        manifest = run.manifest()
+        if manifest.get("status") != "complete":
+            raise SystemExit(f"{run_path}: the run is not complete (status {manifest.get('status')!r})")
+        scenario = load_model(Scenario, None, manifest["config"])
+        wall = float(manifest.get("summary", {}).get("wall_s", float("nan")))
+        args.quick = scenario.name.endswith("-quick")
+    else:
+        trace = write_paper_trace(out / "trace.jsonl", args.spacing)
+        scenario = build_scenario(args, trace)
+        if run_path.exists():  # records are appended: start from an empty run directory
+            shutil.rmtree(run_path)
+        t0 = time.perf_counter()
+        run = run_scenario(scenario, run_dir=run_path, progress=args.progress, say=print)
+        wall = time.perf_counter() - t0
 
     by = collect(run.records())
     for m in ("fsosa", "retrain"):
@@ -471,7 +501,7 @@ def main(argv: list[str] | None = None) -> int:
         "epochs": train.epochs, "fisher": getattr(train.fisher, "value", train.fisher), "upload_dtype": train.upload_dtype,
         "num_clients": fed.num_clients, "alpha": fed.alpha, "rho": fed.rho, "seed": scenario.seed,
         "train_samples": fed.max_train_samples or "all", "test_samples": fed.max_test_samples or "all",
-        "spacing": args.spacing, "compute": f"{scenario.compute.mode}/{scenario.compute.time_model}",
+        "spacing": by["fsosa"][2]["request_time"] - by["fsosa"][1]["request_time"], "compute": f"{scenario.compute.mode}/{scenario.compute.time_model}",
         "wall_s": wall, "run_dir": str(run_path),
     }
     write_csv(out / "requests.csv", by, paper)

@@ -77,6 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
     p_plot.add_argument("run", help="run directory")
     p_plot.add_argument("--out", help="output PNG (default: RUN/fig6.png)")
     p_plot.set_defaults(func=_plot)
+    from .sweep import add_sweep_parser
+
+    add_sweep_parser(sub)
     return p
 
 

@@ -72,7 +72,7 @@ class FederatedSection(Strict):
     model: Literal["cnn", "mlp", "resnet18"] = "mlp"
     max_train_samples: int | None = Field(None, gt=0)
     max_test_samples: int | None = Field(None, gt=0)
-    rho: float | None = Field(0.5, gt=0, le=1, description="fixed ratio P_t = floor(rho M(t))")
+    rho: float | None = Field(None, gt=0, le=1, description="fixed ratio P_t = floor(rho M(t)); default 0.5")
     subset_size: int | None = Field(None, gt=0, description="fixed P (theory); excludes rho")
     methods: list[str] = Field(default_factory=lambda: ["fsosa", "retrain"])
     train: TrainSection = TrainSection()
@@ -90,12 +90,14 @@ class FederatedSection(Strict):
 
     @model_validator(mode="after")
     def _size_rule(self) -> "FederatedSection":
-        if self.subset_size is not None and self.rho is not None and "rho" in self.model_fields_set:
+        if self.subset_size is not None and self.rho is not None:
             raise ValueError("give either rho (fixed ratio) or subset_size (fixed P), not both")
         return self
 
     def rule(self) -> SizeRule:
-        return FixedSize(self.subset_size) if self.subset_size is not None else FixedRatio(self.rho)
+        if self.subset_size is not None:
+            return FixedSize(self.subset_size)
+        return FixedRatio(0.5 if self.rho is None else self.rho)
 
 
 class OneShotConfig(Strict):

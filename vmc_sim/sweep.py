@@ -3,13 +3,13 @@
 A sweep file (YAML) names a base scenario and a grid::
 
     name: density-rho
-    base: scenarios/city.yaml        # a scenario file (relative to this file), an inline mapping, or omitted
+    base: city.yaml                  # a scenario file (relative to this file), an inline mapping, or omitted
     grid:
-      density: [0.5, 1.0]            # = mobility.city.demand_scale
+      density: [0.5, 1.0]            # = mobility.city.demand_scale (mobility source 'city' only)
       rho: [0.3, 0.5]                # = federated.rho
       mobility.rsus.radius: [150, 250]
       method: [fsosa, [fsosa, retrain]]   # = federated.methods; a bare name means [name]
-      seed: [0, 1]
+      seed: [0, 1]                   # the run seed; mobility.sumo.seed varies the traffic
     engine: local                    # or ray; --engine overrides
     workers: 2                       # --workers overrides
 
@@ -33,6 +33,7 @@ import math
 import os
 import platform
 import re
+import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -60,7 +61,7 @@ LIST_FIELDS = frozenset({"federated.methods"})
 """Fields that take a list: a bare string grid value ``x`` means ``[x]``."""
 
 EXCLUSIVE: dict[str, str] = {"federated.rho": "federated.subset_size", "federated.subset_size": "federated.rho"}
-"""Setting the key on a point clears the value's field, unless the grid sets both."""
+"""A point that sets the key (fixed ratio or fixed P) clears the other field, unless the grid sets both."""
 
 SOURCE_ONLY: dict[str, tuple[str, ...]] = {
     "mobility.city.": ("city",),
@@ -182,7 +183,7 @@ def _slug(value: Any) -> str:
         text = str(int(value)) if abs(value) < 1e15 else str(value)
     else:
         text = str(value)
-    return re.sub(r"[^A-Za-z0-9.+]+", "_", text).strip("_")[:24] or "x"
+    return re.sub(r"[^A-Za-z0-9.+-]+", "_", text).strip("_")[:24] or "x"
 
 
 def _point_id(index: int, values: dict[str, Any]) -> str:
@@ -206,7 +207,7 @@ def expand(spec: SweepSpec, base_dir: str | Path | None = None, where: str = "sw
     axes = spec.axes()
     keys = list(spec.grid)
     points: list[GridPoint] = []
-    errors: list[str] = []
+    errors: dict[tuple[str, str, str], list[str]] = {}
     for index, combo in enumerate(itertools.product(*(spec.grid[k] for k in keys))):
         values = dict(zip(keys, combo))
         overrides = {axes[k]: ([v] if axes[k] in LIST_FIELDS and isinstance(v, str) else v)
@@ -228,11 +229,13 @@ def expand(spec: SweepSpec, base_dir: str | Path | None = None, where: str = "sw
                             or loc.startswith(axes[k] + ".")]
                 blame = "; ".join(f"grid key {k!r} = {json.dumps(values[k])}" for k in culprits) \
                     or f"point {_label(values)}"
-                errors.append(f"{where}: grid point {pid}: {blame}: {loc}: {msg}")
+                errors.setdefault((blame, loc, msg), []).append(pid)
             continue
         points.append(GridPoint(pid, values, overrides, scenario))
     if errors:
-        raise ConfigError("\n".join(errors))
+        raise ConfigError("\n".join(
+            f"{where}: {blame}: {loc}: {msg} (grid point {ids[0]}{f' and {len(ids) - 1} more' if ids[1:] else ''})"
+            for (blame, loc, msg), ids in errors.items()))
     return points
 
 
@@ -324,8 +327,12 @@ def _run_local(tasks: list[dict[str, Any]], workers: int, done: Done) -> None:
                 return _failure(task, e)
 
     with ThreadPoolExecutor(max_workers=workers) as threads:
-        for future in as_completed([threads.submit(one, t) for t in tasks]):
-            done(future.result())
+        try:
+            for future in as_completed([threads.submit(one, t) for t in tasks]):
+                done(future.result())
+        except BaseException:
+            threads.shutdown(wait=False, cancel_futures=True)  # Ctrl-C: start no further point
+            raise
 
 
 def _run_ray(tasks: list[dict[str, Any]], workers: int, address: str | None, done: Done) -> None:
@@ -379,7 +386,9 @@ def gather_rows(spec: SweepSpec, points: list[GridPoint], results: dict[str, dic
     rows = []
     for p in points:
         res = results.get(p.id, {"status": "not run", "error": None, "rows": [], "wall_s": math.nan})
-        per_method = res["rows"] or [{"method": m} for m in p.scenario.federated.methods]
+        order = p.scenario.federated.methods
+        per_method = sorted(res["rows"] or [{"method": m} for m in order],
+                            key=lambda r: order.index(r["method"]) if r["method"] in order else len(order))
         for r in per_method:
             row: dict[str, Any] = {"point": p.id, "status": res["status"]}
             row.update({columns[k]: v for k, v in p.values.items()})
@@ -425,9 +434,9 @@ def markdown_table(rows: list[dict[str, Any]], grid_columns: dict[str, str]) -> 
     return "\n".join(lines)
 
 
-def plot_sweep(rows: list[dict[str, Any]], x_key: str, out: Path) -> Path | None:
+def plot_sweep(rows: list[dict[str, Any]], x_key: str, out: Path, averaged: bool = False) -> Path | None:
     """``sweep.png``: cumulative MB, simulated time and final accuracy per method against the
-    first grid axis (averaged over the other axes); None when no point completed."""
+    first grid axis (``averaged``: the mean over the other axes); None when no point completed."""
     done = [r for r in rows if r["status"] == "complete"]
     if not done:
         return None
@@ -436,33 +445,31 @@ def plot_sweep(rows: list[dict[str, Any]], x_key: str, out: Path) -> Path | None
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    labels: list[str] = []
-    for r in rows:
-        if _xlabel(r[x_key]) not in labels:
-            labels.append(_xlabel(r[x_key]))
+    labels = list(dict.fromkeys(_xlabel(r[x_key]) for r in rows))
     numeric = all(isinstance(r[x_key], (int, float)) and not isinstance(r[x_key], bool) for r in rows)
     fig, axes = plt.subplots(1, 3, figsize=(15, 4))
     panels = (("total_MB", "Cumulative communication", "MB", 1.0),
               ("sim_time_s", "Cumulative edit time (simulated)", "seconds", 1.0),
               ("final_accuracy", "Final test accuracy", "accuracy %", 100.0))
+
     def x_of(r: dict[str, Any]) -> Any:
-        return r[x_key] if numeric else _xlabel(r[x_key])
+        return r[x_key] if numeric else labels.index(_xlabel(r[x_key]))
 
     for method in dict.fromkeys(r["method"] for r in done):
         mine = [r for r in done if r["method"] == method]
-        xs = sorted({x_of(r) for r in mine}) if numeric else [lab for lab in labels if lab in {x_of(r) for r in mine}]
+        xs = sorted({x_of(r) for r in mine})
         for ax, (metric, _, _, scale) in zip(axes, panels):
             ys = []
             for x in xs:
                 vals = [r[metric] for r in mine if x_of(r) == x and not math.isnan(r[metric])]
                 ys.append(scale * sum(vals) / len(vals) if vals else math.nan)
-            ax.plot(xs if numeric else [labels.index(x) for x in xs], ys, marker="o", label=method)
+            ax.plot(xs, ys, marker="o", label=method)
     for ax, (_, title, ylabel, _) in zip(axes, panels):
         ax.set_title(title)
-        ax.set_xlabel(x_key)
+        ax.set_xlabel(x_key + (" (mean over the other axes)" if averaged else ""))
         ax.set_ylabel(ylabel)
         if not numeric:
-            ax.set_xticks(range(len(labels)), labels, rotation=20)
+            ax.set_xticks(range(len(labels)), [_short(lab) for lab in labels], rotation=20)
         ax.grid(alpha=0.3)
         ax.legend()
     fig.tight_layout()
@@ -475,14 +482,18 @@ def _xlabel(value: Any) -> str:
     return json.dumps(value) if isinstance(value, (list, dict)) else str(value)
 
 
+def _short(text: str) -> str:
+    return text if len(text) <= 24 else f"{text[:10]}...{text[-11:]}"
+
+
 def run_sweep(spec: SweepSpec, out: str | Path = "runs", *, base_dir: str | Path | None = None,
               engine: str | None = None, workers: int | None = None, address: str | None = None,
               say: Callable[[str], None] = print, where: str = "sweep") -> SweepResult:
     """Validate every point, run them (``engine``/``workers``/``address`` override the file), and
     write ``sweep.json``, ``results.csv`` and ``sweep.png`` into a new sweep directory."""
-    engine = engine or spec.engine
-    workers = workers or spec.workers
-    address = address or spec.address
+    engine = spec.engine if engine is None else engine
+    workers = spec.workers if workers is None else workers
+    address = spec.address if address is None else address
     if engine not in ("local", "ray"):
         raise ConfigError(f"engine: {engine!r} is not 'local' or 'ray'")
     if workers < 1:
@@ -515,7 +526,8 @@ def run_sweep(spec: SweepSpec, out: str | Path = "runs", *, base_dir: str | Path
     def finished(result: dict[str, Any]) -> None:
         results[result["id"]] = result
         tail = f": {result['error']}" if result["error"] else ""
-        say(f"[{len(results)}/{len(points)}] {result['id']}: {result['status']} ({_fmt(result['wall_s'], '.1f')} s){tail}")
+        wall = _fmt(result["wall_s"], ".1f")
+        say(f"[{len(results)}/{len(points)}] {result['id']}: {result['status']} ({wall} s){tail}")
         write_state()
 
     write_state()
@@ -535,7 +547,7 @@ def run_sweep(spec: SweepSpec, out: str | Path = "runs", *, base_dir: str | Path
     finally:
         rows = gather_rows(spec, points, results, run_dirs)
         if manifest["status"] != "running":
-            plot = plot_sweep(rows, columns[next(iter(spec.grid))], path / "sweep.png")
+            plot = plot_sweep(rows, columns[next(iter(spec.grid))], path / "sweep.png", averaged=len(spec.grid) > 1)
             manifest["plot"] = plot.name if plot else None
         write_state()
     result = SweepResult(path, manifest["points"], rows, columns)
@@ -567,7 +579,8 @@ def _cli(args: argparse.Namespace) -> int:
     result = run_sweep(spec, args.out, base_dir=base_dir, engine=args.engine, workers=args.workers,
                        address=args.address, where=args.sweep)
     if result.failed:
-        print(f"vmc: {len(result.failed)} of {len(result.points)} points failed (see {result.path / 'sweep.json'})")
+        print(f"vmc: {len(result.failed)} of {len(result.points)} points failed (see {result.path / 'sweep.json'})",
+              file=sys.stderr)
         return 1
     return 0
 
