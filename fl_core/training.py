@@ -143,7 +143,7 @@ class LocalTrainer:
         dtype = DTYPES[self.config.upload_dtype]
         if fisher is not None:
             fisher = fisher.cast(dtype)
-        weights = weights.to(dtype).to(torch.float32)
+        weights = weights.to(dtype)
         return Contribution(
             client, weights, fisher, len(data), compute_s=t2 - t0, train_s=t1 - t0, fisher_s=t2 - t1
         )

@@ -212,3 +212,16 @@ def test_fedavg_is_plain_mean_and_fedfisher_uses_everyone(tiny):
     assert report.bytes["fisher_upload"] == 0
     fedfisher = build_editor("fedfisher", pool, np.random.default_rng(0))
     assert len(fedfisher.fit(range(6)).joined) == 6
+
+
+def test_float16_uploads_halve_the_bytes_and_stay_exact(tiny):
+    full = tiny.pool("kfac").train(2)
+    half_pool = tiny.pool("kfac", upload_dtype="float16")
+    half = half_pool.train(2)
+    assert half.weights.dtype == torch.float16
+    assert half.model_bytes < 0.55 * full.model_bytes and half.fisher_bytes < 0.55 * full.fisher_bytes
+    editor = build_editor("fsosa", half_pool, np.random.default_rng(3), FixedSize(3),
+                          ProjectionConfig(tol=1e-9, max_iter=3000))
+    editor.fit(range(8))
+    edit_sequence(editor, np.random.default_rng(9))
+    assert_same_statistics(editor.stats, fresh_stats(tiny, half_pool, editor.members))

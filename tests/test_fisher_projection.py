@@ -80,7 +80,8 @@ def test_kfac_upload_roundtrip_and_measured_size(mlp):
     assert packed == sum(s.in_features * (s.in_features + 1) // 2 + s.out_features * (s.out_features + 1) // 2
                          for s in kfac.specs)
     half = kfac.cast(torch.float16)
-    assert all((t.to(torch.float16).to(t.dtype) == t).all() for t in half.tensors().values())
+    assert all(t.dtype == torch.float16 for t in half.tensors().values())
+    assert serialized_size(half.tensors()) < 0.55 * serialized_size(tensors)
 
 
 def stats_for(kind, model, n_clients=4, seed=0):

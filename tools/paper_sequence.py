@@ -342,21 +342,6 @@ def report(runs: dict[str, list[dict[str, Any]]], paper: list[dict[str, Any]], u
         f"{unit['model_upload'] / MB:.3f} MB and Fisher upload {unit['fisher_upload'] / MB:.3f} MB per client; "
         f"the paper's MNIST: 1.61, 0.804 and 0.804 MB.",
     ]
-    # the engine may round uploads through a 16-bit type but serialize them as float32: say so, and
-    # show what the totals would be at the nominal upload precision
-    elem = {"float16": 2, "bfloat16": 2, "float32": 4}.get(str(info["upload_dtype"]), 4)
-    per_value = unit["model_upload"] / max(1, info["params"])
-    if per_value > 1.1 * elem:
-        f = elem / round(per_value)
-        at = {m: tot[m]["broadcast"] + tot[m]["control"] + f * (tot[m]["model_upload"] + tot[m]["fisher_upload"])
-              for m in METHODS}
-        L.append(
-            f"**Upload precision:** `upload_dtype` is {info['upload_dtype']}, but a model upload measures "
-            f"{per_value:.2f} bytes per parameter: the engine rounds the values through {info['upload_dtype']} and "
-            f"serializes them as float{8 * round(per_value)}. At {elem} bytes per value (uploads x {f:g}, Fisher "
-            f"assumed stored like the model) the totals would be F-SOSA {_mb(at['fsosa'])} MB, Retrain "
-            f"{_mb(at['retrain'])} MB, paper-style {_mb(at['fsosa_paper'])} MB ({_pct(at['fsosa'], at['retrain'])} and "
-            f"{_pct(at['fsosa_paper'], at['retrain'])} vs Retrain).")
     L += [
         f"Priced with the paper's payload sizes, our trigger flags and subset sizes give the paper-style F-SOSA "
         f"{ppm:.2f} MB vs Retrain {rtm:.2f} MB ({_pct(ppm, rtm)}; paper {pt[3][0]:.2f} vs {pt[3][1]:.2f}, "
@@ -407,6 +392,9 @@ def report(runs: dict[str, list[dict[str, Any]]], paper: list[dict[str, Any]], u
         if a:
             L.append(f"Accuracy {m}: final {a[-1]:.2f} %, mean {sum(a) / len(a):.2f} %, range {max(a) - min(a):.2f} points, "
                      f"largest request-to-request change {max((abs(x - y) for x, y in zip(a, a[1:])), default=0):.2f} points.")
+    if info["size"].startswith("quick"):
+        L.append("At the quick size each client takes only a few SGD steps, so accuracy stays near chance: "
+                 "only the bytes, trigger flags and subset sizes of this report are meaningful.")
     L.append(f"Failed transfers: F-SOSA {failed['fsosa']}, Retrain {failed['retrain']} (vehicles are parked in coverage).")
     L += [
         "",

@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> list[dict]:
         setup = OneShotSetup(
             dataset=args.dataset, num_clients=args.clients, alpha=alpha, model=args.model, seed=args.seed,
             train=TrainConfig(epochs=args.epochs, lr=args.lr, batch_size=args.batch_size, fisher=args.fisher,
-                              device=args.device),
+                              device=args.device, threads=args.threads),
             max_train_samples=args.max_train, max_test_samples=args.max_test,
         )
         pool = setup.pool()
@@ -108,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cg-iter", type=int, default=300)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="cpu")
+    p.add_argument("--threads", type=int, default=None, help="torch threads (default: auto)")
     p.add_argument("--max-train", type=int, default=None)
     p.add_argument("--max-test", type=int, default=None)
     p.add_argument("--out", default="tools/out/table2")

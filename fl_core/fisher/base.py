@@ -51,8 +51,9 @@ class FisherRep(ABC):
                 raise InvalidContributionError(f"client {client!r}: Fisher tensor {name!r} has NaN/Inf")
 
     def cast(self, dtype: torch.dtype) -> "FisherRep":
-        """The same representation with its tensors rounded through ``dtype`` (upload precision)."""
-        return self.from_tensors({k: t.to(dtype).to(t.dtype) for k, t in self.tensors().items()}, self)
+        """The same representation stored in ``dtype`` (the upload precision: a float16 upload is
+        two bytes a value on the wire, and the coordinator computes with exactly those values)."""
+        return self.from_tensors({k: t.to(dtype) for k, t in self.tensors().items()}, self)
 
     @classmethod
     @abstractmethod
