@@ -124,7 +124,7 @@ class CoverageTracker:
         self.config = config or CoverageConfig()
         self.config.validate()
         self._by_id = {r.id: r for r in self.rsus}
-        self._members: dict[tuple[str, str], MemberState] = {}
+        self._members: dict[tuple[str, str], tuple[str, VehicleState]] = {}
         self._attached = False
 
     # -- SUMO side -----------------------------------------------------------------------
@@ -184,38 +184,44 @@ class CoverageTracker:
     def observe(self, time: float, seen: Mapping[str, Mapping[str, VehicleState]]) -> list[MobilityEvent]:
         """Update membership from ``seen[rsu_id][vehicle] = (x, y, speed)`` and return the events."""
         covered = self.covered(seen)
-        p = self.config.precision
-        t = round(float(time), 6)
-        new: dict[tuple[str, str], MemberState] = {}
+        prev = self._members
+        new: dict[tuple[str, str], tuple[str, VehicleState]] = {}
         if self.config.membership == "per_rsu":
             for rid, vehicles in covered.items():
-                for v, s in vehicles.items():
-                    new[(v, rid)] = MemberState(v, rid, round(s[0], p), round(s[1], p), round(s[2], p))
+                for v, st in vehicles.items():
+                    new[(v, rid)] = (rid, st)
         else:
-            by_vehicle: dict[str, list[tuple[str, VehicleState]]] = {}
-            for rid, vehicles in covered.items():
-                for v, s in vehicles.items():
-                    by_vehicle.setdefault(v, []).append((rid, s))
-            for v, options in by_vehicle.items():
-                old = self._members.get((v, ""))
-                choice = next((o for o in options if old is not None and o[0] == old.rsu), None)
-                if choice is None:
-                    choice = min(options, key=lambda o: (self._by_id[o[0]].distance(o[1][0], o[1][1]), o[0]))
-                rid, s = choice
-                new[(v, "")] = MemberState(v, rid, round(s[0], p), round(s[1], p), round(s[2], p))
-        events = []
-        for key in sorted(self._members.keys() - new.keys()):
-            m = self._members[key]
-            events.append(MobilityEvent(t, "leave", m.vehicle, m.rsu, m.x, m.y, m.speed))
-        for key in sorted(new.keys() - self._members.keys()):
-            m = new[key]
-            events.append(MobilityEvent(t, "join", m.vehicle, m.rsu, m.x, m.y, m.speed))
+            for r in self.rsus:
+                for v, st in covered[r.id].items():
+                    key = (v, "")
+                    cur = new.get(key)
+                    if cur is None:
+                        new[key] = (r.id, st)
+                        continue
+                    old = prev.get(key)
+                    if old is not None and old[0] == cur[0]:
+                        continue  # still covered by the RSU it is attached to: stays there
+                    if old is not None and old[0] == r.id:
+                        new[key] = (r.id, st)
+                        continue
+                    here, there = r.distance(st[0], st[1]), self._by_id[cur[0]].distance(st[0], st[1])
+                    if here < there or (here == there and r.id < cur[0]):
+                        new[key] = (r.id, st)
+        t = round(float(time), 6)
+        events = [self._event(t, "leave", key[0], *prev[key]) for key in sorted(prev.keys() - new.keys())]
+        events += [self._event(t, "join", key[0], *new[key]) for key in sorted(new.keys() - prev.keys())]
         self._members = new
         return events
 
+    def _event(self, t: float, kind: str, vehicle: str, rsu: str, st: VehicleState) -> MobilityEvent:
+        p = self.config.precision
+        return MobilityEvent(t, kind, vehicle, rsu, round(st[0], p), round(st[1], p), round(st[2], p))  # type: ignore[arg-type]
+
     def members(self) -> list[MemberState]:
-        """Current members, sorted by vehicle then RSU."""
-        return sorted(self._members.values(), key=lambda m: (m.vehicle, m.rsu))
+        """Current members with their states of the last step, sorted by vehicle then RSU."""
+        p = self.config.precision
+        return [MemberState(key[0], rid, round(st[0], p), round(st[1], p), round(st[2], p))
+                for key, (rid, st) in sorted(self._members.items())]
 
     def member_count(self) -> int:
         """Number of current memberships (vehicles in union mode, vehicle-RSU pairs in per_rsu mode)."""

@@ -12,7 +12,7 @@ Two ways in:
 
 Demand model. Trips are drawn between random edges of the largest strongly connected part of the
 passenger road graph (weights: length x lanes, ``fringe_factor`` for edges on the network
-boundary, at least ``min_distance`` apart) from one seeded numpy stream and routed once by
+boundary, between ``min_distance`` and ``max_distance`` apart) from one seeded numpy stream and routed once by
 ``duarouter`` (static shortest paths, ``--seed``). Departure times come from one of two
 calibrations (``LustConfig.calibration``):
 
@@ -38,6 +38,7 @@ so they are not used here (a LuST clone keeps them).
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import math
 import os
@@ -53,7 +54,7 @@ from mobility.sumo import SumoConfig, SumoSession, run_command, sumo_binary, sum
 
 LUST_OSM_NAME = "lust.legacy.scenario.osm.gz"
 LUST_VTYPES_NAME = "vtypes.add.xml"
-LUST_BUILDER_VERSION = 3
+LUST_BUILDER_VERSION = 4
 PUBLISHED_NETWORK = {"nodes": 2365, "edges": 5959, "length_km": 929.5}
 PUBLISHED_VEHICLES_PER_DAY = 287_000
 CALIBRATIONS = ("closed_loop", "open_loop")
@@ -113,7 +114,8 @@ class LustConfig:
     peak_running: float = 4000.0
     delay_factor: float = 1.6
     bin_seconds: float = 60.0
-    min_distance: float = 1000.0
+    min_distance: float = 500.0
+    max_distance: float | None = 4000.0
     fringe_factor: float = 2.0
     vehicle_types: bool = True
     calibration: str = "closed_loop"
@@ -134,6 +136,9 @@ class LustConfig:
             v = getattr(self, name)
             if not _num(v) or v < 0:
                 raise ValueError(f"lust.{name} must be a non-negative number, got {v!r}")
+        if self.max_distance is not None and (not _num(self.max_distance) or self.max_distance <= self.min_distance):
+            raise ValueError(f"lust.max_distance must be above lust.min_distance ({self.min_distance}) or null, "
+                             f"got {self.max_distance!r}")
         if self.end <= self.begin:
             raise ValueError(f"lust.end ({self.end}) must be after lust.begin ({self.begin})")
         if self.end > 86400 * 2:
@@ -260,7 +265,10 @@ def _sample_od(edges: Sequence[Any], n: int, cfg: LustConfig, rng: Any) -> list[
         k = max(2 * (n - len(out_o)), 64)
         o = rng.choice(len(edges), size=k, p=p)
         d = rng.choice(len(edges), size=k, p=p)
-        ok = (o != d) & (np.hypot(*(centres[o] - centres[d]).T) >= cfg.min_distance)
+        dist = np.hypot(*(centres[o] - centres[d]).T)
+        ok = (o != d) & (dist >= cfg.min_distance)
+        if cfg.max_distance is not None:
+            ok &= dist <= cfg.max_distance
         out_o = np.concatenate([out_o, o[ok]])
         out_d = np.concatenate([out_d, d[ok]])
     return [(edges[a].getID(), edges[b].getID()) for a, b in zip(out_o[:n], out_d[:n])]
@@ -496,6 +504,53 @@ def lust_clone(clone_dir: str | Path, config_name: str = "dua.static.sumocfg") -
                      end=None, metadata={"source": "lust-clone", "dir": str(d), "config": config_name})
 
 
+def lust_files(spec: "LustConfig | dict[str, Any] | None" = None, *, backend: str = "libsumo") -> LustFiles:
+    """LuST scenario from a config or from plain data (a scenario's ``mobility.lust`` mapping).
+
+    A mapping with ``clone_dir`` (and optionally ``config_name``) selects a real LuST clone; any
+    other keys are :class:`LustConfig` fields. Unknown keys raise ValueError naming them.
+    """
+    if spec is None or isinstance(spec, LustConfig):
+        return build_lust(spec, backend=backend)
+    if not isinstance(spec, dict):
+        raise ValueError(f"mobility.lust must be a mapping, got {type(spec).__name__}")
+    data = dict(spec)
+    if "clone_dir" in data:
+        clone = data.pop("clone_dir")
+        name = data.pop("config_name", "dua.static.sumocfg")
+        if data:
+            raise ValueError(f"mobility.lust: {sorted(data)} cannot be combined with clone_dir (a clone runs as it is)")
+        return lust_clone(clone, name)
+    known = {f.name for f in dataclasses.fields(LustConfig)}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ValueError(f"mobility.lust.{unknown[0]} is not a known field (known: {sorted(known | {'clone_dir'})})")
+    return build_lust(LustConfig(**data), backend=backend)
+
+
+def sumo_inputs(spec: "LustConfig | dict[str, Any] | None" = None, *, backend: str = "libsumo") -> dict[str, Any]:
+    """SumoConfig input fields (files only) for the LuST scenario ``spec`` (see :func:`lust_files`).
+
+    The rebuilt scenario's traffic starts at ``LustFiles.begin`` (``begin - warmup``), so a run
+    should set ``SumoConfig.begin`` to it: :func:`lust_begin` gives that time.
+    """
+    files = lust_files(spec, backend=backend)
+    if files.config_file is not None:
+        return {"config_file": str(files.config_file)}
+    return {"net_file": str(files.net_file), "route_files": [str(p) for p in files.route_files],
+            "additional_files": [str(p) for p in files.additional_files]}
+
+
+def lust_begin(spec: "LustConfig | dict[str, Any] | None" = None) -> float | None:
+    """Simulated time at which the rebuilt scenario's traffic starts (None for a clone: its own config decides)."""
+    if isinstance(spec, dict):
+        if "clone_dir" in spec:
+            return None
+        known = {f.name for f in dataclasses.fields(LustConfig)}
+        spec = LustConfig(**{k: v for k, v in spec.items() if k in known})
+    return (spec or LustConfig()).demand_begin
+
+
 @dataclass
 class DemandReport:
     """Running vehicles achieved vs the published curve over a simulated window."""
@@ -616,10 +671,10 @@ def report_json(report: DemandReport) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m mobility.lust``: build (or reuse) the LuST scenario and optionally report its curve."""
+    """``python -m mobility lust``: build (or reuse) the LuST scenario and optionally report its curve."""
     import argparse
 
-    p = argparse.ArgumentParser(prog="python -m mobility.lust", description=main.__doc__)
+    p = argparse.ArgumentParser(prog="python -m mobility lust", description=main.__doc__)
     p.add_argument("--osm", help="LuST OSM file (default: ../shared/scenarios/lust or $VMC_LUST_DIR)")
     p.add_argument("--clone", help="a real LuST clone folder (lust.net.xml + dua.static.sumocfg), used as is")
     p.add_argument("--begin", type=float, default=LustConfig.begin, help="window start, s of day")
@@ -653,7 +708,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         if a.csv:
             print(f"curve written to {report.to_csv(a.csv)}")
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -363,27 +363,32 @@ class SumoSession:
         if self._open:
             raise SumoError("this SumoSession is already running")
         self._check_inputs()
+        if self.backend is Backend.LIBSUMO and _libsumo_owner is not None:
+            raise SumoError(
+                "libsumo allows one simulation per process and one is already running here; "
+                "close it first, or use backend 'traci', or run in another process"
+            )
         self._workdir = Path(tempfile.mkdtemp(prefix="vmc-sumo-"))
         args = self.config.arguments() + ["--error-log", str(self._workdir / "sumo-errors.log")]
-        if self.backend is Backend.LIBSUMO:
-            if _libsumo_owner is not None:
-                raise SumoError(
-                    "libsumo allows one simulation per process and one is already running here; "
-                    "close it first, or use backend 'traci', or run in another process"
-                )
-            try:
-                import libsumo
-            except ImportError as exc:
-                raise SumoError(f"backend 'libsumo' needs the libsumo wheel: {exc}") from exc
-            try:
-                libsumo.start([str(sumo_binary("sumo")), *args])
-            except Exception as exc:  # libsumo raises its own TraCIException/FatalTraCIError
-                self._safe_libsumo_close(libsumo)
-                raise SumoError(f"SUMO (libsumo) failed to start: {exc}\n{self._log_tail()}") from exc
-            _libsumo_owner = self
-            self._api = libsumo
-        else:
-            self._api = self._start_traci(args)
+        try:
+            if self.backend is Backend.LIBSUMO:
+                try:
+                    import libsumo
+                except ImportError as exc:
+                    raise SumoError(f"backend 'libsumo' needs the libsumo wheel: {exc}") from exc
+                try:
+                    libsumo.start([str(sumo_binary("sumo")), *args])
+                except Exception as exc:  # libsumo raises its own TraCIException/FatalTraCIError
+                    self._safe_libsumo_close(libsumo)
+                    raise SumoError(f"SUMO (libsumo) failed to start: {exc}\n{self._log_tail()}") from exc
+                _libsumo_owner = self
+                self._api = libsumo
+            else:
+                self._api = self._start_traci(args)
+        except BaseException:
+            if not self._log_text().strip():
+                shutil.rmtree(self._workdir, ignore_errors=True)
+            raise
         self._open = True
         self._time = float(self._call("simulation.getTime", lambda: self._api.simulation.getTime()))
         sim_end = float(self._call("simulation.getEndTime", lambda: self._api.simulation.getEndTime()))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -239,6 +238,7 @@ def test_write_trace_for_a_given_request_sequence(tmp_path):
 
 def test_mobility_imports_no_torch_and_no_other_layer():
     code = ("import sys, mobility, mobility.city, mobility.rsu, mobility.coverage, mobility.source, mobility.trace, "
+            "mobility.config, "
             "mobility.lust\n"
             "bad = [m for m in sys.modules if m.split('.')[0] in ('torch', 'fl_core', 'vmc_sim')]\n"
             "assert not bad, bad\n")

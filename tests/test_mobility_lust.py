@@ -67,3 +67,17 @@ def test_lust_smoke_build_and_short_run(tmp_path):
     report = demand_report(files, sample_every=30, peak_running=60.0)
     assert report.departed > 0 and report.times[-1] == pytest.approx(8 * 3600 + 120)
     assert build_lust(cfg).directory == files.directory  # cached
+
+
+def test_lust_spec_from_plain_data(tmp_path):
+    from mobility.lust import lust_begin, lust_files, sumo_inputs
+
+    (tmp_path / "lust.net.xml").write_text("<net/>")
+    (tmp_path / "dua.static.sumocfg").write_text("<configuration/>")
+    assert sumo_inputs({"clone_dir": str(tmp_path)}) == {"config_file": str(tmp_path / "dua.static.sumocfg")}
+    assert lust_begin({"clone_dir": str(tmp_path)}) is None
+    assert lust_begin({"begin": 28800, "end": 30000, "warmup": 600}) == 28200
+    with pytest.raises(ValueError, match=r"mobility\.lust\.peak is not a known field"):
+        lust_files({"peak": 3})
+    with pytest.raises(ValueError, match="cannot be combined with clone_dir"):
+        lust_files({"clone_dir": str(tmp_path), "seed": 3})

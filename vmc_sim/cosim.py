@@ -37,6 +37,10 @@ def open_source(scenario: Scenario, trace_path: Path | None, overwrite: bool = F
     rsus = place_rsus(m.rsu_config(), inputs.get("net_file"))
     s = m.sumo
     begin = s.begin
+    if begin is None and m.source == "lust":
+        from mobility.lust import lust_begin
+
+        begin = lust_begin(m.lust)  # the rebuilt LuST demand starts before its window (warm-up)
     sumo = SumoConfig(
         backend=s.backend, step_length=s.step_length, seed=s.seed, begin=begin,
         end=(begin or 0.0) + scenario.duration + s.step_length, time_to_teleport=s.time_to_teleport,
