@@ -206,8 +206,26 @@ def rate_bps(distance_m: float, share_hz: float, direction: str, cfg: ChannelCon
     return rate
 
 
+class _Span:
+    """Duration and mean rate of a finished transmission (shared by both result kinds)."""
+
+    start: float
+    end: float
+    bytes_sent: int
+
+    @property
+    def duration(self) -> float:
+        """Simulated seconds from start to end (success or failure)."""
+        return self.end - self.start
+
+    @property
+    def mean_rate_bps(self) -> float:
+        """Bits delivered per simulated second (0 for an instantaneous transmission)."""
+        return self.bytes_sent * 8.0 / self.duration if self.duration > 0 else 0.0
+
+
 @dataclass(frozen=True)
-class TransferResult:
+class TransferResult(_Span):
     """Outcome of one transfer (or of one receiver of a broadcast): what the engine records."""
 
     ok: bool
@@ -221,16 +239,6 @@ class TransferResult:
     rsu: str = ""
     tag: str | None = None
 
-    @property
-    def duration(self) -> float:
-        """Simulated seconds from start to end (success or failure)."""
-        return self.end - self.start
-
-    @property
-    def mean_rate_bps(self) -> float:
-        """Bits delivered per simulated second (0 for an instantaneous transfer)."""
-        return self.bytes_sent * 8.0 / self.duration if self.duration > 0 else 0.0
-
     def to_dict(self) -> dict[str, Any]:
         """Plain dict with the derived duration and mean rate (records)."""
         d = asdict(self)
@@ -240,7 +248,7 @@ class TransferResult:
 
 
 @dataclass(frozen=True)
-class BroadcastResult:
+class BroadcastResult(_Span):
     """Outcome of one downlink broadcast; ``receivers`` holds each receiver's own result."""
 
     ok: bool
@@ -253,16 +261,6 @@ class BroadcastResult:
     rsu: str = ""
     tag: str | None = None
     direction: str = "downlink"
-
-    @property
-    def duration(self) -> float:
-        """Simulated seconds the transmission lasted."""
-        return self.end - self.start
-
-    @property
-    def mean_rate_bps(self) -> float:
-        """Bits transmitted per simulated second (0 for an instantaneous broadcast)."""
-        return self.bytes_sent * 8.0 / self.duration if self.duration > 0 else 0.0
 
     @property
     def delivered(self) -> list[Hashable]:
