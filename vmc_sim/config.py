@@ -94,6 +94,16 @@ class FederatedSection(Strict):
             raise ValueError("give either rho (fixed ratio) or subset_size (fixed P), not both")
         return self
 
+    def setup(self, seed: int):
+        """The shared federated setup (data, partition, W0) this section describes."""
+        from fl_core.experiment import OneShotSetup
+
+        return OneShotSetup(
+            dataset=self.dataset, num_clients=self.num_clients, alpha=self.alpha, model=self.model, seed=seed,
+            train=self.train.build(), max_train_samples=self.max_train_samples,
+            max_test_samples=self.max_test_samples, data_root=self.data_root,
+        )
+
     def rule(self) -> SizeRule:
         if self.subset_size is not None:
             return FixedSize(self.subset_size)

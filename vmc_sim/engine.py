@@ -164,7 +164,8 @@ class World:
         broadcast_bytes = 0
         for t in report.transfers:
             if t["kind"] in UPLOAD_KINDS:
-                per_client.setdefault(t["client"], {}).update({t["kind"]: per_client.get(t["client"], {}).get(t["kind"], 0) + t["bytes"]})
+                kinds = per_client.setdefault(t["client"], {})
+                kinds[t["kind"]] = kinds.get(t["kind"], 0) + t["bytes"]
             elif t["kind"] == "broadcast":
                 broadcast_bytes += t["bytes"]
         trained = set(report.trained)
@@ -258,11 +259,7 @@ class CoSimulation:
         self.scenario, self.source, self.rsus, self.run_dir = scenario, source, rsus, run
         self.progress, self.on_record = progress, on_record
         fed = scenario.federated
-        self.setup = setup or OneShotSetup(
-            dataset=fed.dataset, num_clients=fed.num_clients, alpha=fed.alpha, model=fed.model, seed=scenario.seed,
-            train=fed.train.build(), max_train_samples=fed.max_train_samples,
-            max_test_samples=fed.max_test_samples, data_root=fed.data_root,
-        )
+        self.setup = setup or fed.setup(scenario.seed)
         self.channel_cfg: ChannelConfig = scenario.channel_config()
         shards = self.setup.client_data
         n = len(shards)

@@ -7,25 +7,15 @@ from pathlib import Path
 from typing import Callable
 
 from fl_core.editors import build_editor
-from fl_core.experiment import OneShotSetup
 from fl_core.training import evaluate
 
-from .config import FederatedSection, OneShotConfig, parse_request
+from .config import OneShotConfig, parse_request
 from .runs import RunDir, new_run_dir
-
-
-def build_setup(fed: FederatedSection, seed: int) -> OneShotSetup:
-    """The shared federated setup (data, partition, W0) described by ``fed``."""
-    return OneShotSetup(
-        dataset=fed.dataset, num_clients=fed.num_clients, alpha=fed.alpha, model=fed.model, seed=seed,
-        train=fed.train.build(), max_train_samples=fed.max_train_samples,
-        max_test_samples=fed.max_test_samples, data_root=fed.data_root,
-    )
 
 
 def run_oneshot(config: OneShotConfig, out: str | Path = "runs", say: Callable[[str], None] = print) -> RunDir:
     fed = config.federated
-    setup = build_setup(fed, config.seed)
+    setup = fed.setup(config.seed)
     run = RunDir(new_run_dir(out, config.name))
     pool = setup.pool()
     editors = {m: build_editor(m, pool, setup.streams.numpy("subset", m), fed.rule(), fed.projection.build())
@@ -47,8 +37,7 @@ def run_oneshot(config: OneShotConfig, out: str | Path = "runs", say: Callable[[
             run.append_record(record)
             say(f"{index:>3} {label:<12} {method:<10} {str(report.triggered):<5} {100 * acc:>6.2f} "
                 f"{report.total_bytes / 1e6:>8.3f} {report.compute_s:>9.2f} {report.solve_s:>8.3f}")
-        pool_models = {f"{m}.weights": e.model for m, e in editors.items()}
-    run.save_tensors("models.safetensors", pool_models)
+    run.save_tensors("models.safetensors", {f"{m}.weights": e.model for m, e in editors.items()})
     say(_summary(run))
     return run
 

@@ -202,8 +202,6 @@ def expand(spec: SweepSpec, base_dir: str | Path | None = None, where: str = "sw
     the grid key and value responsible, and the field."""
     base = base_scenario(spec, base_dir, where)
     base_data = base.model_dump(mode="json")
-    if base_data["federated"].get("subset_size") is not None:
-        base_data["federated"]["rho"] = None  # the base chose a fixed P; its rho is only a default
     axes = spec.axes()
     keys = list(spec.grid)
     points: list[GridPoint] = []

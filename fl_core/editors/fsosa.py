@@ -51,6 +51,7 @@ class FSOSAEditor(Editor):
         self.stats: SufficientStatistics | None = None
         self.last_solve = None
         self._previous_mean: torch.Tensor | None = None
+        self._w0_bytes: int | None = None
 
     @property
     def members(self) -> set[Hashable]:
@@ -61,9 +62,12 @@ class FSOSAEditor(Editor):
         return SufficientStatistics(self.pool.trainer.w0.numel(), fsum)
 
     def _model_bytes(self) -> int:
-        from ..payload import serialized_size
+        """Bytes of one W0 broadcast (fixed for the run, so measured once)."""
+        if self._w0_bytes is None:
+            from ..payload import serialized_size
 
-        return serialized_size({"weights": self.pool.trainer.w0})
+            self._w0_bytes = serialized_size({"weights": self.pool.trainer.w0})
+        return self._w0_bytes
 
     # -- Algorithm 1 -----------------------------------------------------------------------
     def _fit(self, clients: list[Hashable], report: EditReport) -> None:
