@@ -26,6 +26,7 @@ KNOWN_PURPOSES: dict[str, str] = {
     "channel": "channel fading and noise",
     "sumo": "SUMO's own seed",
     "mia": "membership-inference audit sampling",
+    "select": "per-round client sampling of multi-round strategies, keyed by method and round",
 }
 
 

@@ -1,0 +1,25 @@
+"""Multi-round federated training (the FedAvg family), the base of DG-FedReuse, PDF and the
+multi-round unlearning baselines.
+
+| module       | job                                                              |
+|--------------|------------------------------------------------------------------|
+| config       | :class:`RoundConfig`: local training, client sampling, server optimizer |
+| local        | one client's local update from the global weights (SGD or FedProx) |
+| server       | server optimizers applied to the aggregated update (FedAvg, FedAdam) |
+| strategy     | :class:`RoundStrategy`: the template round (select, train, encode, aggregate) |
+
+A round is split into verbs the co-simulation can drive one by one (``begin`` selects and
+broadcasts, ``update`` trains one client, ``finish`` aggregates whatever arrived), and
+:meth:`RoundStrategy.run_round` chains them for scripts. A client's update is a deterministic
+function of (run seed, client id, round index, global weights).
+"""
+
+from .config import ClientAlgo, RoundConfig, ServerOpt
+from .local import ClientUpdate, local_update
+from .server import AdamServer, AvgServer, ServerOptimizer, build_server
+from .strategy import RoundReport, RoundStrategy, build_strategy
+
+__all__ = [
+    "ClientAlgo", "RoundConfig", "ServerOpt", "ClientUpdate", "local_update", "AdamServer", "AvgServer",
+    "ServerOptimizer", "build_server", "RoundReport", "RoundStrategy", "build_strategy",
+]
