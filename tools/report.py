@@ -1,0 +1,77 @@
+"""Shared output of the reproduction scripts: CSV, a markdown table with the paper's numbers
+beside ours, a PNG, and the machine line every report carries.
+
+Scripts write into ``--out`` (default ``tools/out/<name>``, not committed); the reports of the
+sizes this machine can run are copied under ``reports/`` and committed.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import platform
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+
+def machine() -> str:
+    """One line naming the host: CPU, cores, torch version and threads."""
+    import torch
+
+    return (
+        f"{platform.machine()} {platform.processor() or ''}".strip()
+        + f", {os.cpu_count()} cores, torch {torch.__version__} ({torch.get_num_threads()} threads)"
+        + (f", GPU {torch.cuda.get_device_name(0)}" if torch.cuda.is_available() else ", no GPU")
+    )
+
+
+def out_dir(path: str | Path) -> Path:
+    """``path`` created if needed."""
+    p = Path(path)
+    p.mkdir(parents=True, exist_ok=True)
+    return p
+
+
+def write_csv(path: str | Path, rows: Sequence[dict[str, Any]]) -> Path:
+    """Rows as CSV (columns: the union of keys in first-seen order)."""
+    columns: list[str] = []
+    for r in rows:
+        columns += [k for k in r if k not in columns]
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=columns)
+        w.writeheader()
+        w.writerows(rows)
+    return Path(path)
+
+
+def fmt(value: Any, digits: int = 2) -> str:
+    """A cell: floats rounded, None as '-'."""
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def md_table(rows: Iterable[dict[str, Any]], columns: Sequence[str], headers: Sequence[str] | None = None,
+             digits: int = 2) -> str:
+    """A markdown table of ``columns`` (missing cells as '-')."""
+    headers = list(headers or columns)
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    for r in rows:
+        lines.append("| " + " | ".join(fmt(r.get(c), digits) for c in columns) + " |")
+    return "\n".join(lines)
+
+
+def pct_diff(ours: float | None, paper: float | None) -> float | None:
+    """ours - paper in points (None when either is missing)."""
+    if ours is None or paper is None:
+        return None
+    return float(ours) - float(paper)
+
+
+def write_markdown(path: str | Path, title: str, command: str, size: str, body: str) -> Path:
+    """A short report: title, the command, the size and the machine, then ``body``."""
+    text = f"# {title}\n\nCommand: `{command}`  \nSize: {size}  \nMachine: {machine()}\n\n{body.rstrip()}\n"
+    Path(path).write_text(text)
+    return Path(path)
