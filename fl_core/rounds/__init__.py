@@ -23,3 +23,6 @@ __all__ = [
     "ClientAlgo", "RoundConfig", "ServerOpt", "ClientUpdate", "local_update", "AdamServer", "AvgServer",
     "ServerOptimizer", "build_server", "RoundReport", "RoundStrategy", "build_strategy",
 ]
+
+from . import pdf  # noqa: E402,F401  (registers "pdf" in STRATEGIES)
+from . import fedreuse  # noqa: E402,F401  (registers "topk" and "dgfedreuse" in STRATEGIES)
