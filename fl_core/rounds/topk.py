@@ -1,0 +1,266 @@
+"""Per-tensor magnitude Top-K of a flat update and its adaptive wire representation (seed 002,
+section 4.4, Eq. 9-12), with optional error feedback.
+
+A flat update is cut into the model's parameter tensors. Each tensor of ``d`` coordinates keeps
+its ``k = min(d, max(1, floor(r d)))`` largest-magnitude coordinates (Eq. 9) and is sent in the
+smallest of three representations, counted in numerical-field bytes with value width ``b = 4``:
+
+- ``dense``: all ``d`` values, the dropped ones as zeros (``d b``, Eq. 10);
+- ``pairs``: ``k`` values and ``k`` int32 coordinates (``k (b + 4)``, Eq. 11);
+- ``bitmap``: ``k`` values and a packed bit mask of ``d`` bits (``k b + ceil(d / 8)``, Eq. 12).
+
+Choices the seed leaves open, made here: ties between representations go to dense, then bitmap,
+then pairs (the simpler decoder first); kept values are sent in increasing coordinate order;
+coordinates are int32 and the bitmap is packed little-endian within each byte (bit ``j`` of byte
+``i`` is coordinate ``8 i + j``); ties in magnitude are broken by ``torch.topk``. A dense tensor is
+the Top-K tensor written out densely, so all three forms decode to the same tensor.
+
+The representation is also a set of real tensors (values float32, coordinates int32, bitmap
+uint8) named ``"<tensor index>.<field>"``; :mod:`.accounting` measures their safetensors bytes and
+the receiver decodes them back with :meth:`SparseUpdate.from_tensors` knowing only the shapes.
+
+Error feedback (off in the seed): a client adds the residual it did not send last time to its
+next update before Top-K and keeps ``compensated - sent`` as the new residual, so
+``sent + new residual == update + old residual`` holds exactly.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass
+from enum import Enum
+from typing import Hashable, Mapping, Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+#: Bytes of one transmitted value (float32) and of one coordinate (int32).
+VALUE_BYTES = 4
+INDEX_BYTES = 4
+
+
+class Representation(str, Enum):
+    """How one Top-K tensor travels."""
+
+    DENSE = "dense"
+    PAIRS = "pairs"
+    BITMAP = "bitmap"
+
+
+#: Order in which equal-sized representations are preferred.
+PREFERENCE = (Representation.DENSE, Representation.BITMAP, Representation.PAIRS)
+
+
+def keep_count(d: int, ratio: float) -> int:
+    """Eq. 9: coordinates kept of a ``d``-coordinate tensor at ratio ``ratio``."""
+    if d < 1:
+        raise ValueError(f"a tensor must have at least one coordinate, got d={d}")
+    if not 0 < ratio <= 1:
+        raise ValueError(f"topk ratio must lie in (0, 1], got {ratio}")
+    return min(d, max(1, math.floor(ratio * d)))
+
+
+def field_bytes(d: int, k: int, value_bytes: int = VALUE_BYTES) -> dict[Representation, int]:
+    """Eq. 10-12: numerical-field bytes of each representation of ``k`` kept out of ``d``."""
+    if not 1 <= k <= d:
+        raise ValueError(f"kept count k={k} must lie in [1, d={d}]")
+    return {
+        Representation.DENSE: d * value_bytes,
+        Representation.PAIRS: k * (value_bytes + INDEX_BYTES),
+        Representation.BITMAP: k * value_bytes + math.ceil(d / 8),
+    }
+
+
+def choose_representation(d: int, k: int, value_bytes: int = VALUE_BYTES) -> Representation:
+    """The smallest representation (ties: dense, bitmap, pairs)."""
+    sizes = field_bytes(d, k, value_bytes)
+    return min(PREFERENCE, key=lambda rep: (sizes[rep], PREFERENCE.index(rep)))
+
+
+@dataclass(frozen=True)
+class SparseTensor:
+    """One parameter tensor's Top-K as sent: its representation and its real tensors."""
+
+    numel: int
+    kept: int
+    representation: Representation
+    values: torch.Tensor  # float32; the kept values in coordinate order, or all d for dense
+    indices: torch.Tensor | None = None  # int32 coordinates (pairs)
+    bitmap: torch.Tensor | None = None  # uint8 packed mask (bitmap)
+
+    @property
+    def field_bytes(self) -> int:
+        """Numerical-field bytes of the chosen representation (Eq. 10-12)."""
+        return field_bytes(self.numel, self.kept)[self.representation]
+
+    def decode(self) -> torch.Tensor:
+        """The dense float32 vector (``numel`` values, zeros where nothing was kept)."""
+        if self.representation is Representation.DENSE:
+            return self.values.float().clone()
+        out = torch.zeros(self.numel, dtype=torch.float32)
+        if self.representation is Representation.PAIRS:
+            out[self.indices.long()] = self.values.float()
+        else:
+            mask = np.unpackbits(self.bitmap.numpy(), count=self.numel, bitorder="little").astype(bool)
+            out[torch.from_numpy(np.flatnonzero(mask))] = self.values.float()
+        return out
+
+    def tensors(self, prefix: str) -> dict[str, torch.Tensor]:
+        """The real tensors of the representation, named ``<prefix>.<field>``."""
+        if self.representation is Representation.DENSE:
+            return {f"{prefix}.dense": self.values}
+        if self.representation is Representation.PAIRS:
+            return {f"{prefix}.values": self.values, f"{prefix}.indices": self.indices}
+        return {f"{prefix}.values": self.values, f"{prefix}.bitmap": self.bitmap}
+
+    @classmethod
+    def from_tensors(cls, prefix: str, tensors: Mapping[str, torch.Tensor], numel: int) -> "SparseTensor":
+        """Rebuild tensor ``prefix`` of ``numel`` coordinates from received tensors (validated)."""
+        if f"{prefix}.dense" in tensors:
+            values = tensors[f"{prefix}.dense"]
+            if values.numel() != numel:
+                raise ValueError(f"tensor {prefix}: dense payload has {values.numel()} values, expected {numel}")
+            return cls(numel, numel, Representation.DENSE, values)
+        values = tensors.get(f"{prefix}.values")
+        if values is None:
+            raise ValueError(f"tensor {prefix}: payload has neither '{prefix}.dense' nor '{prefix}.values'")
+        if f"{prefix}.indices" in tensors:
+            idx = tensors[f"{prefix}.indices"]
+            if idx.numel() != values.numel() or (idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= numel)):
+                raise ValueError(f"tensor {prefix}: {idx.numel()} coordinates for {values.numel()} values, "
+                                 f"or a coordinate outside [0, {numel})")
+            return cls(numel, values.numel(), Representation.PAIRS, values, indices=idx)
+        bitmap = tensors.get(f"{prefix}.bitmap")
+        if bitmap is None:
+            raise ValueError(f"tensor {prefix}: values without '{prefix}.indices' or '{prefix}.bitmap'")
+        if bitmap.numel() != math.ceil(numel / 8):
+            raise ValueError(f"tensor {prefix}: bitmap has {bitmap.numel()} bytes, expected {math.ceil(numel / 8)}")
+        ones = int(np.unpackbits(bitmap.numpy(), count=numel, bitorder="little").sum())
+        if ones != values.numel():
+            raise ValueError(f"tensor {prefix}: bitmap marks {ones} coordinates for {values.numel()} values")
+        return cls(numel, ones, Representation.BITMAP, values, bitmap=bitmap)
+
+
+def encode_tensor(x: torch.Tensor, k: int, representation: Representation | None = None) -> SparseTensor:
+    """Top-``k`` of the flat tensor ``x`` in ``representation`` (default: the smallest)."""
+    x = x.detach().reshape(-1).float().cpu()
+    d = x.numel()
+    if not 1 <= k <= d:
+        raise ValueError(f"kept count k={k} must lie in [1, d={d}]")
+    rep = choose_representation(d, k) if representation is None else Representation(representation)
+    idx = torch.topk(x.abs(), k, sorted=False).indices.sort().values
+    values = x[idx].contiguous()
+    if rep is Representation.DENSE:
+        dense = torch.zeros(d, dtype=torch.float32)
+        dense[idx] = values
+        return SparseTensor(d, k, rep, dense)
+    if rep is Representation.PAIRS:
+        return SparseTensor(d, k, rep, values, indices=idx.to(torch.int32))
+    mask = np.zeros(d, dtype=np.uint8)
+    mask[idx.numpy()] = 1
+    bitmap = torch.from_numpy(np.packbits(mask, bitorder="little"))
+    return SparseTensor(d, k, rep, values, bitmap=bitmap)
+
+
+@dataclass(frozen=True)
+class SparseUpdate:
+    """A whole flat update after per-tensor Top-K."""
+
+    parts: tuple[SparseTensor, ...]
+
+    @property
+    def numel(self) -> int:
+        return sum(p.numel for p in self.parts)
+
+    @property
+    def field_bytes(self) -> int:
+        """B_{i,t}: the modelled numerical-field bytes summed over tensors."""
+        return sum(p.field_bytes for p in self.parts)
+
+    def representations(self) -> dict[str, int]:
+        """How many tensors went in each representation."""
+        counts = Counter(p.representation.value for p in self.parts)
+        return {rep.value: counts.get(rep.value, 0) for rep in Representation}
+
+    def decode(self) -> torch.Tensor:
+        """The dense flat float32 update the receiver reconstructs."""
+        return torch.cat([p.decode() for p in self.parts])
+
+    def to_tensors(self) -> dict[str, torch.Tensor]:
+        """All real tensors of the payload (names ``"<i>.<field>"``)."""
+        out: dict[str, torch.Tensor] = {}
+        for i, p in enumerate(self.parts):
+            out.update(p.tensors(str(i)))
+        return out
+
+    @classmethod
+    def from_tensors(cls, tensors: Mapping[str, torch.Tensor], sizes: Sequence[int]) -> "SparseUpdate":
+        """Rebuild a received payload given the receiver's tensor sizes."""
+        known = {f"{i}.{f}" for i in range(len(sizes)) for f in ("dense", "values", "indices", "bitmap")}
+        extra = sorted(set(tensors) - known)
+        if extra:
+            raise ValueError(f"payload has unexpected tensors {extra}")
+        return cls(tuple(SparseTensor.from_tensors(str(i), tensors, int(d)) for i, d in enumerate(sizes)))
+
+
+def param_sizes(model: nn.Module) -> list[int]:
+    """Coordinates per parameter tensor, in ``model.parameters()`` order (the flat layout)."""
+    return [p.numel() for p in model.parameters()]
+
+
+class TopKCodec:
+    """Per-tensor Top-K at ratio ``ratio`` over a flat vector laid out as ``sizes``."""
+
+    def __init__(self, sizes: Sequence[int], ratio: float) -> None:
+        self.sizes = [int(d) for d in sizes]
+        if not self.sizes or min(self.sizes) < 1:
+            raise ValueError(f"topk needs at least one non-empty tensor, got sizes {self.sizes}")
+        self.ratio = float(ratio)
+        self.kept = [keep_count(d, self.ratio) for d in self.sizes]
+
+    @classmethod
+    def for_model(cls, model: nn.Module, ratio: float) -> "TopKCodec":
+        return cls(param_sizes(model), ratio)
+
+    @property
+    def numel(self) -> int:
+        return sum(self.sizes)
+
+    @property
+    def field_bytes(self) -> int:
+        """B_{i,t} of any update under this codec (it depends on the shapes only)."""
+        return sum(field_bytes(d, k)[choose_representation(d, k)] for d, k in zip(self.sizes, self.kept))
+
+    def compress(self, flat: torch.Tensor) -> SparseUpdate:
+        """Top-K of every tensor of ``flat``, each in its smallest representation."""
+        flat = flat.detach().reshape(-1).float().cpu()
+        if flat.numel() != self.numel:
+            raise ValueError(f"update has {flat.numel()} values, the codec's tensors have {self.numel}")
+        parts, start = [], 0
+        for d, k in zip(self.sizes, self.kept):
+            parts.append(encode_tensor(flat[start : start + d], k))
+            start += d
+        return SparseUpdate(tuple(parts))
+
+
+class ErrorFeedback:
+    """Per-client residual memory (kept on the client): what Top-K left out last time."""
+
+    def __init__(self) -> None:
+        self.residual: dict[Hashable, torch.Tensor] = {}
+
+    def compensate(self, client: Hashable, delta: torch.Tensor) -> torch.Tensor:
+        """``delta`` plus the client's stored residual (``delta`` itself when it has none)."""
+        r = self.residual.get(client)
+        return delta.clone() if r is None else delta + r
+
+    def keep(self, client: Hashable, compensated: torch.Tensor, sent: torch.Tensor) -> torch.Tensor:
+        """Store and return the new residual ``compensated - sent``."""
+        self.residual[client] = compensated - sent
+        return self.residual[client]
+
+    def state(self) -> dict[str, torch.Tensor]:
+        """Residuals as safetensors-ready tensors keyed by ``repr(client)``."""
+        return {repr(c): r for c, r in self.residual.items()}
