@@ -80,6 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .sweep import add_sweep_parser
 
     add_sweep_parser(sub)
+    from .audit import add_audit_parser
+
+    add_audit_parser(sub)
     return p
 
 

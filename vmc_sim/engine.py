@@ -236,6 +236,11 @@ class World:
             timing["failed"].append({"client": client, "tag": "upload", "reason": res.reason})
 
 
+def vehicle_shard(seed: int, vehicle: Hashable, num_shards: int) -> int:
+    """The data shard vehicle ``vehicle`` holds: a hash of (run seed, vehicle id), never of arrival order."""
+    return derive_seed(seed, "shard", vehicle) % num_shards
+
+
 def _fingerprint(scenario: Scenario) -> str:
     """What a client's contribution depends on: the run seed and the federated configuration."""
     import hashlib
@@ -263,7 +268,7 @@ class CoSimulation:
         self.channel_cfg: ChannelConfig = scenario.channel_config()
         shards = self.setup.client_data
         n = len(shards)
-        self.shard_of = lambda v: derive_seed(scenario.seed, "shard", v) % n
+        self.shard_of = lambda v: vehicle_shard(scenario.seed, v, n)
         trainer = LocalTrainer(self.setup.model_fn, self.setup.w0, self.setup.train, self.setup.streams)
         store = ContributionStore(
             run.path / "contributions", _fingerprint(scenario), self.setup.train.fisher,
@@ -380,8 +385,15 @@ class CoSimulation:
         self.env.process(self.mobility())
         self.env.run(until=self.source.time + self.scenario.duration)
         self._drain()
+        self.save_models()
         return {"requests": self.requests, "records": self.records, "wall_s": time.perf_counter() - t0,
                 "sim_end": self.env.now}
+
+    def save_models(self) -> None:
+        """Every method's final model as ``models.safetensors`` (``<method>.weights``), for ``vmc audit``."""
+        models = {f"{w.name}.weights": w.editor.model for w in self.worlds if w.editor.model is not None}
+        if models:
+            self.run_dir.save_tensors("models.safetensors", models)
 
     def _drain(self) -> None:
         """Let the coordinators finish the requests still queued when traffic ends."""
