@@ -99,6 +99,8 @@ PAPER_TRIGGERS = {
 PAPER_PAYLOAD_MB = {"broadcast": 1.61, "model_upload": 0.804, "fisher_upload": 0.804}  # MNIST, per client
 
 
+SMOKE_ARGS = "--dataset digits --model mlp"  # extra arguments of the CI smoke run (tests/test_reproductions.py)
+
 def paper_mnist() -> list[dict[str, Any]]:
     """Table VIII as 32 rows: {kind: (fsosa_MB, retrain_MB)} plus ``triggered`` and the implied P_t."""
     cols = {k: [tuple(float(x) for x in e.split("/")) for e in v.split()] for k, v in PAPER_MNIST_ROWS.items()}

@@ -37,6 +37,8 @@ PAPER = {  # seed 000, Table II, MNIST: (accuracy %, time s, MB)
 METHODS = ("fsosa", "fedfisher", "fedavg")
 
 
+SMOKE_ARGS = "--dataset digits --model mlp --cg-iter 50"  # extra arguments of the CI smoke run (tests/test_reproductions.py)
+
 def run(args: argparse.Namespace) -> list[dict]:
     rows = []
     for alpha in args.alphas:
