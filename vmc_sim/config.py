@@ -62,6 +62,40 @@ class ProjectionSection(Strict):
         return ProjectionConfig(**self.model_dump())
 
 
+def strategy_names() -> list[str]:
+    """Every multi-round strategy name ``fl_core.rounds.build_strategy`` knows."""
+    from fl_core.rounds.strategy import BUILTIN, STRATEGIES
+
+    return sorted({*BUILTIN, *STRATEGIES})
+
+
+class RoundsSection(Strict):
+    """Multi-round strategies in the co-simulation: local training, sampling, the server, pacing."""
+
+    rounds: int | None = Field(None, gt=0, description="stop after this many rounds; null = until traffic ends")
+    clients_per_round: int = Field(10, gt=0)
+    min_available: int = Field(2, gt=0, description="vehicles in coverage needed to open a round")
+    interval: float = Field(0.0, ge=0, description="simulated seconds from one round's start to the next (at least)")
+    local_epochs: int = Field(1, gt=0)
+    lr: float = Field(0.01, gt=0)
+    batch_size: int = Field(32, gt=0)
+    momentum: float = Field(0.0, ge=0, lt=1)
+    prox_mu: float = Field(0.01, ge=0, description="FedProx proximal weight (fedprox only)")
+    server_lr: float = Field(1.0, gt=0)
+    weighted: bool = True
+    unlearn_on_departure: bool = Field(True, description="strategies that can unlearn (pdf) forget departing participants")
+
+    def build(self):
+        """The :class:`fl_core.rounds.RoundConfig` of this section."""
+        from fl_core.rounds import RoundConfig
+
+        return RoundConfig(
+            rounds=self.rounds or 1, clients_per_round=self.clients_per_round, local_epochs=self.local_epochs,
+            lr=self.lr, batch_size=self.batch_size, momentum=self.momentum, prox_mu=self.prox_mu,
+            server_lr=self.server_lr, weighted=self.weighted,
+        )
+
+
 class FederatedSection(Strict):
     """Who holds which data, the model, local training and the methods to compare."""
 
@@ -74,24 +108,37 @@ class FederatedSection(Strict):
     max_test_samples: int | None = Field(None, gt=0)
     rho: float | None = Field(None, gt=0, le=1, description="fixed ratio P_t = floor(rho M(t)); default 0.5")
     subset_size: int | None = Field(None, gt=0, description="fixed P (theory); excludes rho")
-    methods: list[str] = Field(default_factory=lambda: ["fsosa", "retrain"])
+    methods: list[str] = Field(default_factory=lambda: ["fsosa", "retrain"],
+                               description="editors: one-shot methods driven by join/leave requests")
+    strategies: list[str] = Field(default_factory=list,
+                                  description="multi-round strategies driven by the vehicles in coverage")
     train: TrainSection = TrainSection()
     projection: ProjectionSection = ProjectionSection()
+    rounds: RoundsSection = RoundsSection()
 
     @field_validator("methods")
     @classmethod
     def _methods(cls, v: list[str]) -> list[str]:
-        if not v:
-            raise ValueError("name at least one method")
         for m in v:
             if m not in EDITORS:
                 raise ValueError(f"unknown method {m!r}; choose from {list(EDITORS)}")
+        return v
+
+    @field_validator("strategies")
+    @classmethod
+    def _strategies(cls, v: list[str]) -> list[str]:
+        known = strategy_names()
+        for m in v:
+            if m not in known:
+                raise ValueError(f"unknown multi-round strategy {m!r}; choose from {known}")
         return v
 
     @model_validator(mode="after")
     def _size_rule(self) -> "FederatedSection":
         if self.subset_size is not None and self.rho is not None:
             raise ValueError("give either rho (fixed ratio) or subset_size (fixed P), not both")
+        if not self.methods and not self.strategies:
+            raise ValueError("name at least one method or strategy")
         return self
 
     def setup(self, seed: int):

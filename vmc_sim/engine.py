@@ -41,6 +41,7 @@ from mobility.rsu import Rsu
 from mobility.source import MobilitySource
 
 from .channel import ChannelConfig, RsuChannel
+from .rounds import RoundWorld
 from .runs import RunDir
 from .scenario import Scenario
 
@@ -279,11 +280,13 @@ class CoSimulation:
         self._written: dict[str, int] = {}
         self.vehicles = Vehicles(scenario.coordinator.withdrawal_grace)
         self.env = simpy.Environment(initial_time=source.time)
+        self.end_time = source.time + scenario.duration
         self.worlds = [
             World(self.env, m, build_editor(m, self.pool, self.setup.streams.numpy("subset", m), fed.rule(),
                                             fed.projection.build()), self)
             for m in fed.methods
         ]
+        self.round_worlds = [RoundWorld(self.env, m, self) for m in fed.strategies]
         self.requests = 0
         self.records = 0
         self._test = self.setup.test_set
@@ -304,7 +307,7 @@ class CoSimulation:
         return c.seconds_per_solve_iteration * max(1, report.solve.iterations)
 
     def dispatch(self, req: Request) -> None:
-        for w in self.worlds:
+        for w in [*self.worlds, *self.round_worlds]:
             w.queue.put(req)
 
     def mobility(self):
@@ -363,14 +366,22 @@ class CoSimulation:
                 acc, loss = evaluate(world.eval_model, world.editor.model, self._test)
                 row.update(accuracy=acc, loss=loss)
         row.update(timing)
-        k = self._written.get(world.name, 0)
-        self._written[world.name] = k + 1
-        old = self.existing.get(world.name, [])
+        self.emit(world.name, row)
+
+    @property
+    def test_set(self):
+        return self._test
+
+    def emit(self, method: str, row: dict[str, Any]) -> None:
+        """Append one record of ``method`` (on resume: check it against the one on disk instead)."""
+        k = self._written.get(method, 0)
+        self._written[method] = k + 1
+        old = self.existing.get(method, [])
         if k < len(old):
             for key in ("index", "kind", "triggered", "left", "joined"):
                 if old[k].get(key) != row.get(key):
                     raise RuntimeError(
-                        f"resume diverged from the recorded run: {world.name} record {k} has {key}="
+                        f"resume diverged from the recorded run: {method} record {k} has {key}="
                         f"{old[k].get(key)!r} on disk and {row.get(key)!r} now"
                     )
             return
@@ -392,13 +403,15 @@ class CoSimulation:
     def save_models(self) -> None:
         """Every method's final model as ``models.safetensors`` (``<method>.weights``), for ``vmc audit``."""
         models = {f"{w.name}.weights": w.editor.model for w in self.worlds if w.editor.model is not None}
+        models.update({f"{w.name}.weights": w.model for w in self.round_worlds})
         if models:
             self.run_dir.save_tensors("models.safetensors", models)
 
     def _drain(self) -> None:
         """Let the coordinators finish the requests still queued when traffic ends."""
         for _ in range(10_000):
-            if not (any(w.queue.items for w in self.worlds) or self._busy()):
+            if not (any(w.queue.items for w in self.worlds) or self._busy()
+                    or any(w.lock.count or w.queue.items for w in self.round_worlds)):
                 return
             self.env.run(until=self.env.now + 3600.0)
         raise RuntimeError("coordinators still busy after 10,000 simulated hours past the end of traffic")

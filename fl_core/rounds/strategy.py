@@ -251,9 +251,12 @@ def build_strategy(
         return s
     factory = STRATEGIES.get(name)
     if factory is None:
-        raise ValueError(f"unknown multi-round strategy {name!r}; choose one of {sorted(['fedavg', 'fedprox', 'fedadam', *STRATEGIES])}")
+        raise ValueError(f"unknown multi-round strategy {name!r}; choose one of {sorted([*BUILTIN, *STRATEGIES])}")
     return factory(model_fn, w0, data, config, streams, **options)
 
+
+#: Strategies built into :func:`build_strategy` itself.
+BUILTIN = ("fedavg", "fedprox", "fedadam")
 
 #: Further strategies register here by name (a callable with build_strategy's signature).
 STRATEGIES: dict[str, Callable[..., RoundStrategy]] = {}

@@ -1,0 +1,235 @@
+"""Multi-round strategies (FedAvg, FedProx, FedAdam, Top-K, DG-FedReuse, PDF) inside the
+co-simulation.
+
+A :class:`RoundWorld` runs rounds back to back (no faster than ``rounds.interval``) once the
+first fit request has been dispatched. In each round the vehicles in coverage are the available
+clients; the strategy draws its participants; the global weights are broadcast per RSU at the
+worst receiver's rate; each participant that received them trains on the shared GPU (or on
+board) and uploads its encoded update. A participant that leaves coverage before its upload
+completes is a **dropout**: its update never arrives and the round aggregates the rest
+(:meth:`fl_core.rounds.RoundStrategy.finish`). Training runs for real on the host at the moment
+the simulated job starts; a reused DG-FedReuse update takes no device time.
+
+Departures as unlearning requests (``rounds.unlearn_on_departure``; strategies that can
+unlearn, i.e. PDF): the departing vehicle's history is ranked and PDF's unlearning rounds run
+on the host, then play out in simulated time one after another. Because they are computed before
+they play, a participant that leaves during them is recorded under ``failed`` but is not taken out
+of that aggregate (the documented fallback, as for the one-shot editors' provisional models).
+Unlearning and ordinary rounds never overlap: one lock per world.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Hashable
+
+import simpy
+
+from fl_core.rounds import RoundReport, RoundStrategy, build_strategy
+from fl_core.training import evaluate
+
+from .channel import RsuChannel
+
+if TYPE_CHECKING:
+    from .engine import CoSimulation, Request
+
+
+class RoundWorld:
+    """One multi-round strategy's server, channels and device queue."""
+
+    def __init__(self, env: simpy.Environment, name: str, sim: "CoSimulation") -> None:
+        self.env, self.name, self.sim = env, name, sim
+        section = sim.scenario.federated.rounds
+        self.section = section
+        setup = sim.setup
+        self.strategy: RoundStrategy = build_strategy(
+            name, setup.model_fn, setup.w0, sim.pool.data_of, section.build(), setup.streams
+        )
+        self.queue: simpy.Store = simpy.Store(env)
+        self.lock = simpy.Resource(env, capacity=1)
+        self.channels = {r.id: RsuChannel(sim.channel_cfg, (r.x, r.y), rsu_id=r.id, env=env) for r in sim.rsus}
+        self.gpu = simpy.Resource(env, capacity=1) if sim.scenario.compute.mode == "shared_gpu" else None
+        self.eval_model = setup.model_fn()
+        self.started = env.event()
+        self.rounds_done = 0
+        self.participants: set[Hashable] = set()
+        env.process(self.requests())
+        env.process(self.loop())
+
+    @property
+    def model(self):
+        return self.strategy.weights
+
+    # -- processes -----------------------------------------------------------------------------
+    def requests(self):
+        """Wait for the first fit request, then turn departures into unlearning requests."""
+        while True:
+            req: "Request" = yield self.queue.get()
+            if req.kind == "fit" and not self.started.triggered:
+                self.started.succeed(req.time)
+            elif req.kind == "edit" and self.section.unlearn_on_departure and hasattr(self.strategy, "unlearn"):
+                gone = [v for v in req.removed if v in self.participants]
+                if gone:
+                    yield from self.unlearn(req, gone)
+
+    def loop(self):
+        """Rounds back to back while enough vehicles are in coverage, until traffic ends (a round
+        open at that moment is finished)."""
+        yield self.started
+        step = self.sim.scenario.mobility.sumo.step_length
+        limit = self.section.rounds
+        while (limit is None or self.rounds_done < limit) and self.env.now < self.sim.end_time:
+            available = sorted(self.sim.vehicles.covered)
+            if len(available) < self.section.min_available:
+                yield self.env.timeout(step)
+                continue
+            t0 = self.env.now
+            with self.lock.request() as held:
+                yield held
+                yield from self.one_round(sorted(self.sim.vehicles.covered))
+            self.rounds_done += 1
+            rest = self.section.interval - (self.env.now - t0)
+            yield self.env.timeout(max(rest, step))
+
+    # -- one round in simulated time ---------------------------------------------------------------
+    def one_round(self, available: list[Hashable]):
+        t0 = self.env.now
+        strategy = self.strategy
+        report = strategy.begin(available)
+        timing: dict[str, Any] = {"queue_s": 0.0, "compute_sim_s": 0.0, "transfer_s": 0.0, "failed": []}
+        size = {t["client"]: t["bytes"] for t in report.transfers if t["kind"] == "broadcast"}
+        got = yield from self._broadcast(list(report.selected), size, timing)
+        dropped = set(report.selected) - got
+        procs = [self.env.process(self._train_upload(c, timing, dropped)) for c in sorted(got, key=str)]
+        if procs:
+            yield simpy.AllOf(self.env, procs)
+        report = strategy.finish(dropped)
+        self.participants.update(report.completed)
+        self._record("round", report, timing, t0)
+
+    def _broadcast(self, clients: list[Hashable], size: dict[Hashable, int], timing: dict):
+        vehicles = self.sim.vehicles
+        by_rsu: dict[str, list[Hashable]] = {}
+        for c in clients:
+            by_rsu.setdefault(vehicles.rsu_of(c) or "", []).append(c)
+        got: set[Hashable] = set()
+        for rsu, group in sorted(by_rsu.items()):
+            reach = [c for c in group if vehicles.reachable(c)]
+            for c in set(group) - set(reach):
+                timing["failed"].append({"client": c, "tag": "broadcast", "reason": "left_coverage"})
+            if not reach or rsu not in self.channels:
+                continue
+            nbytes = max(size.get(c, 0) for c in reach)
+            res = yield self.channels[rsu].broadcast(self.env, reach, nbytes, vehicles.position, vehicles.reachable,
+                                                     tag="broadcast")
+            timing["transfer_s"] += res.end - res.start
+            for c, r in res.receivers.items():
+                if r.ok:
+                    got.add(c)
+                else:
+                    timing["failed"].append({"client": c, "tag": "broadcast", "reason": r.reason})
+        return got
+
+    def _device(self, seconds: float, timing: dict):
+        if seconds <= 0:
+            return
+        if self.gpu is not None:
+            t_q = self.env.now
+            with self.gpu.request() as slot:
+                yield slot
+                timing["queue_s"] += self.env.now - t_q
+                yield self.env.timeout(seconds)
+        else:
+            yield self.env.timeout(seconds)
+        timing["compute_sim_s"] += seconds
+
+    def _seconds(self, update) -> float:
+        """Simulated device time of one local update: measured, or the scenario's device model
+        (a reused DG-FedReuse update costs no training under the device model)."""
+        c = self.sim.scenario.compute
+        if c.time_model == "measured":
+            return update.compute_s
+        if update.extra.get("path") == "reused":
+            return 0.0
+        return c.seconds_per_sample_epoch * update.num_samples * self.section.local_epochs
+
+    def _upload(self, client: Hashable, nbytes: int, timing: dict) -> Any:
+        vehicles = self.sim.vehicles
+        rsu = vehicles.rsu_of(client)
+        if rsu not in self.channels or not vehicles.reachable(client):
+            timing["failed"].append({"client": client, "tag": "upload", "reason": "left_coverage"})
+            return False
+        res = yield self.channels[rsu].transfer(self.env, client, nbytes, "uplink", vehicles.position,
+                                                vehicles.reachable, tag="upload")
+        timing["transfer_s"] += res.end - res.start
+        if not res.ok:
+            timing["failed"].append({"client": client, "tag": "upload", "reason": res.reason})
+        return res.ok
+
+    def _train_upload(self, client: Hashable, timing: dict, dropped: set):
+        report = self.strategy._require_open()
+        before = len(report.transfers)
+        update = self.strategy.update(client)
+        uplink = sum(t["bytes"] for t in report.transfers[before:] if t["kind"] != "broadcast")
+        yield from self._device(self._seconds(update), timing)
+        ok = yield from self._upload(client, uplink, timing)
+        if not ok:
+            dropped.add(client)
+
+    # -- unlearning requests -------------------------------------------------------------------
+    def unlearn(self, req: "Request", targets: list[Hashable]):
+        with self.lock.request() as held:
+            yield held
+            t0 = self.env.now
+            available = sorted(self.sim.vehicles.covered - set(targets))
+            result = self.strategy.unlearn(targets, available=available or None)
+            timing: dict[str, Any] = {"queue_s": 0.0, "compute_sim_s": 0.0, "transfer_s": 0.0, "failed": []}
+            for report in result.reports:
+                size = {t["client"]: t["bytes"] for t in report.transfers if t["kind"] == "broadcast"}
+                got = yield from self._broadcast(list(report.selected), size, timing)
+                per = report.compute_s / max(1, len(report.completed))
+                procs = [self.env.process(self._replay_client(report, c, per, timing)) for c in sorted(got, key=str)]
+                if procs:
+                    yield simpy.AllOf(self.env, procs)
+            self.participants.difference_update(targets)
+            merged = _merge(result.reports, self.strategy.name, self.strategy.round)
+            merged.extra["unlearn"] = {"targets": list(targets), "selected": list(result.selected)}
+            self._record("unlearn", merged, timing, t0, request=req.index, request_time=req.time)
+
+    def _replay_client(self, report: RoundReport, client: Hashable, seconds: float, timing: dict):
+        uplink = sum(t["bytes"] for t in report.transfers if t["client"] == client and t["kind"] != "broadcast")
+        yield from self._device(seconds, timing)
+        yield from self._upload(client, uplink, timing)
+
+    # -- records ---------------------------------------------------------------------------------
+    def _record(self, kind: str, report: RoundReport, timing: dict, t0: float,
+                request: int | None = None, request_time: float | None = None) -> None:
+        d = report.as_dict()
+        d.pop("transfers")
+        d.pop("method")
+        row: dict[str, Any] = {"method": self.name, "kind": kind, "index": report.round, "request": request,
+                               "request_time": t0 if request_time is None else request_time,
+                               "done_time": self.env.now, "latency_s": self.env.now - t0}
+        row.update(d)
+        if self.sim.scenario.coordinator.evaluate:
+            acc, loss = evaluate(self.eval_model, self.strategy.weights, self.sim.test_set)
+            row.update(accuracy=acc, loss=loss)
+        timing["makespan_s"] = self.env.now - t0
+        row.update(timing)
+        self.sim.emit(self.name, row)
+
+
+def _merge(reports: list[RoundReport], name: str, round_index: int) -> RoundReport:
+    """One report summing several rounds (an unlearning request's rounds)."""
+    out = RoundReport(name, round_index)
+    for r in reports:
+        for k, v in r.bytes.items():
+            out.bytes[k] += v
+        for k, v in r.fields.items():
+            out.fields[k] += v
+        out.compute_s += r.compute_s
+        out.max_client_compute_s = max(out.max_client_compute_s, r.max_client_compute_s)
+        out.wall_s += r.wall_s
+        out.selected = tuple(dict.fromkeys(out.selected + r.selected))
+        out.completed = tuple(dict.fromkeys(out.completed + r.completed))
+    out.extra["rounds"] = len(reports)
+    return out
