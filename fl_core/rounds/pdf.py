@@ -367,10 +367,12 @@ class PDFStrategy(RoundStrategy):
 
     def unlearn(self, targets: Iterable[Hashable], available: Iterable[Hashable] | None = None,
                 beta: float | None = None, k: int | None = None, rounds: int | None = None,
-                clients: Sequence[Hashable] | None = None) -> UnlearnResult:
+                clients: Sequence[Hashable] | None = None,
+                on_round: Callable[[RoundStrategy, RoundReport], None] | None = None) -> UnlearnResult:
         """Forget ``targets``: rank the retained ``available`` clients (default: every known
         client), keep the top ``k`` and retrain from W0 with them for ``rounds`` rounds.
-        ``clients`` replaces the ranking by a given selection (for ablations)."""
+        ``clients`` replaces the ranking by a given selection (for ablations); ``on_round(self, report)``
+        is called after every unlearning round (for learning curves)."""
         targets = list(dict.fromkeys(targets))
         if not targets:
             raise ValueError("pdf.unlearn: no target client given")
@@ -389,8 +391,12 @@ class PDFStrategy(RoundStrategy):
         self.server = build_server(self.config)
         saved_config, self.config = self.config, replace(self.config, clients_per_round=len(selected))
         self.tracking = False
+        reports = []
         try:
-            reports = [self.run_round(selected) for _ in range(self.pdf.unlearn_rounds if rounds is None else rounds)]
+            for _ in range(self.pdf.unlearn_rounds if rounds is None else rounds):
+                reports.append(self.run_round(selected))
+                if on_round is not None:
+                    on_round(self, reports[-1])
         finally:
             self.config, self.tracking = saved_config, True
         self.history.forget(targets)
@@ -410,9 +416,11 @@ def retrain_reference(
     targets: Iterable[Hashable],
     rounds: int | None = None,
     per_round: int | None = None,
+    on_round: Callable[[RoundStrategy, RoundReport], None] | None = None,
 ) -> tuple[RoundStrategy, list[RoundReport]]:
     """Retrain: FedAvg from W0 on ``clients`` minus ``targets`` for ``rounds`` rounds (default
-    ``config.rounds``) with ``per_round`` clients a round (default: every retained client)."""
+    ``config.rounds``) with ``per_round`` clients a round (default: every retained client);
+    ``on_round(strategy, report)`` is called after every round."""
     targets = set(targets)
     retained = ordered(set(clients) - targets)
     if not retained:
@@ -420,7 +428,12 @@ def retrain_reference(
     cfg = replace(config, clients_per_round=per_round or len(retained))
     s = RoundStrategy(model_fn, w0, data, cfg, streams)
     s.name = "retrain"
-    return s, s.fit(retained, rounds)
+    reports = []
+    for _ in range(config.rounds if rounds is None else rounds):
+        reports.append(s.run_round(retained))
+        if on_round is not None:
+            on_round(s, reports[-1])
+    return s, reports
 
 
 def build_pdf(model_fn: Callable[[], nn.Module], w0: torch.Tensor,
