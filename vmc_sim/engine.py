@@ -191,7 +191,8 @@ class World:
                     else:
                         timing["failed"].append({"client": c, "tag": "broadcast", "reason": r.reason})
             for c in sorted(got):
-                procs.append(env.process(self._train_upload(c, sum(per_client.get(c, {}).values()), timing)))
+                procs.append(env.process(self._train_upload(c, sum(per_client.get(c, {}).values()), timing,
+                                                            self.sim.compute_seconds(c, report))))
         if procs:
             yield simpy.AllOf(env, procs)
         solve = self.sim.solve_seconds(report)
@@ -213,9 +214,8 @@ class World:
         if not res.ok:
             timing["failed"].append({"client": client, "tag": "withdrawal", "reason": res.reason})
 
-    def _train_upload(self, client: str, nbytes: int, timing: dict):
+    def _train_upload(self, client: str, nbytes: int, timing: dict, seconds: float):
         env = self.env
-        seconds = self.sim.compute_seconds(client)
         if self.gpu is not None:
             t_q = env.now
             with self.gpu.request() as slot:
@@ -291,10 +291,14 @@ class CoSimulation:
         self.records = 0
         self._test = self.setup.test_set
 
-    def compute_seconds(self, client: str) -> float:
-        """Simulated duration of one client's training + Fisher job."""
+    def compute_seconds(self, client: str, report: EditReport | None = None) -> float:
+        """Simulated duration of one client's training (+ Fisher) job for ``report``: what the
+        editor measured for it (``client_compute_s``, multi-round editors), else the pool's
+        contribution's measured time, or the device model."""
         c = self.scenario.compute
         if c.time_model == "measured":
+            if report is not None and client in report.client_compute_s:
+                return report.client_compute_s[client]
             return self.pool.train(client).compute_s
         n = len(self.pool.data_of(client))
         return c.seconds_per_sample_epoch * n * (self.setup.train.epochs + c.fisher_factor)

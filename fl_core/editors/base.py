@@ -40,6 +40,7 @@ class EditReport:
     transfers: list[dict[str, Any]] = field(default_factory=list)
     compute_s: float = 0.0  # local training + Fisher, summed over the clients that trained
     max_client_compute_s: float = 0.0  # the slowest client (parallel on-board training)
+    client_compute_s: dict = field(default_factory=dict)  # client -> its measured compute (when not pool-based)
     solve_s: float = 0.0
     wall_s: float = 0.0
     solve: SolveInfo | None = None
