@@ -285,10 +285,18 @@ class DGFedReuseStrategy(TopKStrategy):
         gen = self.streams.torch("proxy", client, self.round, *key)
         order = torch.randperm(len(data), generator=gen)
         bs = self.reuse.proxy_batch_size
-        for b in range(min(self.reuse.proxy_batches, math.ceil(len(data) / bs))):
-            idx = order[b * bs : (b + 1) * bs]
-            F.cross_entropy(model(data.x[idx].to(device)), data.y[idx].to(device)).backward()
         params = list(model.parameters())
+        head = set(self.head_index)
+        frozen = [p for i, p in enumerate(params) if i not in head and p.requires_grad]
+        for p in frozen:  # the head's gradients only: backward stops at the head
+            p.requires_grad_(False)
+        try:
+            for b in range(min(self.reuse.proxy_batches, math.ceil(len(data) / bs))):
+                idx = order[b * bs : (b + 1) * bs]
+                F.cross_entropy(model(data.x[idx].to(device)), data.y[idx].to(device)).backward()
+        finally:
+            for p in frozen:
+                p.requires_grad_(True)
         grads = [params[i].grad if params[i].grad is not None else torch.zeros_like(params[i]) for i in self.head_index]
         out = torch.cat([g.detach().reshape(-1) for g in grads]).float().cpu()
         model.zero_grad(set_to_none=True)
