@@ -20,7 +20,6 @@ from torch import nn
 
 from ..data import ArrayDataset
 from ..errors import EditError, EmptyPopulationError, UnknownClientError
-from ..models import load_flat
 from ..payload import ByteKind, serialized_size
 from ..rng import Streams
 from ..sampler import ordered
