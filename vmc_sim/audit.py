@@ -132,6 +132,9 @@ def audit_run(
         held = {shard_of(c) for c in final}
         for c in list(targets):
             if shard_of(c) in held and c not in final:
+                if clients:
+                    notes.append(f"vehicle {c}'s data shard is still held by a vehicle in the final client set")
+                    continue
                 targets.remove(c)
                 excluded.append(c)
         if excluded:
