@@ -1,0 +1,484 @@
+"""Fig. 3 of seed 000: F-SOSA-I/U against the baselines on one fixed random request sequence.
+
+The paper (section VI-B 3) starts from 50 active clients of a population of at most 100, draws
+a sequence of client joins (incremental learning, IL) and leaves (unlearning, UL) at random,
+replays it against every method and plots, per request, test accuracy, cumulative time and
+cumulative communication. Methods (names of ``fl_core.editors.EDITORS``):
+
+- IL: ``fsosa`` (F-SOSA-I), ``retrain`` (rerun F-SOSA on the new client set), ``finetune``;
+- UL: ``fsosa`` (F-SOSA-U), ``retrain``, ``federaser``, ``fedrr``, ``fats`` (FATS-CU).
+
+A method missing from the registry when the script runs is skipped and named in the report;
+one that raises is reported with its error and the others still run.
+
+Choices the paper leaves open, made here:
+
+- Two sequences from the same initial fit: IL = ``--requests`` joins of clients drawn without
+  replacement from the inactive part of the population, UL = ``--requests`` leaves drawn from
+  the initial clients. Both are drawn once from the stream ``sequence`` (keyed by the figure and
+  the population) and every method replays the same one.
+- Subset size P_t = floor(rho M(t)) (fixed ratio, rho = 0.5), as in the paper's dynamic runs.
+- Time = the measured compute the request caused: every client's local training + Fisher
+  (``EditReport.compute_s``, clients one after another; a contribution reused from the shared
+  cache charges its measured time again) plus the coordinator's solve. Communication = the
+  measured safetensors bytes of every transfer (``EditReport.bytes``), including the request's
+  control message. Both cumulative curves include the initial fit (request 0), as the paper's
+  Fig. 3 does ("initial accuracy and overhead differ across unlearning baselines").
+- "Paper-style" bytes for F-SOSA: the paper's implementation re-collects the whole subset on
+  every triggered edit (one broadcast + P_t model and Fisher uploads, like Retrain) and spends
+  nothing otherwise; computed from our F-SOSA trigger flags and subset sizes with our payload
+  sizes (the same convention as ``tools/paper_sequence.py``).
+- Accuracy fluctuation (the paper gives 2.28 / 3.20 / 9.12 % without a definition): we report
+  the range (max - min) of the accuracy over the requests after the fit, its standard
+  deviation and the largest change between consecutive requests.
+
+Every method has its own client pool; all pools share one in-memory cache of contributions
+(each contribution is a deterministic function of (seed, client id, config)), so a client
+trains once in real time and every method that uses it is charged its measured compute.
+
+Random streams (``fl_core.rng``): ``partition``, ``init``, ``train``, ``fisher`` as everywhere;
+``subset`` keyed by (method, task) for each editor's sampler; ``sequence`` keyed by
+("fig3", population) for the request sequence (a purpose of this script).
+
+    python tools/fig3_sequences.py --quick          # digits, MLP, seconds
+    python tools/fig3_sequences.py                  # full size: MNIST, CNN, diagonal Fisher
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import math
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Hashable, Sequence
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a script from anywhere
+    sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+import report  # noqa: E402
+from fl_core.clients import ClientPool  # noqa: E402
+from fl_core.contribution import Contribution  # noqa: E402
+from fl_core.editors import EDITORS, FixedRatio, build_editor  # noqa: E402
+from fl_core.experiment import OneShotSetup  # noqa: E402
+from fl_core.projection import ProjectionConfig  # noqa: E402
+from fl_core.training import LocalTrainer, TrainConfig, evaluate  # noqa: E402
+
+IL_METHODS = ("fsosa", "retrain", "finetune")
+UL_METHODS = ("fsosa", "retrain", "federaser", "fedrr", "fats")
+LABELS = {
+    ("IL", "fsosa"): "F-SOSA-I", ("UL", "fsosa"): "F-SOSA-U", "retrain": "Retrain", "finetune": "Fine-tuning",
+    "federaser": "FedEraser", "fedrr": "FedRR", "fats": "FATS-CU",
+}
+KINDS = ("broadcast", "model_upload", "fisher_upload", "control")
+MB = 1e6
+
+# Seed 000, section VI-B 3 (Fig. 3, CIFAR-10): the findings stated in the text.
+PAPER_FIG3 = {
+    "il_gain_over_finetune_max": 18.6,  # F-SOSA-I minus Fine-tuning, points, at most
+    "il_fluctuation": {"fsosa": 2.28, "retrain": 3.20, "finetune": 9.12},  # %, definition not given
+    "il_comm_vs_retrain": -39.73,  # F-SOSA-I final cumulative communication vs Retrain, %
+    "ul_gain_over_baselines_max": 10.0,  # F-SOSA-U over FedEraser/FedRR/FATS-CU, points, "up to"
+}
+
+
+def label(task: str, method: str) -> str:
+    """The paper's name of ``method`` in ``task`` (IL or UL)."""
+    return LABELS.get((task, method)) or LABELS.get(method, method)
+
+
+class MemoryStore:
+    """In-memory contribution cache shared by the per-method client pools (the ``ClientPool``
+    store protocol: ``get``/``put``)."""
+
+    def __init__(self) -> None:
+        self._items: dict[Hashable, Contribution] = {}
+
+    def get(self, client: Hashable) -> Contribution | None:
+        return self._items.get(client)
+
+    def put(self, contribution: Contribution) -> None:
+        self._items[contribution.client] = contribution
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+@dataclass(frozen=True)
+class Sequences:
+    """The initial client set and the IL (joins) and UL (leaves) request sequences."""
+
+    initial: tuple[int, ...]
+    joins: tuple[int, ...]
+    leaves: tuple[int, ...]
+
+
+def draw_sequences(population: int, initial: int, requests: int, rng: np.random.Generator) -> Sequences:
+    """Initial clients 0..initial-1; ``requests`` joins drawn from initial..population-1 and
+    ``requests`` leaves drawn from the initial clients, each without replacement."""
+    if not 0 < initial < population:
+        raise ValueError(f"initial must lie in 1..population-1, got initial={initial}, population={population}")
+    if requests > population - initial:
+        raise ValueError(f"requests={requests} joins need {requests} inactive clients; only {population - initial}")
+    if requests >= initial:
+        raise ValueError(f"requests={requests} leaves would empty the initial set of {initial} clients")
+    joins = rng.choice(np.arange(initial, population), size=requests, replace=False)
+    leaves = rng.choice(np.arange(initial), size=requests, replace=False)
+    return Sequences(tuple(range(initial)), tuple(int(c) for c in joins), tuple(int(c) for c in leaves))
+
+
+def make_editor(name: str, pool: ClientPool, rng: np.random.Generator, rho: float, projection: ProjectionConfig,
+                options: dict[str, Any]):
+    """``build_editor(name, ...)``, passing only the ``options`` its signature accepts."""
+    params = inspect.signature(build_editor).parameters
+    extra = {k: v for k, v in options.items() if k in params}
+    return build_editor(name, pool, rng, FixedRatio(rho), projection, **extra)
+
+
+def _paper_style_bytes(rep, unit: dict[str, float]) -> float:
+    """F-SOSA as implemented in the paper: a triggered edit re-collects the whole subset."""
+    if not rep.triggered:
+        return 0.0
+    return unit["broadcast"] + rep.subset_size * (unit["model_upload"] + unit["fisher_upload"])
+
+
+def warm_up(setup: OneShotSetup) -> None:
+    """One throwaway contribution, so that torch's first-call overhead is not charged to a client."""
+    if getattr(setup, "_warm", False):
+        return
+    first = next(iter(setup.client_data))
+    LocalTrainer(setup.model_fn, setup.w0, setup.train, setup.streams).contribute("warm-up", setup.client_data[first])
+    setup._warm = True
+
+
+def run_sequence(task: str, method: str, setup: OneShotSetup, store: MemoryStore, seq: Sequences,
+                 rho: float, projection: ProjectionConfig, test, options: dict[str, Any] | None = None,
+                 say=print) -> list[dict[str, Any]]:
+    """Fit ``method`` on ``seq.initial`` then replay the IL or UL sequence; one row per request
+    (index 0 = the fit) with accuracy, time and bytes, per request and cumulative."""
+    if task not in ("IL", "UL"):
+        raise ValueError(f"task must be 'IL' or 'UL', got {task!r}")
+    trainer = LocalTrainer(setup.model_fn, setup.w0, setup.train, setup.streams)
+    pool = ClientPool(trainer, setup.client_data, reuse=True, store=store)
+    editor = make_editor(method, pool, setup.streams.numpy("subset", method, task), rho, projection, options or {})
+    warm_up(setup)
+    net = setup.model_fn()
+    requests = [("+", c) for c in seq.joins] if task == "IL" else [("-", c) for c in seq.leaves]
+    rows: list[dict[str, Any]] = []
+    cum = {"time_s": 0.0, "MB": 0.0, "paper_MB": 0.0}
+    last_model, last_acc, unit = None, None, None
+    for index, req in enumerate([None, *requests]):
+        if req is None:
+            rep = editor.fit(seq.initial)
+            n = max(1, len(rep.trained))
+            unit = {"broadcast": rep.bytes["broadcast"], "model_upload": rep.bytes["model_upload"] / n,
+                    "fisher_upload": rep.bytes["fisher_upload"] / n}
+        elif req[0] == "+":
+            rep = editor.add(req[1])
+        else:
+            rep = editor.remove(req[1])
+        if editor.model is not last_model:
+            last_acc, _ = evaluate(net, editor.model, test)
+            last_model = editor.model
+        time_s = float(rep.compute_s) + float(rep.solve_s)
+        mb = rep.total_bytes / MB
+        paper_mb = (_paper_style_bytes(rep, unit) / MB if index else mb) if method == "fsosa" else mb
+        cum["time_s"] += time_s
+        cum["MB"] += mb
+        cum["paper_MB"] += paper_mb
+        rows.append({
+            "task": task, "method": method, "label": label(task, method), "index": index,
+            "request": "fit" if req is None else f"{req[1]}{req[0]}", "population": rep.population,
+            "subset_size": rep.subset_size, "triggered": int(bool(rep.triggered)), "trained": len(rep.trained),
+            "accuracy": round(100 * last_acc, 3), "compute_s": round(float(rep.compute_s), 4),
+            "max_client_compute_s": round(float(rep.max_client_compute_s), 4), "solve_s": round(float(rep.solve_s), 4),
+            "wall_s": round(float(rep.wall_s), 4), "time_s": round(time_s, 4), "cum_time_s": round(cum["time_s"], 4),
+            **{f"{k}_MB": round(rep.bytes.get(k, 0) / MB, 6) for k in KINDS},
+            "MB": round(mb, 6), "cum_MB": round(cum["MB"], 6),
+            "paper_style_MB": round(paper_mb, 6), "cum_paper_style_MB": round(cum["paper_MB"], 6),
+        })
+        say(f"  {task} {method:<10} #{index:<2} {rows[-1]['request']:>5} acc {rows[-1]['accuracy']:6.2f} "
+            f"time {time_s:7.2f} s  {mb:7.3f} MB  P={rep.subset_size} trig={int(bool(rep.triggered))}")
+    return rows
+
+
+def run_task(task: str, methods: Sequence[str], setup: OneShotSetup, store: MemoryStore, seq: Sequences,
+             rho: float, projection: ProjectionConfig, test, options: dict[str, Any] | None = None,
+             say=print) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """Every registered method of ``methods`` on the task's sequence; returns (rows, notes) where
+    notes names each method skipped (not registered) or failed (its error)."""
+    rows, notes = [], {}
+    for m in methods:
+        if m not in EDITORS:
+            notes[m] = "not registered in fl_core.editors.EDITORS when this ran"
+            say(f"  {task} {m}: skipped ({notes[m]})")
+            continue
+        try:
+            rows += run_sequence(task, m, setup, store, seq, rho, projection, test, options, say)
+        except Exception as exc:  # a baseline still being written must not stop the others
+            notes[m] = f"failed: {type(exc).__name__}: {exc}"
+            say(f"  {task} {m}: {notes[m]}\n{traceback.format_exc(limit=3)}")
+    return rows, notes
+
+
+# --- summaries --------------------------------------------------------------------------------
+def summarize(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per (task, method): final/mean accuracy and its fluctuation over the requests after the fit,
+    cumulative time and bytes with and without the fit, and their change vs Retrain."""
+    out = []
+    keys = list(dict.fromkeys((r["task"], r["method"]) for r in rows))
+    for task, m in keys:
+        rs = [r for r in rows if r["task"] == task and r["method"] == m]
+        req = [r for r in rs if r["index"] > 0]
+        acc = [r["accuracy"] for r in req]
+        steps = [abs(a - b) for a, b in zip([rs[0]["accuracy"], *acc], acc)]
+        out.append({
+            "task": task, "method": m, "label": rs[0]["label"], "requests": len(req),
+            "fit_accuracy": rs[0]["accuracy"], "final_accuracy": acc[-1] if acc else None,
+            "mean_accuracy": float(np.mean(acc)) if acc else None,
+            "acc_range": (max(acc) - min(acc)) if acc else None, "acc_std": float(np.std(acc)) if acc else None,
+            "max_step": max(steps) if steps else None, "triggered": sum(r["triggered"] for r in req),
+            "time_s": rs[-1]["cum_time_s"], "time_req_s": sum(r["time_s"] for r in req),
+            "MB": rs[-1]["cum_MB"], "MB_req": sum(r["MB"] for r in req),
+            "paper_style_MB": rs[-1]["cum_paper_style_MB"], "paper_style_MB_req": sum(r["paper_style_MB"] for r in req),
+        })
+    for s in out:
+        ref = next((x for x in out if x["task"] == s["task"] and x["method"] == "retrain"), None)
+        for key in ("time_s", "time_req_s", "MB", "MB_req", "paper_style_MB", "paper_style_MB_req"):
+            base = ref and ref[key.replace("paper_style_", "")]
+            s[f"{key}_vs_retrain_pct"] = 100 * (s[key] - base) / base if base else None
+    return out
+
+
+def gain(rows: list[dict[str, Any]], task: str, a: str, others: Sequence[str]) -> float | None:
+    """Largest accuracy lead (points) of ``a`` over any of ``others`` at the same request."""
+    by = {(r["method"], r["index"]): r["accuracy"] for r in rows if r["task"] == task and r["index"] > 0}
+    leads = [by[(a, i)] - by[(o, i)] for (m, i) in by if m == a for o in others if (o, i) in by]
+    return max(leads) if leads else None
+
+
+# --- output -----------------------------------------------------------------------------------
+def plot(rows: list[dict[str, Any]], path: Path, title: str) -> Path:
+    """The paper's Fig. 3 layout: columns IL, UL; rows accuracy, cumulative time, cumulative MB."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(3, 2, figsize=(10, 9), sharex="col")
+    for col, task in enumerate(("IL", "UL")):
+        methods = list(dict.fromkeys(r["method"] for r in rows if r["task"] == task))
+        for m in methods:
+            rs = [r for r in rows if r["task"] == task and r["method"] == m]
+            x = [r["index"] for r in rs]
+            lab = rs[0]["label"]
+            axes[0, col].plot(x, [r["accuracy"] for r in rs], marker="o", ms=3, label=lab)
+            axes[1, col].plot(x, [r["cum_time_s"] for r in rs], marker="o", ms=3, label=lab)
+            axes[2, col].plot(x, [r["cum_MB"] for r in rs], marker="o", ms=3, label=lab)
+            if m == "fsosa":
+                axes[2, col].plot(x, [r["cum_paper_style_MB"] for r in rs], ls="--", color="gray",
+                                  label=f"{lab} (paper-style bytes)")
+        axes[0, col].set_title(f"{task} ({'joins' if task == 'IL' else 'leaves'})")
+        axes[0, col].set_ylabel("Test accuracy (%)")
+        axes[1, col].set_ylabel("Cumulative time (s)")
+        axes[2, col].set_ylabel("Cumulative comm. (MB)")
+        axes[2, col].set_xlabel(f"{task} request index (0 = initial fit)")
+        axes[0, col].legend(fontsize=7)
+        axes[2, col].legend(fontsize=7)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _v(x: float | None, digits: int = 2, unit: str = "") -> str:
+    return "-" if x is None else f"{x:.{digits}f}{unit}"
+
+
+def markdown_body(rows, summary, notes, info) -> str:
+    L = [
+        f"{info['dataset']}, model `{info['model']}`, Fisher {info['fisher']}, K = {info['epochs']} local epoch(s), "
+        f"lr {info['lr']}, batch {info['batch_size']}; population {info['population']} clients (Dirichlet alpha "
+        f"{info['alpha']}, {info['train_samples']} training samples, test on {info['test_samples']}), initial fit on "
+        f"{info['initial']} clients, rho = {info['rho']} (P_t = floor(rho M(t))), seed {info['seed']}. "
+        f"IL sequence (joins): `{' '.join(map(str, info['joins']))}`; UL sequence (leaves): "
+        f"`{' '.join(map(str, info['leaves']))}`. Wall-clock {info['wall_s']:.0f} s; "
+        f"{info['trainings']} contributions trained for real (the rest reused from the shared cache).",
+        "",
+        "Time = measured client compute (training + Fisher, summed over the clients a request makes train) + solve. "
+        "MB = measured safetensors bytes. Cumulative columns include the initial fit; `req` columns count the "
+        "requests only. Accuracy statistics are over the requests after the fit.",
+        "",
+    ]
+    cols = ["label", "fit_accuracy", "final_accuracy", "mean_accuracy", "acc_range", "acc_std", "max_step",
+            "triggered", "time_s", "time_s_vs_retrain_pct", "MB", "MB_vs_retrain_pct", "MB_req_vs_retrain_pct",
+            "paper_style_MB", "paper_style_MB_vs_retrain_pct"]
+    heads = ["method", "fit acc %", "final acc %", "mean acc %", "acc range", "acc std", "max step", "triggered",
+             "cum time s", "time vs Retrain %", "cum MB", "MB vs Retrain %", "MB (req) vs Retrain %",
+             "paper-style MB", "paper-style vs Retrain %"]
+    for task in ("IL", "UL"):
+        L += [f"## {task}: {'incremental learning (joins)' if task == 'IL' else 'unlearning (leaves)'}", ""]
+        L.append(report.md_table([s for s in summary if s["task"] == task], cols, heads))
+        L.append("")
+        methods = [s["method"] for s in summary if s["task"] == task]
+        if methods:
+            idx = sorted({r["index"] for r in rows if r["task"] == task})
+            by = {(r["method"], r["index"]): r for r in rows if r["task"] == task}
+            L += ["Accuracy (%) per request:", "",
+                  "| # | request | " + " | ".join(label(task, m) for m in methods) + " |",
+                  "|---|---|" + "---|" * len(methods)]
+            for i in idx:
+                req = next(r["request"] for r in rows if r["task"] == task and r["index"] == i)
+                L.append(f"| {i} | {req} | " + " | ".join(_v(by[(m, i)]["accuracy"]) if (m, i) in by else "-"
+                                                          for m in methods) + " |")
+            L.append("")
+    L += ["## The paper's findings beside ours", "", "| finding | paper (CIFAR-10) | ours | difference |", "|---|---|---|---|"]
+    s = {(x["task"], x["method"]): x for x in summary}
+    g = gain(rows, "IL", "fsosa", ["finetune"])
+    L.append(f"| F-SOSA-I lead over Fine-tuning, max over requests (points) | up to {PAPER_FIG3['il_gain_over_finetune_max']} "
+             f"| {_v(g)} | {_v(None if g is None else g - PAPER_FIG3['il_gain_over_finetune_max'])} |")
+    for m in ("fsosa", "retrain", "finetune"):
+        x = s.get(("IL", m))
+        p = PAPER_FIG3["il_fluctuation"][m]
+        L.append(f"| IL accuracy fluctuation, {label('IL', m)} (ours: range, points) | {p} | {_v(x and x['acc_range'])} | "
+                 f"{_v(x and x['acc_range'] - p)} |")
+    x = s.get(("IL", "fsosa"))
+    L.append(f"| F-SOSA-I final cumulative comm. vs Retrain, % (ours: measured / paper-style) | "
+             f"{PAPER_FIG3['il_comm_vs_retrain']} | {_v(x and x['MB_vs_retrain_pct'])} / "
+             f"{_v(x and x['paper_style_MB_vs_retrain_pct'])} | "
+             f"{_v(x and x['MB_vs_retrain_pct'] - PAPER_FIG3['il_comm_vs_retrain'])} / "
+             f"{_v(x and x['paper_style_MB_vs_retrain_pct'] - PAPER_FIG3['il_comm_vs_retrain'])} |")
+    ft, fs = s.get(("IL", "finetune")), s.get(("IL", "fsosa"))
+    lowest = ft and fs and ft["MB_req"] <= fs["MB_req"] and ft["time_req_s"] <= fs["time_req_s"]
+    L.append(f"| Fine-tuning has the lowest comm. and time (requests) | yes | "
+             f"{'-' if not (ft and fs) else ('yes' if lowest else 'no')} | |")
+    g = gain(rows, "UL", "fsosa", ["federaser", "fedrr", "fats"])
+    L.append(f"| F-SOSA-U lead over FedEraser/FedRR/FATS-CU, max (points) | up to {PAPER_FIG3['ul_gain_over_baselines_max']} "
+             f"| {_v(g)} | {_v(None if g is None else g - PAPER_FIG3['ul_gain_over_baselines_max'])} |")
+    fu, rt = s.get(("UL", "fsosa")), s.get(("UL", "retrain"))
+    L.append(f"| F-SOSA-U mean accuracy minus Retrain's (points) | comparable | "
+             f"{_v(fu and rt and fu['mean_accuracy'] - rt['mean_accuracy'])} | |")
+    base = [s[("UL", m)] for m in ("federaser", "fedrr", "fats") if ("UL", m) in s]
+    if fu and base:
+        cheaper = [b["label"] for b in base if b["time_req_s"] < fu["time_req_s"]]
+        L.append(f"| baselines with lower request time than F-SOSA-U | all three (slightly) | "
+                 f"{', '.join(cheaper) or 'none'} | |")
+    if notes:
+        L += ["", "## Methods not run", ""]
+        L += [f"- {t} {label(t, m)} (`{m}`): {why}" for (t, m), why in notes.items()]
+    L += ["", "## Differences from the paper", ""] + [f"- {d}" for d in info["differences"]]
+    return "\n".join(L)
+
+
+DIFFERENCES = [
+    "Dataset and model: the paper's Fig. 3 is CIFAR-10 with the two-layer CNN and K-FAC at K = 50 local epochs; "
+    "ours is the size named above (this 2-core CPU machine cannot run K-FAC solves for every request of every "
+    "method in minutes: one K-FAC CG solve on MNIST took 87-160 s in bench/RESULTS.md). Absolute accuracies are "
+    "therefore not comparable; the comparison is between methods on the same sequence.",
+    "Our F-SOSA-I/U transfers only what changes (a joining member trains and uploads after one W0 broadcast; "
+    "a leaving member re-uploads its model, and its diagonal Fisher unless the Fisher sum keeps per-member "
+    "factors). The paper re-collects the whole subset on every triggered edit; the paper-style column prices "
+    "that with our payload sizes and is the one to compare with its -39.73 %.",
+    "Time: ours is measured compute (training + Fisher of the clients a request makes train, plus the solve) "
+    "on this host, clients one after another; the paper's is wall-clock on its testbed. Contributions reused "
+    "from the cache are charged their measured compute again, so Retrain pays for all P_t members every request.",
+    "Payloads are float32 safetensors (the paper: 16-bit models and Fisher, about 4x fewer bytes per upload); "
+    "ratios between methods are comparable, absolute MB are not.",
+    "The accuracy-fluctuation definition is not given in the paper; ours is max - min over the requests.",
+]
+
+
+def build_setup(args: argparse.Namespace, num_clients: int) -> OneShotSetup:
+    return OneShotSetup(
+        dataset=args.dataset, num_clients=num_clients, alpha=args.alpha, model=args.model, seed=args.seed,
+        train=TrainConfig(epochs=args.epochs, lr=args.lr, batch_size=args.batch_size, fisher=args.fisher,
+                          threads=args.threads),
+        max_train_samples=args.max_train, max_test_samples=args.max_test,
+    )
+
+
+def add_common_args(p: argparse.ArgumentParser) -> None:
+    """Options shared with ``tools/table6_scalability.py``."""
+    p.add_argument("--dataset", default="mnist")
+    p.add_argument("--model", default="cnn", choices=["cnn", "mlp", "resnet18"])
+    p.add_argument("--fisher", default="diagonal", help="diagonal (default: closed-form solve), kfac, full")
+    p.add_argument("--epochs", type=int, default=2, help="K local epochs (paper: 50)")
+    p.add_argument("--lr", type=float, default=0.01)
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--alpha", type=float, default=0.5, help="Dirichlet label skew")
+    p.add_argument("--rho", type=float, default=0.5)
+    p.add_argument("--requests", type=int, default=15, help="joins (IL) and leaves (UL) per sequence")
+    p.add_argument("--max-train", type=int, default=None, help="training slice (default: all)")
+    p.add_argument("--max-test", type=int, default=2000, help="test samples used for accuracy")
+    p.add_argument("--cg-tol", type=float, default=1e-5)
+    p.add_argument("--cg-iter", type=int, default=200)
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--seed", type=int, default=0)
+
+
+def common_info(args: argparse.Namespace, setup: OneShotSetup) -> dict[str, Any]:
+    return {
+        "dataset": args.dataset, "model": args.model, "fisher": args.fisher, "epochs": args.epochs, "lr": args.lr,
+        "batch_size": args.batch_size, "alpha": args.alpha, "rho": args.rho, "seed": args.seed,
+        "train_samples": len(setup.train_set), "test_samples": len(setup.test_set),
+    }
+
+
+def command_line(script: str, argv: list[str] | None) -> str:
+    return "python tools/" + script + " " + " ".join(sys.argv[1:] if argv is None else argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="smoke size: digits, MLP, 20 epochs at lr 0.05, 24 clients, 6 requests")
+    add_common_args(p)
+    p.add_argument("--population", type=int, default=100, help="clients in all (data shards)")
+    p.add_argument("--initial", type=int, default=50, help="clients in the initial fit")
+    p.add_argument("--il-methods", nargs="+", default=list(IL_METHODS))
+    p.add_argument("--ul-methods", nargs="+", default=list(UL_METHODS))
+    p.add_argument("--out", default=str(ROOT / "tools" / "out" / "fig3"))
+    args = p.parse_args(argv)
+    if args.quick:
+        args.dataset, args.model, args.epochs, args.lr = "digits", "mlp", 20, 0.05
+        args.population, args.initial, args.requests = 24, 12, 6
+        args.max_train, args.max_test = None, None
+        args.fisher = "diagonal"
+    out = report.out_dir(args.out)
+    t0 = time.perf_counter()
+    setup = build_setup(args, args.population)
+    projection = ProjectionConfig(tol=args.cg_tol, max_iter=args.cg_iter)
+    seq = draw_sequences(args.population, args.initial, args.requests,
+                         setup.streams.numpy("sequence", "fig3", args.population))
+    store = MemoryStore()
+    options = {"test_set": setup.test_set}
+    rows, notes = [], {}
+    for task, methods in (("IL", args.il_methods), ("UL", args.ul_methods)):
+        r, n = run_task(task, methods, setup, store, seq, args.rho, projection, setup.test_set, options)
+        rows += r
+        notes.update({(task, m): why for m, why in n.items()})
+    summary = summarize(rows)
+    size = ("quick (digits, MLP)" if args.quick else "full") + f": population {args.population}, initial {args.initial}, " \
+        f"{args.requests} joins + {args.requests} leaves, {args.dataset}/{args.model}/{args.fisher}, K = {args.epochs}"
+    info = {**common_info(args, setup), "population": args.population, "initial": args.initial,
+            "joins": seq.joins, "leaves": seq.leaves, "wall_s": time.perf_counter() - t0, "trainings": len(store),
+            "differences": DIFFERENCES}
+    report.write_csv(out / "fig3_requests.csv", rows)
+    report.write_csv(out / "fig3_summary.csv", summary)
+    plot(rows, out / "fig3.png", f"Fig. 3 reproduction: {size}")
+    body = markdown_body(rows, summary, notes, info)
+    report.write_markdown(out / "fig3.md", "Seed 000, Fig. 3: F-SOSA-I/U vs baselines on one request sequence",
+                          command_line("fig3_sequences.py", argv), size, body)
+    print((out / "fig3.md").read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
