@@ -176,7 +176,7 @@ def markdown_body(summaries: list[dict], repeats: list[dict], args: argparse.Nam
          "outside paper (pts)", "with dense downlink %", "paper %", "outside paper (pts)", "real up saving %",
          "real both ways %", "fresh %"],
     )
-    rep = report.md_table(repeats, ["dataset", "round", "tau", "clients", "repeats", "mean_score_sd",
+    rep = report.md_table(repeats, ["dataset", "round", "tau", "clients", "repeats", "mean_score", "mean_score_sd",
                                     "mean_flip_rate", "clients_with_flips"], digits=4) if repeats else "(none)"
     gates = "\n".join(f"- {r['dataset']}: {r['gate_reasons']}" for r in summaries if r["method"] == "dgfedreuse")
     notes = [

@@ -227,6 +227,10 @@ class Repeatability:
     clients: list[dict[str, Any]] = field(default_factory=list)
 
     @property
+    def mean_score(self) -> float:
+        return float(np.mean([c["score_mean"] for c in self.clients]))
+
+    @property
     def mean_score_sd(self) -> float:
         return float(np.mean([c["score_sd"] for c in self.clients]))
 
@@ -241,7 +245,7 @@ class Repeatability:
 
     def summary(self) -> dict[str, Any]:
         return {"round": self.round, "tau": self.tau, "repeats": self.repeats, "clients": len(self.clients),
-                "mean_score_sd": self.mean_score_sd, "mean_flip_rate": self.mean_flip_rate,
+                "mean_score": self.mean_score, "mean_score_sd": self.mean_score_sd, "mean_flip_rate": self.mean_flip_rate,
                 "clients_with_flips": self.clients_with_flips}
 
 
