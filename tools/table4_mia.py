@@ -23,10 +23,11 @@ Methods: ``retrain`` (Retrain), ``fsosa`` (F-SOSA-U), and FedEraser / FedRR / FA
 are registered in ``fl_core.editors.EDITORS`` as ``federaser`` / ``fedrr`` / ``fats`` (skipped
 with a note otherwise). Datasets missing from the data directory are skipped with a note.
 
-Sizes. Default (runs here in about 15 minutes for both datasets): M = 20 clients, a
-6,000-sample training slice per dataset (about 300 samples a client), K = 20 local epochs
-(paper 50), 5 requests, 4 shadow models, at most 1,000 members a request. The paper uses
-M = 50 initial clients and K = 50. ``--quick``: digits, MLP, M = 8, K = 5, 2 requests.
+Sizes. Default (what two shared, loaded cores run in about 15 minutes for both datasets):
+M = 10 clients, a 3,000-sample training slice per dataset (about 300 samples a client),
+K = 10 local epochs (paper 50), 4 requests, 3 shadow models, at most 1,000 members a request;
+the multi-round baselines train 3 FedAvg rounds of 5 clients, 1 local epoch each. The paper
+uses M = 50 initial clients and K = 50. ``--quick``: digits, MLP, M = 8, K = 5, 2 requests.
 
     python tools/table4_mia.py --quick
     python tools/table4_mia.py                                  # CIFAR-10 and FEMNIST
@@ -51,6 +52,7 @@ from fl_core.editors import EDITORS, FixedRatio, build_editor
 from fl_core.experiment import OneShotSetup
 from fl_core.mia import AttackKind, AuditConfig, audit, train_shadow_attacker
 from fl_core.projection import ProjectionConfig
+from fl_core.rounds import RoundConfig
 from fl_core.training import TrainConfig, evaluate
 
 LABELS = {"retrain": "Retrain", "federaser": "FedEraser", "fedrr": "FedRR", "fats": "FATS-CU", "fsosa": "F-SOSA-U",
@@ -95,6 +97,8 @@ def run_dataset(dataset: str, args: argparse.Namespace, notes: list[str]) -> tup
         return [], []
     pool = setup.pool()
     projection = ProjectionConfig()
+    rounds = RoundConfig(rounds=args.rounds, clients_per_round=min(args.per_round, args.clients),
+                         local_epochs=args.round_epochs, lr=args.lr, batch_size=args.batch_size)
     names = ["retrain"] + [b for b in BASELINES if b in EDITORS] + ["fsosa"]
     missing = [b for b in BASELINES if b not in EDITORS]
     if missing:
@@ -103,7 +107,9 @@ def run_dataset(dataset: str, args: argparse.Namespace, notes: list[str]) -> tup
     editors, methods = {}, []
     for name in names:
         try:
-            editor = build_editor(name, pool, setup.streams.numpy("subset", name), FixedRatio(args.rho), projection)
+            extra = {"rounds": rounds} if name in BASELINES else {}  # multi-round baselines only
+            editor = build_editor(name, pool, setup.streams.numpy("subset", name), FixedRatio(args.rho), projection,
+                                  **extra)
             t = time.perf_counter()
             editor.fit(range(args.clients))
             log(f"{dataset}: {name} fitted in {time.perf_counter() - t:.1f} s")
@@ -262,19 +268,22 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--datasets", nargs="+", default=["cifar10", "femnist"])
     p.add_argument("--model", default="cnn")
-    p.add_argument("--clients", type=int, default=20)
+    p.add_argument("--clients", type=int, default=10)
     p.add_argument("--alpha", type=float, default=0.5)
     p.add_argument("--rho", type=float, default=0.5)
-    p.add_argument("--epochs", type=int, default=20)
+    p.add_argument("--epochs", type=int, default=10)
     p.add_argument("--lr", type=float, default=0.01)
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--fisher", default="kfac")
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: auto)")
-    p.add_argument("--max-train", type=int, default=6000, help="training slice per dataset (0: all)")
+    p.add_argument("--max-train", type=int, default=3000, help="training slice per dataset (0: all)")
     p.add_argument("--max-test", type=int, default=None)
-    p.add_argument("--requests", type=int, default=5, help="unlearning requests in sequence")
+    p.add_argument("--rounds", type=int, default=3, help="FedAvg rounds of the multi-round baselines")
+    p.add_argument("--per-round", type=int, default=5, help="clients per round of the multi-round baselines")
+    p.add_argument("--round-epochs", type=int, default=1, help="local epochs per round of the multi-round baselines")
+    p.add_argument("--requests", type=int, default=4, help="unlearning requests in sequence")
     p.add_argument("--max-samples", type=int, default=1000, help="members (and non-members) per audit at most")
-    p.add_argument("--shadows", type=int, default=4)
+    p.add_argument("--shadows", type=int, default=3)
     p.add_argument("--shadow-epochs", type=int, default=None, help="default: --epochs")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="tools/out/table4_mia")
@@ -282,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.quick:
         args.datasets, args.model, args.clients, args.epochs = ["digits"], "mlp", 8, 5
-        args.requests, args.shadows, args.max_train, args.lr = 2, 2, 0, 0.05
+        args.requests, args.shadows, args.max_train, args.lr, args.rounds = 2, 2, 0, 0.05, 2
     args.max_train = args.max_train or None
     t0 = time.perf_counter()
     notes: list[str] = []
@@ -307,6 +316,7 @@ def main(argv: list[str] | None = None) -> int:
     size = (f"{', '.join(args.datasets)}; {args.model}, M={args.clients} clients"
             f"{'' if args.max_train is None else f', {args.max_train}-sample training slice'}, K={args.epochs} epochs, "
             f"lr {args.lr}, rho {args.rho}, Fisher {args.fisher}, {args.requests} removal requests, "
+            f"baselines {args.rounds} FedAvg rounds x {args.per_round} clients x {args.round_epochs} epoch(s), "
             f"{args.shadows} shadow models, seed {args.seed}" + (" (QUICK)" if args.quick else "")
             + f"; wall {time.perf_counter() - t0:.0f} s")
     command = "python tools/table4_mia.py " + " ".join(map(shlex.quote, sys.argv[1:] if argv is None else argv))
