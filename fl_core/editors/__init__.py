@@ -35,9 +35,9 @@ from .base import EditReport, Editor
 from .dense import DenseConfig, DenseEditor
 from .fats import FATSConfig, FATSEditor
 from .federaser import FedEraserConfig, FedEraserEditor
+from .fedlpa import FedLPAConfig, FedLPAEditor
 from .fedrr import FedRRConfig, FedRREditor
 from .finetune import FineTuneConfig, FineTuneEditor
-from .fedlpa import FedLPAConfig, FedLPAEditor
 from .fsosa import FSOSAEditor
 from .multiround import FedAvgRetrainEditor, MultiRoundEditor, UnsupportedRequestError
 from .retrain import RetrainEditor
