@@ -246,7 +246,7 @@ def plot_fig1(rows: list[dict], rhos: list[float], path: Path) -> None:
 def plot_fig4(rows: list[dict], path: Path) -> None:
     datasets = list(dict.fromkeys(r["dataset"] for r in rows))
     panels = [("accuracy", "Accuracy (%)"), ("acc_per_s", "Time eff. (acc %/s)"), ("acc_per_MB", "Comm. eff. (acc %/MB)")]
-    fig, axes = plt.subplots(len(panels), len(datasets), figsize=(3.6 * len(datasets), 7.5), squeeze=False)
+    fig, axes = plt.subplots(len(panels), len(datasets), figsize=(max(6.0, 3.6 * len(datasets)), 7.5), squeeze=False)
     for j, d in enumerate(datasets):
         rs = [r for r in rows if r["dataset"] == d]
         for i, (key, label) in enumerate(panels):

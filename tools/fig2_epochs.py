@@ -184,7 +184,7 @@ def linear_fit(ks: list[int], values: list[float]) -> tuple[float, float, float]
 
 def plot(rows: list[dict], path: Path) -> None:
     datasets = list(dict.fromkeys(r["dataset"] for r in rows))
-    fig, axes = plt.subplots(3, len(datasets), figsize=(3.8 * len(datasets), 8), squeeze=False)
+    fig, axes = plt.subplots(3, len(datasets), figsize=(max(6.0, 3.8 * len(datasets)), 8), squeeze=False)
     for j, d in enumerate(datasets):
         rs = [r for r in rows if r["dataset"] == d]
         ks = [r["K"] for r in rs]
