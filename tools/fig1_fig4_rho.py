@@ -273,7 +273,9 @@ def markdown(fit_rows: list[dict], edit_rows: list[dict], checks: list[dict], ar
         r["paper_acc"], r["paper_s"], r["paper_MB"] = p if p else (None, None, None)
     body = ["## The paper's statements", "", *[f"- {f}" for f in FINDINGS], "",
             "Paper anchors beside ours: Table II (alpha 0.5) / Table III (FEMNIST), F-SOSA at rho = 0.5 and "
-            "FedFisher (= rho 1.0). SVHN is not in `shared/data`, so it has no row here.", "",
+            "FedFisher (= rho 1.0; for FEMNIST the FedFisher column of the scrambled Table III text is inferred "
+            "from its costs, see `shared/reference/paper_figures.md`). SVHN is not in `shared/data`, so it has no "
+            "row here.", "",
             "## Fig. 1: one-shot fit on all M clients", "", "![Fig. 1](fig1_rho.png)", "",
             report.md_table(fit_rows, cols, heads), ""]
     body += ["## Fig. 4: after the request sequence (fit on the first M - joins clients, then the requests)", "",
