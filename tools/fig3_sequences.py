@@ -42,13 +42,17 @@ Random streams (``fl_core.rng``): ``partition``, ``init``, ``train``, ``fisher``
 
     python tools/fig3_sequences.py --quick          # digits, MLP, seconds
     python tools/fig3_sequences.py                  # full size: MNIST, CNN, diagonal Fisher
+
+Full size (the defaults, about 10 minutes on this 2-core machine): a 20,000-image MNIST training
+slice split among 100 clients (about 200 each), initial fit on 50, 15 joins and 15 leaves, the
+two-layer CNN, diagonal Fisher (closed-form solve), K = 20 local epochs at lr 0.05, accuracy on
+the first 1,000 test images; baselines: FedAvg 6 rounds x 10 clients x 1 epoch, FedRR one
+rapid-retraining round per removal, Fine-tuning epochs from {5, 10, 15, 20}.
 """
 
 from __future__ import annotations
 
 import argparse
-import inspect
-import math
 import sys
 import time
 import traceback
@@ -61,14 +65,14 @@ if str(ROOT) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
-import torch  # noqa: E402
 
 import report  # noqa: E402
 from fl_core.clients import ClientPool  # noqa: E402
 from fl_core.contribution import Contribution  # noqa: E402
-from fl_core.editors import EDITORS, FixedRatio, build_editor  # noqa: E402
+from fl_core.editors import EDITORS, FedRRConfig, FineTuneConfig, FixedRatio, build_editor  # noqa: E402
 from fl_core.experiment import OneShotSetup  # noqa: E402
 from fl_core.projection import ProjectionConfig  # noqa: E402
+from fl_core.rounds import RoundConfig  # noqa: E402
 from fl_core.training import LocalTrainer, TrainConfig, evaluate  # noqa: E402
 
 IL_METHODS = ("fsosa", "retrain", "finetune")
@@ -134,12 +138,24 @@ def draw_sequences(population: int, initial: int, requests: int, rng: np.random.
     return Sequences(tuple(range(initial)), tuple(int(c) for c in joins), tuple(int(c) for c in leaves))
 
 
+@dataclass(frozen=True)
+class Baselines:
+    """Settings of the multi-round baselines (FedAvg training, FedEraser/FedRR/FATS-CU) and of
+    Fine-tuning; ``rounds`` is shared by every multi-round editor."""
+
+    rounds: RoundConfig = RoundConfig()
+    fedrr: FedRRConfig = FedRRConfig()
+    finetune: FineTuneConfig = FineTuneConfig()
+
+    def options(self, method: str) -> Any:
+        return {"fedrr": self.fedrr, "finetune": self.finetune}.get(method)
+
+
 def make_editor(name: str, pool: ClientPool, rng: np.random.Generator, rho: float, projection: ProjectionConfig,
-                options: dict[str, Any]):
-    """``build_editor(name, ...)``, passing only the ``options`` its signature accepts."""
-    params = inspect.signature(build_editor).parameters
-    extra = {k: v for k, v in options.items() if k in params}
-    return build_editor(name, pool, rng, FixedRatio(rho), projection, **extra)
+                baselines: Baselines):
+    """``build_editor(name, ...)`` with the fixed-ratio rule and the baselines' settings."""
+    return build_editor(name, pool, rng, FixedRatio(rho), projection, rounds=baselines.rounds,
+                        options=baselines.options(name))
 
 
 def _paper_style_bytes(rep, unit: dict[str, float]) -> float:
@@ -159,7 +175,7 @@ def warm_up(setup: OneShotSetup) -> None:
 
 
 def run_sequence(task: str, method: str, setup: OneShotSetup, store: MemoryStore, seq: Sequences,
-                 rho: float, projection: ProjectionConfig, test, options: dict[str, Any] | None = None,
+                 rho: float, projection: ProjectionConfig, test, baselines: Baselines = Baselines(),
                  say=print) -> list[dict[str, Any]]:
     """Fit ``method`` on ``seq.initial`` then replay the IL or UL sequence; one row per request
     (index 0 = the fit) with accuracy, time and bytes, per request and cumulative."""
@@ -167,7 +183,7 @@ def run_sequence(task: str, method: str, setup: OneShotSetup, store: MemoryStore
         raise ValueError(f"task must be 'IL' or 'UL', got {task!r}")
     trainer = LocalTrainer(setup.model_fn, setup.w0, setup.train, setup.streams)
     pool = ClientPool(trainer, setup.client_data, reuse=True, store=store)
-    editor = make_editor(method, pool, setup.streams.numpy("subset", method, task), rho, projection, options or {})
+    editor = make_editor(method, pool, setup.streams.numpy("subset", task), rho, projection, baselines)
     warm_up(setup)
     net = setup.model_fn()
     requests = [("+", c) for c in seq.joins] if task == "IL" else [("-", c) for c in seq.leaves]
@@ -210,7 +226,7 @@ def run_sequence(task: str, method: str, setup: OneShotSetup, store: MemoryStore
 
 
 def run_task(task: str, methods: Sequence[str], setup: OneShotSetup, store: MemoryStore, seq: Sequences,
-             rho: float, projection: ProjectionConfig, test, options: dict[str, Any] | None = None,
+             rho: float, projection: ProjectionConfig, test, baselines: Baselines = Baselines(),
              say=print) -> tuple[list[dict[str, Any]], dict[str, str]]:
     """Every registered method of ``methods`` on the task's sequence; returns (rows, notes) where
     notes names each method skipped (not registered) or failed (its error)."""
@@ -221,7 +237,7 @@ def run_task(task: str, methods: Sequence[str], setup: OneShotSetup, store: Memo
             say(f"  {task} {m}: skipped ({notes[m]})")
             continue
         try:
-            rows += run_sequence(task, m, setup, store, seq, rho, projection, test, options, say)
+            rows += run_sequence(task, m, setup, store, seq, rho, projection, test, baselines, say)
         except Exception as exc:  # a baseline still being written must not stop the others
             notes[m] = f"failed: {type(exc).__name__}: {exc}"
             say(f"  {task} {m}: {notes[m]}\n{traceback.format_exc(limit=3)}")
@@ -308,7 +324,8 @@ def markdown_body(rows, summary, notes, info) -> str:
         f"{info['dataset']}, model `{info['model']}`, Fisher {info['fisher']}, K = {info['epochs']} local epoch(s), "
         f"lr {info['lr']}, batch {info['batch_size']}; population {info['population']} clients (Dirichlet alpha "
         f"{info['alpha']}, {info['train_samples']} training samples, test on {info['test_samples']}), initial fit on "
-        f"{info['initial']} clients, rho = {info['rho']} (P_t = floor(rho M(t))), seed {info['seed']}. "
+        f"{info['initial']} clients, rho = {info['rho']} (P_t = floor(rho M(t))), seed {info['seed']}; "
+        f"{info['baselines']}. "
         f"IL sequence (joins): `{' '.join(map(str, info['joins']))}`; UL sequence (leaves): "
         f"`{' '.join(map(str, info['leaves']))}`. Wall-clock {info['wall_s']:.0f} s; "
         f"{info['trainings']} contributions trained for real (the rest reused from the shared cache).",
@@ -410,8 +427,8 @@ def add_common_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dataset", default="mnist")
     p.add_argument("--model", default="cnn", choices=["cnn", "mlp", "resnet18"])
     p.add_argument("--fisher", default="diagonal", help="diagonal (default: closed-form solve), kfac, full")
-    p.add_argument("--epochs", type=int, default=2, help="K local epochs (paper: 50)")
-    p.add_argument("--lr", type=float, default=0.01)
+    p.add_argument("--epochs", type=int, default=10, help="K local epochs (paper: 50)")
+    p.add_argument("--lr", type=float, default=0.05, help="local SGD lr (paper: 0.01 with K = 50)")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--alpha", type=float, default=0.5, help="Dirichlet label skew")
     p.add_argument("--rho", type=float, default=0.5)
@@ -422,10 +439,40 @@ def add_common_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cg-iter", type=int, default=200)
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--seed", type=int, default=0)
+    g = p.add_argument_group("multi-round baselines (FedAvg training of FedEraser, FedRR, FATS-CU) and Fine-tuning")
+    g.add_argument("--rounds", type=int, default=6, help="FedAvg rounds of the initial training")
+    g.add_argument("--round-clients", type=int, default=10, help="clients per round")
+    g.add_argument("--round-epochs", type=int, default=1, help="local epochs per round")
+    g.add_argument("--round-lr", type=float, default=None, help="local SGD lr (default: --lr)")
+    g.add_argument("--round-batch", type=int, default=32)
+    g.add_argument("--fedrr-rounds", type=int, default=1, help="FedRR's rapid-retraining rounds per removal")
+    g.add_argument("--finetune-grid", type=int, nargs="+", default=[5, 10, 15, 20],
+                   help="Fine-tuning's epochs to choose from (paper: 5, 10, ..., 50)")
+
+
+def apply_quick(args: argparse.Namespace) -> None:
+    """The smoke size shared by both scripts: digits, the MLP, short runs (seconds)."""
+    args.dataset, args.model, args.fisher, args.epochs, args.lr = "digits", "mlp", "diagonal", 20, 0.05
+    args.max_train, args.max_test = None, None
+    args.rounds, args.round_clients, args.round_epochs, args.fedrr_rounds = 4, 5, 2, 1
+    args.finetune_grid = [5, 10]
+
+
+def baselines_of(args: argparse.Namespace) -> Baselines:
+    """The baselines' settings from the command line."""
+    rounds = RoundConfig(rounds=args.rounds, clients_per_round=args.round_clients, local_epochs=args.round_epochs,
+                         lr=args.round_lr or args.lr, batch_size=args.round_batch)
+    return Baselines(rounds, FedRRConfig(rounds=args.fedrr_rounds), FineTuneConfig(epochs_grid=tuple(args.finetune_grid)))
 
 
 def common_info(args: argparse.Namespace, setup: OneShotSetup) -> dict[str, Any]:
+    b = baselines_of(args)
     return {
+        "baselines": (f"multi-round baselines: FedAvg {b.rounds.rounds} rounds x {b.rounds.clients_per_round} clients "
+                      f"x {b.rounds.local_epochs} local epoch(s), lr {b.rounds.lr}, batch {b.rounds.batch_size}; "
+                      f"FedEraser interval 2, calibration ratio 0.5; FedRR {b.fedrr.rounds} rapid-retraining round(s) per "
+                      f"removal; FATS-CU sample rate 0.5; Fine-tuning epochs chosen from "
+                      f"{{{', '.join(map(str, b.finetune.epochs_grid))}}} on a 20 % hold-out of the new client"),
         "dataset": args.dataset, "model": args.model, "fisher": args.fisher, "epochs": args.epochs, "lr": args.lr,
         "batch_size": args.batch_size, "alpha": args.alpha, "rho": args.rho, "seed": args.seed,
         "train_samples": len(setup.train_set), "test_samples": len(setup.test_set),
@@ -445,12 +492,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--il-methods", nargs="+", default=list(IL_METHODS))
     p.add_argument("--ul-methods", nargs="+", default=list(UL_METHODS))
     p.add_argument("--out", default=str(ROOT / "tools" / "out" / "fig3"))
+    p.set_defaults(max_train=20000, epochs=20, max_test=1000, rounds=6, round_clients=10)
     args = p.parse_args(argv)
     if args.quick:
-        args.dataset, args.model, args.epochs, args.lr = "digits", "mlp", 20, 0.05
+        apply_quick(args)
         args.population, args.initial, args.requests = 24, 12, 6
-        args.max_train, args.max_test = None, None
-        args.fisher = "diagonal"
     out = report.out_dir(args.out)
     t0 = time.perf_counter()
     setup = build_setup(args, args.population)
@@ -458,10 +504,10 @@ def main(argv: list[str] | None = None) -> int:
     seq = draw_sequences(args.population, args.initial, args.requests,
                          setup.streams.numpy("sequence", "fig3", args.population))
     store = MemoryStore()
-    options = {"test_set": setup.test_set}
+    baselines = baselines_of(args)
     rows, notes = [], {}
     for task, methods in (("IL", args.il_methods), ("UL", args.ul_methods)):
-        r, n = run_task(task, methods, setup, store, seq, args.rho, projection, setup.test_set, options)
+        r, n = run_task(task, methods, setup, store, seq, args.rho, projection, setup.test_set, baselines)
         rows += r
         notes.update({(task, m): why for m, why in n.items()})
     summary = summarize(rows)
