@@ -18,8 +18,9 @@ Choices where the paper leaves room:
 - ``rounds``: ``None`` means ``ceil(rounds.rounds / 2)``, half the rounds of the original
   training (the method's point is to converge in fewer rounds).
 - ``lr`` and ``damping`` set the step; they are not the SGD learning rate (a Newton step is
-  scale-free). Defaults ``lr = 0.01``, ``damping = 0.01`` were chosen on digits/mlp so that the
-  retrained model reaches FedAvg's accuracy; ``b1 = 0.9``, ``b2 = 0.999`` are the paper's.
+  scale-free). Defaults ``lr = 0.01``, ``damping = 0.01``: the middle of the grid
+  {0.003, 0.01, 0.03}^2 tried on digits/mlp (20 clients, 10 of 20 rounds), where all but one
+  setting reached the accuracy of 20 FedAvg rounds; ``b1 = 0.9``, ``b2 = 0.999`` are the paper's.
 - Additions are not supported (FedRR is an unlearning method).
 
 Random streams: ``select`` keyed by ``fedrr`` and the round (who participates in a retraining

@@ -35,7 +35,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import InvalidContributionError
+from ..errors import InvalidContributionError, UnknownClientError
 from ..models import flat_params, load_flat
 from ..payload import ByteKind, control_size, serialized_size
 from ..rng import Streams
@@ -100,7 +100,11 @@ class FineTuneEditor(Editor):
         return cls(base, model_fn or t.model_fn, pool.data_of, t.config, t.streams, options)
 
     def data_of(self, client: Hashable):
-        return self.data(client) if callable(self.data) else self.data[client]
+        """The training data of ``client`` (raises naming the client if it has none)."""
+        try:
+            return self.data(client) if callable(self.data) else self.data[client]
+        except KeyError:
+            raise UnknownClientError(f"{self.name}: client {client!r} has no data") from None
 
     # -- editor hooks ------------------------------------------------------------------------------
     def _fit(self, clients: list[Hashable], report: EditReport) -> None:
