@@ -88,3 +88,24 @@ def test_bad_strategy_is_refused(tmp_path):
         scenario(trace, ["nope"])
     with pytest.raises(ConfigError, match="at least one method or strategy"):
         scenario(trace, [])
+
+
+def test_multiround_editors_replay_requests_and_refuse_what_they_cannot_do(tmp_path):
+    data = {
+        "name": "editors", "seed": 1, "duration": 80.0,
+        "mobility": {"source": "trace", "trace": str(trace_file(tmp_path))},
+        "federated": {"dataset": "digits", "num_clients": 8, "model": "mlp", "rho": 0.5,
+                      "methods": ["fsosa", "federaser", "fats", "finetune"],
+                      "train": {"epochs": 2, "lr": 0.05, "fisher": "diagonal"},
+                      "rounds": {"rounds": 3, "clients_per_round": 4, "lr": 0.05}},
+        "coordinator": {"warmup": 5.0, "min_clients": 4},
+    }
+    run = run_scenario(load_model(Scenario, None, data), out=tmp_path / "run", progress=False, say=lambda s: None)
+    by = {}
+    for r in run.records():
+        by.setdefault(r["method"], []).append(r)
+    assert {m: len(rs) for m, rs in by.items()} == {"fsosa": 3, "federaser": 3, "fats": 3, "finetune": 3}
+    leave, join = by["finetune"][1], by["finetune"][2]
+    assert "unsupported" in leave["note"] and join["added"] == ["n0"] and join["total_bytes"] > 0
+    assert "unsupported" in by["fats"][2]["note"]  # FATS-CU has no addition
+    assert by["federaser"][1]["removed"] == ["v0"] and by["federaser"][1]["compute_sim_s"] > 0

@@ -32,7 +32,7 @@ import simpy
 from fl_core.clients import ClientPool
 from fl_core.fisher import layer_specs
 from fl_core.store import ContributionStore
-from fl_core.editors import Editor, EditReport, build_editor
+from fl_core.editors import Editor, EditReport, UnsupportedRequestError, build_editor
 from fl_core.experiment import OneShotSetup
 from fl_core.rng import derive_seed
 from fl_core.training import LocalTrainer, evaluate
@@ -133,7 +133,11 @@ class World:
                 self.sim.record(self, batch, None, {"note": "requests cancel out"}, t_request)
                 return
             kind = "remove" if (len(removed) == 1 and not added) else "add" if (len(added) == 1 and not removed) else "batch"
-            report = self.editor.batch(removed, added, kind=kind)
+            try:
+                report = self.editor.batch(removed, added, kind=kind)
+            except UnsupportedRequestError as e:  # e.g. fine-tuning cannot remove: recorded, state unchanged
+                self.sim.record(self, batch, None, {"note": f"unsupported: {e}"}, t_request)
+                return
         host_s = time.perf_counter() - host0
         timing = yield from self.play(report)
         timing["host_edit_s"] = host_s
@@ -283,7 +287,7 @@ class CoSimulation:
         self.end_time = source.time + scenario.duration
         self.worlds = [
             World(self.env, m, build_editor(m, self.pool, self.setup.streams.numpy("subset", m), fed.rule(),
-                                            fed.projection.build()), self)
+                                            fed.projection.build(), rounds=fed.rounds.build()), self)
             for m in fed.methods
         ]
         self.round_worlds = [RoundWorld(self.env, m, self) for m in fed.strategies]

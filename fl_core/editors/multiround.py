@@ -52,6 +52,8 @@ def absorb(report: EditReport, rr: RoundReport) -> None:
         report.charge(ByteKind(t["kind"]), t["bytes"], t["client"])
     report.compute_s += rr.compute_s
     report.max_client_compute_s = max(report.max_client_compute_s, rr.max_client_compute_s)
+    for c, s in rr.client_compute_s.items():
+        report.client_compute_s[c] = report.client_compute_s.get(c, 0.0) + s
     report.trained = tuple(ordered(set(report.trained) | set(rr.completed)))
     report.subset_size = len(rr.selected)
 

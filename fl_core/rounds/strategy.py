@@ -44,6 +44,7 @@ class RoundReport:
     transfers: list[dict[str, Any]] = field(default_factory=list)
     compute_s: float = 0.0
     max_client_compute_s: float = 0.0
+    client_compute_s: dict = field(default_factory=dict)  # client -> its measured local compute
     wall_s: float = 0.0
     train_loss: float = float("nan")
     extra: dict[str, Any] = field(default_factory=dict)
@@ -180,6 +181,7 @@ class RoundStrategy:
         report.fields["uplink"] += encoded.fields
         report.compute_s += update.compute_s
         report.max_client_compute_s = max(report.max_client_compute_s, update.compute_s)
+        report.client_compute_s[client] = report.client_compute_s.get(client, 0.0) + update.compute_s
         self._updates.append(update)
         return update
 
