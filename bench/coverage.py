@@ -52,6 +52,18 @@ def _config(scenario_path: str, duration: float):
     return cfg, rsus, m.coverage_config()
 
 
+def _peak_rss() -> int:
+    """This process's peak resident memory in bytes: VmHWM (``ru_maxrss`` would carry the
+    parent's peak across exec on Linux)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
 def run_mode(mode: str, scenario_path: str, duration: float) -> dict:
     """Simulate ``duration`` seconds in ``mode`` (bare | coverage) in this process."""
     from mobility.source import SumoSource
@@ -82,7 +94,7 @@ def run_mode(mode: str, scenario_path: str, duration: float) -> dict:
             finally:
                 src.close()
     wall = time.perf_counter() - t0
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    peak = _peak_rss()
     return {"mode": mode, "simulated_s": steps * cfg.step_length, "wall_s": wall, "rtf": steps * cfg.step_length / wall,
             "max_running": running_max, "events": events, "teleports": teleports, "peak_rss_bytes": peak,
             "rsus": len(rsus), "membership": coverage.membership}
