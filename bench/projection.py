@@ -28,6 +28,14 @@ from fl_core.stats import SufficientStatistics
 from fl_core.training import TrainConfig
 
 
+#: Solver variants by name: (method, damping, Kronecker preconditioner).
+CASES = {
+    "f": (ProjectionMethod.CG_F, 0.0, False), "f2": (ProjectionMethod.CG_F2, 0.0, False),
+    "f-damped": (ProjectionMethod.CG_F, 1e-4, False), "f2-damped": (ProjectionMethod.CG_F2, 1e-4, False),
+    "f-precond": (ProjectionMethod.CG_F, 1e-4, True),
+}
+
+
 def solvers(args: argparse.Namespace) -> None:
     setup = OneShotSetup(dataset=args.dataset, num_clients=args.clients, alpha=0.5, model="cnn", seed=args.seed,
                          train=TrainConfig(epochs=args.epochs, fisher="kfac"),
@@ -46,17 +54,15 @@ def solvers(args: argparse.Namespace) -> None:
     print(f"one K-FAC matvec over {args.clients} members: {(time.perf_counter() - t0) / 3:.3f} s")
     print(f"\n| solver | damping | precond | iterations | seconds | rel. residual | constraint residual | reached {args.tol:g} |")
     print("|---|---|---|---|---|---|---|---|")
-    cases = [
-        (ProjectionMethod.CG_F, 0.0, False), (ProjectionMethod.CG_F2, 0.0, False),
-        (ProjectionMethod.CG_F, 1e-4, False), (ProjectionMethod.CG_F2, 1e-4, False),
-        (ProjectionMethod.CG_F, 1e-4, True),
-    ]
+    cases = [CASES[name] for name in args.cases]
     for method, damping, pre in cases:
         cfg = ProjectionConfig(method=method, tol=args.tol, max_iter=args.max_iter, damping=damping, precondition=pre)
         _, info = project(stats, cfg)
         print(f"| {method.value} | {damping:g} | {pre} | {info.iterations} | {info.seconds:.1f} | {info.residual:.2e} | "
               f"{info.constraint_residual:.2e} | {info.converged} |", flush=True)
 
+    if args.no_edit:
+        return
     # 2. triggered edit vs fresh fit on the coordinator
     cfg = ProjectionConfig(tol=args.edit_tol, max_iter=args.max_iter)
     half = args.clients // 2
@@ -117,6 +123,8 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quick", action="store_true")
     p.add_argument("--only", choices=["solvers", "state"], default=None)
+    p.add_argument("--cases", nargs="+", choices=list(CASES), default=list(CASES), help="solver variants to run")
+    p.add_argument("--no-edit", action="store_true", help="skip the edit vs fresh fit comparison")
     args = p.parse_args()
     if args.quick:
         args.clients, args.samples_per_client, args.max_iter, args.edits = 4, 200, 30, 50
