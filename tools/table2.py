@@ -1,4 +1,5 @@
-"""Reproduce Table II of seed 000 (one-shot learning): F-SOSA vs FedFisher vs one-shot FedAvg.
+"""Reproduce Table II of seed 000 (one-shot learning): F-SOSA vs FedFisher vs one-shot FedAvg,
+and with ``--methods`` the paper's other one-shot baselines FedLPA and DENSE.
 
 Full size (the paper's): MNIST, alpha 0.1/0.5/0.8, M = 20, rho = 0.5, K = 50 epochs, lr 0.01,
 two-layer CNN, K-FAC. ``--quick`` is a smoke size (a 3,000-sample slice, M = 6, K = 1).
@@ -6,10 +7,13 @@ two-layer CNN, K-FAC. ``--quick`` is a smoke size (a 3,000-sample slice, M = 6, 
 Time columns: ``compute_s`` sums every client's measured training + Fisher time (one machine
 training them one after another), ``parallel_s`` is the slowest client plus the solve (clients
 training side by side, as the paper's edge devices do). Bytes are the safetensors payloads.
-Writes CSV + markdown into ``--out`` and prints the markdown.
+DENSE's server sizes (rounds, generator and distillation steps) are ``--dense-*`` options; its
+``compute_s`` is the clients' training only (it computes no curvature). Writes CSV + markdown
+(+ a PNG of accuracy and MB beside the paper's) into ``--out`` and prints the markdown.
 
     python tools/table2.py --quick
     python tools/table2.py --dataset mnist --alphas 0.1 0.5 0.8
+    python tools/table2.py --methods fedlpa dense --alphas 0.5 --epochs 10
 """
 
 from __future__ import annotations
@@ -24,20 +28,31 @@ from pathlib import Path
 
 import torch
 
-from fl_core.editors import FixedRatio, build_editor
+from fl_core.editors import DenseConfig, DenseEditor, FixedRatio, build_editor
 from fl_core.experiment import OneShotSetup
 from fl_core.projection import ProjectionConfig
 from fl_core.training import TrainConfig, evaluate
 
 PAPER = {  # seed 000, Table II, MNIST: (accuracy %, time s, MB)
-    ("mnist", 0.1): {"fedfisher": (90.35, 43.11, 35.30), "fsosa": (91.08, 34.63, 18.46)},
-    ("mnist", 0.5): {"fedfisher": (95.98, 43.76, 35.30), "fsosa": (95.43, 34.59, 18.46)},
-    ("mnist", 0.8): {"fedfisher": (96.08, 43.15, 35.30), "fsosa": (95.80, 35.56, 18.46)},
+    ("mnist", 0.1): {"fedfisher": (90.35, 43.11, 35.30), "fsosa": (91.08, 34.63, 18.46),
+                     "fedlpa": (87.90, 24.59, 793.31), "dense": (85.92, 187.96, 33.76)},
+    ("mnist", 0.5): {"fedfisher": (95.98, 43.76, 35.30), "fsosa": (95.43, 34.59, 18.46),
+                     "fedlpa": (94.21, 26.61, 793.31), "dense": (96.06, 190.54, 33.76)},
+    ("mnist", 0.8): {"fedfisher": (96.08, 43.15, 35.30), "fsosa": (95.80, 35.56, 18.46),
+                     "fedlpa": (92.82, 29.02, 793.31), "dense": (96.93, 193.58, 33.76)},
 }
 METHODS = ("fsosa", "fedfisher", "fedavg")
+CHOICES = METHODS + ("fedlpa", "dense")
 
 
 SMOKE_ARGS = "--dataset digits --model mlp --cg-iter 50"  # extra arguments of the CI smoke run (tests/test_reproductions.py)
+
+def dense_config(args: argparse.Namespace) -> DenseConfig:
+    """DENSE's server sizes from the ``--dense-*`` options (None keeps the default)."""
+    sizes = {"rounds": args.dense_rounds, "generator_steps": args.dense_generator_steps,
+             "distill_steps": args.dense_distill_steps}
+    return DenseConfig(**{k: v for k, v in sizes.items() if v is not None})
+
 
 def run(args: argparse.Namespace) -> list[dict]:
     rows = []
@@ -50,22 +65,24 @@ def run(args: argparse.Namespace) -> list[dict]:
         )
         pool = setup.pool()
         projection = ProjectionConfig(tol=args.cg_tol, max_iter=args.cg_iter, damping=args.damping)
-        for method in METHODS:
-            editor = build_editor(method, pool, setup.streams.numpy("subset", method), FixedRatio(args.rho), projection)
+        for method in args.methods:
+            if method == "dense":
+                editor = DenseEditor(pool, dense_config(args))
+            else:
+                editor = build_editor(method, pool, setup.streams.numpy("subset", method), FixedRatio(args.rho), projection)
             t0 = time.perf_counter()
             report = editor.fit(range(args.clients))
             wall = time.perf_counter() - t0
             acc, loss = evaluate(setup.model_fn(), editor.model, setup.test_set)
-            compute = sum(pool.train(c).compute_s for c in editor.members)
-            slowest = max(pool.train(c).compute_s for c in editor.members)
+            compute, slowest = report.compute_s, report.max_client_compute_s
             mb = report.total_bytes / 1e6
             parallel = slowest + report.solve_s
             row = {
                 "dataset": args.dataset, "alpha": alpha, "method": method, "clients": args.clients,
                 "members": len(editor.members), "epochs": args.epochs, "accuracy": round(100 * acc, 2),
                 "loss": round(loss, 4), "compute_s": round(compute, 2), "parallel_s": round(parallel, 2),
-                "solve_s": round(report.solve_s, 3), "cg_iters": report.solve.iterations,
-                "cg_residual": report.solve.residual, "MB": round(mb, 2),
+                "solve_s": round(report.solve_s, 3), "cg_iters": report.solve.iterations if report.solve else None,
+                "cg_residual": report.solve.residual if report.solve else None, "MB": round(mb, 2),
                 "acc_per_s": round(100 * acc / parallel, 3), "acc_per_MB": round(100 * acc / mb, 3),
                 "wall_s": round(wall, 1),
             }
@@ -84,14 +101,42 @@ def markdown(rows: list[dict], args: argparse.Namespace) -> str:
         "| alpha | method | acc % | paper acc % | parallel s | compute s (sum) | solve s | CG iters | MB | paper MB | acc/s | acc/MB |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
+    if "dense" in args.methods:
+        d = dense_config(args)
+        lines[1:1] = [f"DENSE server: {d.rounds} rounds x ({d.generator_steps} generator steps on {d.synthesis_batch} samples "
+                      f"+ {d.distill_steps} distillation steps of {d.distill_batch}) (the DENSE authors: 200 x (30 on 256 "
+                      f"+ one pass over the synthetic pool in batches of 64)); 'CG iters' is '-' for DENSE (no solve)"]
     for r in rows:
         paper = PAPER.get((r["dataset"], r["alpha"]), {}).get(r["method"])
         pa, pmb = (f"{paper[0]:.2f}", f"{paper[2]:.2f}") if paper else ("-", "-")
         lines.append(
             f"| {r['alpha']} | {r['method']} | {r['accuracy']:.2f} | {pa} | {r['parallel_s']:.1f} | {r['compute_s']:.1f} | "
-            f"{r['solve_s']:.2f} | {r['cg_iters']} | {r['MB']:.2f} | {pmb} | {r['acc_per_s']:.2f} | {r['acc_per_MB']:.2f} |"
+            f"{r['solve_s']:.2f} | {'-' if r['cg_iters'] is None else r['cg_iters']} | {r['MB']:.2f} | {pmb} | {r['acc_per_s']:.2f} | {r['acc_per_MB']:.2f} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def figure(rows: list[dict], path: Path) -> None:
+    """Accuracy and MB per (alpha, method), ours beside the paper's where it reports one."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = [f"{r['method']}\n{r['alpha']}" for r in rows]
+    papers = [PAPER.get((r["dataset"], r["alpha"]), {}).get(r["method"]) for r in rows]
+    x = range(len(rows))
+    fig, axes = plt.subplots(1, 2, figsize=(max(6, 1.6 * len(rows)), 3.5))
+    for ax, key, col, title in ((axes[0], "accuracy", 0, "accuracy %"), (axes[1], "MB", 2, "communication MB")):
+        ax.bar([i - 0.2 for i in x], [r[key] for r in rows], 0.4, label="ours")
+        ax.bar([i + 0.2 for i in x], [p[col] if p else 0 for p in papers], 0.4, label="paper (seed 000)")
+        ax.set_xticks(list(x), labels, fontsize=8)
+        ax.set_title(title)
+    axes[1].set_yscale("log")
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -114,11 +159,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-train", type=int, default=None)
     p.add_argument("--max-test", type=int, default=None)
     p.add_argument("--out", default="tools/out/table2")
+    p.add_argument("--methods", nargs="+", choices=CHOICES, default=list(METHODS),
+                   help=f"one-shot methods to run (default: {' '.join(METHODS)})")
+    p.add_argument("--dense-rounds", type=int, default=None, help="DENSE generation/distillation rounds")
+    p.add_argument("--dense-generator-steps", type=int, default=None, help="DENSE generator steps per round")
+    p.add_argument("--dense-distill-steps", type=int, default=None, help="DENSE distillation steps per round")
     p.add_argument("--quick", action="store_true", help="smoke size: 3,000 samples, M=6, K=1, 1 alpha")
     args = p.parse_args(argv)
     if args.quick:
         args.alphas, args.clients, args.epochs = args.alphas[:1] if len(args.alphas) < 3 else [0.5], 6, 1
         args.max_train, args.max_test = args.max_train or 3000, args.max_test or 1000
+        args.dense_rounds, args.dense_generator_steps = args.dense_rounds or 3, args.dense_generator_steps or 2
+        args.dense_distill_steps = args.dense_distill_steps or 10
     rows = run(args)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -128,6 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         w.writerows(rows)
     md = markdown(rows, args)
     (out / "table2.md").write_text(md)
+    figure(rows, out / "table2.png")
     print(md)
     return 0
 
