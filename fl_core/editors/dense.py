@@ -4,13 +4,14 @@ baseline of seed 000's Tables II/III.
 Every client trains K epochs from W0 (the pool's trainer) and uploads its model. The server,
 without data, alternates two stages for ``rounds`` rounds:
 
-1. Data generation: a generator G maps latent noise z to inputs x = G(z). It is trained
-   (``generator_steps`` Adam steps per round) so that the ensemble D (the mean of the client
-   models' logits) is confident on x and the synthetic data is diverse and hard for the
-   global model S:
-   ``loss = ce_weight * CE(D(x), y) + adv_weight * L_adv``, where y are class labels drawn
-   uniformly (the paper's one-hot term; ``TargetRule.ARGMAX`` uses D's own argmax instead, the
-   DAFL form), and ``L_adv = -mean(1[argmax S = argmax D] * KL(D(x) || S(x)))`` pushes G
+1. Data generation: each round draws a batch of latent codes z and class labels y, and the
+   generator G (kept from round to round) is trained together with the codes
+   (``generator_steps`` Adam steps, as in the authors' code) so that the ensemble D (the mean
+   of the client models' logits) is confident on x = G(z) and the synthetic data is diverse
+   and hard for the global model S:
+   ``loss = ce_weight * CE(D(x), y) + adv_weight * L_adv``, with y the drawn labels (the
+   paper's one-hot term; ``TargetRule.ARGMAX`` uses D's own argmax instead, the DAFL form), and
+   ``L_adv = -mean(1[argmax S = argmax D] * KL(D(x) || S(x)))``, which pushes G
    towards inputs on which S still disagrees with D in distribution while agreeing in class
    (the paper's boundary-support term). DENSE's third term, batch-norm statistics matching
    (DeepInversion), applies only to models with batch norm; none of the toolkit's models has
@@ -25,8 +26,8 @@ Sizes. The DENSE authors' command (also used by FedLPA's comparison scripts) is 
 betas (0.5, 0.999)) and one pass over the growing synthetic pool per round with batches of 64
 (SGD lr 0.005, momentum 0.9, T = 20), all three loss weights 1. The defaults here are sized to
 run in about a minute on MNIST with the two-layer CNN, 20 clients, on two CPU cores: 20 rounds
-of 5 generator steps on batches of 64 and 25 distillation steps. The generator follows DENSE's
-DCGAN-style shape (linear, two upsample + conv + batch-norm + LeakyReLU stages, a conv to the
+of 5 generator steps on batches of 64 and 25 distillation steps. The generator is DCGAN-style
+like DENSE's (linear, two upsample + conv + batch-norm + LeakyReLU stages, a conv to the
 input channels and a final batch norm without affine parameters, since the toolkit's inputs
 are standardised per channel); it resizes to any input shape.
 

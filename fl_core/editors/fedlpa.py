@@ -28,7 +28,8 @@ Choices where the paper leaves room or where we differ, on purpose:
   from its "expectation approximation" ``(sum pi G)^-1 Z (sum pi A)^-1``. We solve the same
   system by conjugate gradient from that same start, preconditioned by the same Kronecker
   inverse; it reaches the same point (to ``tol``) in far fewer products. The diagonal case is
-  closed form.
+  closed form. (FedLPA's code keeps whichever of that solution and its starting point scores
+  better on the test set; we always return the solution.)
 
 Accounting: every client gets the W0 broadcast, uploads its weights (model upload), its
 precision factors as it holds them (fisher upload: the K-FAC factors as packed upper
