@@ -23,15 +23,16 @@ Methods: ``retrain`` (Retrain), ``fsosa`` (F-SOSA-U), and FedEraser / FedRR / FA
 are registered in ``fl_core.editors.EDITORS`` as ``federaser`` / ``fedrr`` / ``fats`` (skipped
 with a note otherwise). Datasets missing from the data directory are skipped with a note.
 
-Sizes. Default (what two shared, loaded cores run in about 15 minutes for both datasets):
-M = 10 clients, a 3,000-sample training slice per dataset (about 300 samples a client),
-K = 10 local epochs (paper 50), 4 requests, 3 shadow models, at most 1,000 members a request;
-the multi-round baselines train 3 FedAvg rounds of 5 clients, 1 local epoch each. The paper
-uses M = 50 initial clients and K = 50. ``--quick``: digits, MLP, M = 8, K = 5, 2 requests.
+Sizes. Default (about 8-10 minutes a dataset on two shared cores; run one dataset per
+invocation to stay within 15 minutes): M = 10 clients, a 5,000-sample training slice (about
+500 samples a client), K = 20 local epochs at lr 0.05, batch 32 (paper: K = 50 at lr 0.01 with
+M = 50 initial clients), CG capped at 100 iterations, 4 requests, 3 shadow models, at most
+1,000 members a request; the multi-round baselines train 3 FedAvg rounds of 5 clients, 1 local
+epoch each. ``--quick``: digits, MLP, M = 8, K = 5, 2 requests.
 
     python tools/table4_mia.py --quick
-    python tools/table4_mia.py                                  # CIFAR-10 and FEMNIST
-    python tools/table4_mia.py --datasets mnist --epochs 50     # another size
+    python tools/table4_mia.py --datasets cifar10 --out tools/out/table4_mia/cifar10
+    python tools/table4_mia.py --datasets femnist --out tools/out/table4_mia/femnist
 """
 
 from __future__ import annotations
@@ -96,7 +97,7 @@ def run_dataset(dataset: str, args: argparse.Namespace, notes: list[str]) -> tup
         notes.append(f"{dataset}: skipped, the data set is not present ({str(e).splitlines()[0]})")
         return [], []
     pool = setup.pool()
-    projection = ProjectionConfig()
+    projection = ProjectionConfig(tol=args.cg_tol, max_iter=args.cg_iter)
     rounds = RoundConfig(rounds=args.rounds, clients_per_round=min(args.per_round, args.clients),
                          local_epochs=args.round_epochs, lr=args.lr, batch_size=args.batch_size)
     names = ["retrain"] + [b for b in BASELINES if b in EDITORS] + ["fsosa"]
@@ -271,12 +272,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--clients", type=int, default=10)
     p.add_argument("--alpha", type=float, default=0.5)
     p.add_argument("--rho", type=float, default=0.5)
-    p.add_argument("--epochs", type=int, default=10)
-    p.add_argument("--lr", type=float, default=0.01)
-    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--epochs", type=int, default=20)
+    p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--fisher", default="kfac")
+    p.add_argument("--cg-tol", type=float, default=1e-5)
+    p.add_argument("--cg-iter", type=int, default=100)
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: auto)")
-    p.add_argument("--max-train", type=int, default=3000, help="training slice per dataset (0: all)")
+    p.add_argument("--max-train", type=int, default=5000, help="training slice per dataset (0: all)")
     p.add_argument("--max-test", type=int, default=None)
     p.add_argument("--rounds", type=int, default=3, help="FedAvg rounds of the multi-round baselines")
     p.add_argument("--per-round", type=int, default=5, help="clients per round of the multi-round baselines")
@@ -315,7 +318,8 @@ def main(argv: list[str] | None = None) -> int:
     plot(summary, out / "table4_mia.png")
     size = (f"{', '.join(args.datasets)}; {args.model}, M={args.clients} clients"
             f"{'' if args.max_train is None else f', {args.max_train}-sample training slice'}, K={args.epochs} epochs, "
-            f"lr {args.lr}, rho {args.rho}, Fisher {args.fisher}, {args.requests} removal requests, "
+            f"lr {args.lr}, batch {args.batch_size}, rho {args.rho}, Fisher {args.fisher} (CG <= {args.cg_iter} "
+            f"iterations, tol {args.cg_tol}), {args.requests} removal requests, "
             f"baselines {args.rounds} FedAvg rounds x {args.per_round} clients x {args.round_epochs} epoch(s), "
             f"{args.shadows} shadow models, seed {args.seed}" + (" (QUICK)" if args.quick else "")
             + f"; wall {time.perf_counter() - t0:.0f} s")
