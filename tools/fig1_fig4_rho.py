@@ -13,6 +13,9 @@ rho in ``--rhos``:
   the last request, and time / communication efficiency = that accuracy divided by the
   cumulative time (fit + requests) and the cumulative MB.
 
+Every rho < 1 is run for ``--draws`` independent subset draws and reported as their mean (the
+accuracy's spread over draws beside it): one draw of a 4-member subset is noisy.
+
 Contributions are deterministic per (seed, client), so every client trains once per dataset:
 all rho values share one in-memory store of contributions, and a rho that uses a client charges
 that client's measured compute again (``Contribution.compute_s``), as ``tools/table2.py`` does.
@@ -20,9 +23,10 @@ Time columns as in table2: ``parallel_s`` = slowest trained client + projection 
 (clients train side by side), ``compute_s`` = all trained clients' compute summed. Bytes are the
 safetensors payloads the editor charges (W0 broadcast, model and Fisher uploads, control).
 
-Choices the paper leaves open: the subset stream is ``subset/'fsosa'`` for every rho (as in
-table2, so rho = 0.5 is table2's F-SOSA run); the request sequence is drawn from the stream
-``requests/<dataset>`` (purpose named here) and is the same for every rho.
+Choices the paper leaves open: draw 0 of every rho uses the subset stream ``subset/'fsosa'`` (as
+in table2, so rho = 0.5, draw 0 is table2's F-SOSA run), draw d > 0 uses ``subset/'fsosa'/d``;
+the request sequence is drawn from the stream ``requests/<dataset>`` (purpose named here) and
+is the same for every rho and draw.
 
 Full size run for ``reports/fig1_fig4/`` (about 10 minutes on the 2-core box): MNIST, FEMNIST
 and CIFAR-10 (SVHN is not in ``shared/data``), M = 20, alpha 0.5, the two-layer CNN,
@@ -154,22 +158,27 @@ def run_dataset(dataset: str, args: argparse.Namespace) -> tuple[list[dict], lis
     def new_pool() -> ClientPool:
         return ClientPool(trainer, setup.client_data, store=store)
 
-    def editor_for(name: str, pool: ClientPool, rho: float):
-        return build_editor(name, pool, setup.streams.numpy("subset", name), FixedRatio(rho), projection)
+    def editor_for(name: str, pool: ClientPool, rho: float, draw: int = 0):
+        stream = setup.streams.numpy("subset", name) if draw == 0 else setup.streams.numpy("subset", name, draw)
+        return build_editor(name, pool, stream, FixedRatio(rho), projection)
+
+    def draws(rho: float) -> range:
+        return range(1 if rho == 1.0 else args.draws)  # rho = 1: every client is a member, no randomness
 
     fit_rows, edit_rows, check = [], [], {}
     trainings = 0
     for rho in args.rhos:
-        pool = new_pool()
-        editor = editor_for("fsosa", pool, rho)
-        fit = editor.fit(range(args.clients))
-        trainings += pool.trainings
-        acc, loss = evaluate(eval_model, editor.model, setup.test_set)
-        c = costs([fit])
-        if rho == 1.0:
-            check["fsosa_rho1"] = editor.model
-        fit_rows.append(row(dataset, rho, len(editor.members), acc, loss, c, fit.solve_s, pool.trainings))
-        print(json.dumps(fit_rows[-1]), file=sys.stderr, flush=True)
+        for draw in draws(rho):
+            pool = new_pool()
+            editor = editor_for("fsosa", pool, rho, draw)
+            fit = editor.fit(range(args.clients))
+            trainings += pool.trainings
+            acc, loss = evaluate(eval_model, editor.model, setup.test_set)
+            if rho == 1.0:
+                check["fsosa_rho1"] = editor.model
+            fit_rows.append(row(dataset, rho, draw, len(editor.members), acc, loss, costs([fit]), fit.solve_s,
+                                pool.trainings))
+            print(json.dumps(fit_rows[-1]), file=sys.stderr, flush=True)
 
     pool = new_pool()
     fedfisher = editor_for("fedfisher", pool, 1.0)
@@ -180,19 +189,21 @@ def run_dataset(dataset: str, args: argparse.Namespace) -> tuple[list[dict], lis
 
     initial, sequence = request_sequence(setup, args.joins, args.requests)
     for rho in args.rhos:
-        pool = new_pool()
-        editor = editor_for("fsosa", pool, rho)
-        reports = [editor.fit(initial)]
-        for kind, client in sequence:
-            reports.append(editor.add(client) if kind == "add" else editor.remove(client))
-        trainings += pool.trainings
-        acc, loss = evaluate(eval_model, editor.model, setup.test_set)
-        total, edits = costs(reports), costs(reports[1:])
-        r = row(dataset, rho, len(editor.members), acc, loss, total, sum(x.solve_s for x in reports), pool.trainings)
-        r.update({"requests": len(sequence), "triggered": edits["triggered"],
-                  "edit_parallel_s": round(edits["parallel_s"], 2), "edit_MB": round(edits["bytes"] / MB, 3)})
-        edit_rows.append(r)
-        print(json.dumps(r), file=sys.stderr, flush=True)
+        for draw in draws(rho):
+            pool = new_pool()
+            editor = editor_for("fsosa", pool, rho, draw)
+            reports = [editor.fit(initial)]
+            for kind, client in sequence:
+                reports.append(editor.add(client) if kind == "add" else editor.remove(client))
+            trainings += pool.trainings
+            acc, loss = evaluate(eval_model, editor.model, setup.test_set)
+            total, edits = costs(reports), costs(reports[1:])
+            r = row(dataset, rho, draw, len(editor.members), acc, loss, total, sum(x.solve_s for x in reports),
+                    pool.trainings)
+            r.update({"requests": len(sequence), "triggered": edits["triggered"],
+                      "edit_parallel_s": round(edits["parallel_s"], 2), "edit_MB": round(edits["bytes"] / MB, 3)})
+            edit_rows.append(r)
+            print(json.dumps(r), file=sys.stderr, flush=True)
     check.update({"dataset": dataset, "clients_trained": trainings, "clients": args.clients,
                   "train_samples": len(setup.train_set), "test_samples": len(setup.test_set),
                   "sequence": " ".join(f"{c}{'+' if k == 'add' else '-'}" for k, c in sequence),
@@ -200,15 +211,39 @@ def run_dataset(dataset: str, args: argparse.Namespace) -> tuple[list[dict], lis
     return fit_rows, edit_rows, check
 
 
-def row(dataset: str, rho: float, members: int, acc: float, loss: float, c: dict, solve_s: float,
+def row(dataset: str, rho: float, draw: int, members: int, acc: float, loss: float, c: dict, solve_s: float,
         trainings: int) -> dict:
     mb = c["bytes"] / MB
     return {
-        "dataset": dataset, "rho": rho, "members": members, "accuracy": round(100 * acc, 2), "loss": round(loss, 4),
+        "dataset": dataset, "rho": rho, "draw": draw, "members": members, "accuracy": round(100 * acc, 2), "loss": round(loss, 4),
         "parallel_s": round(c["parallel_s"], 2), "compute_s": round(c["compute_s"], 2), "solve_s": round(solve_s, 3),
         "MB": round(mb, 3), "acc_per_s": round(100 * acc / c["parallel_s"], 3) if c["parallel_s"] > 0 else None,
         "acc_per_MB": round(100 * acc / mb, 3), "new_trainings": trainings,
     }
+
+
+def summarize(rows: list[dict]) -> list[dict]:
+    """One row per (dataset, rho): the mean over subset draws of every number, the accuracy's
+    standard deviation, the number of draws and the clients newly trained (summed)."""
+    out: list[dict] = []
+    for key in dict.fromkeys((r["dataset"], r["rho"]) for r in rows):
+        group = [r for r in rows if (r["dataset"], r["rho"]) == key]
+        mean = {"dataset": key[0], "rho": key[1], "draws": len(group)}
+        for k, v in group[0].items():
+            if k in mean or k == "draw" or not isinstance(v, (int, float)):
+                continue
+            values = [g[k] for g in group if g[k] is not None]
+            if not values:
+                mean[k] = None
+            elif k == "new_trainings":
+                mean[k] = sum(values)
+            elif all(isinstance(x, int) for x in values) and len(set(values)) == 1:
+                mean[k] = values[0]
+            else:
+                mean[k] = round(float(np.mean(values)), 3)
+        mean["acc_sd"] = round(float(np.std([g["accuracy"] for g in group])), 2)
+        out.append(mean)
+    return out
 
 
 def listing(rows: list[dict], key: str) -> str:
@@ -231,8 +266,9 @@ def plot_fig1(rows: list[dict], rhos: list[float], path: Path) -> None:
     width = 0.8 / len(rhos)
     for ax, (key, label) in zip(axes, [("accuracy", "Accuracy (%)"), ("parallel_s", "Time Cost (s)"), ("MB", "Comm. Cost (MB)")]):
         for j, rho in enumerate(rhos):
-            vals = [next(r[key] for r in rows if r["dataset"] == d and r["rho"] == rho) for d in datasets]
-            ax.bar(np.arange(len(datasets)) + (j - (len(rhos) - 1) / 2) * width, vals, width, label=f"rho={rho}")
+            picked = [next(r for r in rows if r["dataset"] == d and r["rho"] == rho) for d in datasets]
+            ax.bar(np.arange(len(datasets)) + (j - (len(rhos) - 1) / 2) * width, [r[key] for r in picked], width,
+                   yerr=[r["acc_sd"] for r in picked] if key == "accuracy" else None, capsize=2, label=f"rho={rho}")
         ax.set_xticks(range(len(datasets)), datasets)
         ax.set_xlabel("Dataset")
         ax.set_ylabel(label)
@@ -251,7 +287,8 @@ def plot_fig4(rows: list[dict], path: Path) -> None:
         rs = [r for r in rows if r["dataset"] == d]
         for i, (key, label) in enumerate(panels):
             ax = axes[i][j]
-            ax.plot([r["rho"] for r in rs], [r[key] for r in rs], "o-")
+            ax.errorbar([r["rho"] for r in rs], [r[key] for r in rs], fmt="o-", capsize=3,
+                        yerr=[r["acc_sd"] for r in rs] if key == "accuracy" else None)
             ax.set_ylabel(label)
             if i == 0:
                 ax.set_title(d)
@@ -264,14 +301,17 @@ def plot_fig4(rows: list[dict], path: Path) -> None:
 
 
 def markdown(fit_rows: list[dict], edit_rows: list[dict], checks: list[dict], args: argparse.Namespace) -> str:
-    cols = ["dataset", "rho", "members", "accuracy", "paper_acc", "parallel_s", "paper_s", "compute_s", "MB",
+    cols = ["dataset", "rho", "members", "accuracy", "acc_sd", "paper_acc", "parallel_s", "paper_s", "compute_s", "MB",
             "paper_MB", "acc_per_s", "acc_per_MB"]
-    heads = ["data", "rho", "P", "acc %", "paper acc %", "time s", "paper s", "compute s", "MB", "paper MB",
+    heads = ["data", "rho", "P", "acc %", "sd", "paper acc %", "time s", "paper s", "compute s", "MB", "paper MB",
              "acc/s", "acc/MB"]
     for r in fit_rows:
         p = PAPER.get((r["dataset"], r["rho"]))
         r["paper_acc"], r["paper_s"], r["paper_MB"] = p if p else (None, None, None)
     body = ["## The paper's statements", "", *[f"- {f}" for f in FINDINGS], "",
+            f"Every number of ours is the mean over {args.draws} draws of the subset (one for rho = 1, where every "
+            "client is a member); sd = the accuracy's standard deviation over the draws; per-draw rows are in the "
+            "`*_draws.csv` files.", "",
             "Paper anchors beside ours: Table II (alpha 0.5) / Table III (FEMNIST), F-SOSA at rho = 0.5 and "
             "FedFisher (= rho 1.0; for FEMNIST the FedFisher column of the scrambled Table III text is inferred "
             "from its costs, see `shared/reference/paper_figures.md`). SVHN is not in `shared/data`, so it has no "
@@ -280,17 +320,17 @@ def markdown(fit_rows: list[dict], edit_rows: list[dict], checks: list[dict], ar
             report.md_table(fit_rows, cols, heads), ""]
     body += ["## Fig. 4: after the request sequence (fit on the first M - joins clients, then the requests)", "",
              "![Fig. 4](fig4_rho_efficiency.png)", "",
-             report.md_table(edit_rows, ["dataset", "rho", "members", "triggered", "accuracy", "parallel_s", "MB",
+             report.md_table(edit_rows, ["dataset", "rho", "members", "triggered", "accuracy", "acc_sd", "parallel_s", "MB",
                                          "edit_parallel_s", "edit_MB", "acc_per_s", "acc_per_MB"],
-                             ["data", "rho", "P at end", "triggered", "acc %", "cum. time s", "cum. MB",
+                             ["data", "rho", "P at end", "triggered", "acc %", "sd", "cum. time s", "cum. MB",
                               "requests' time s", "requests' MB", "acc/s", "acc/MB"]), ""]
     body += ["## Checks of the paper's statements on our numbers", ""]
     for c in checks:
         d = c["dataset"]
         f = [r for r in fit_rows if r["dataset"] == d]
         e = [r for r in edit_rows if r["dataset"] == d]
-        line = (f"- {d} ({c['train_samples']} train / {c['test_samples']} test samples; clients trained "
-                f"{c['clients_trained']} times for {len(args.rhos)} rho values x 2 figures + FedFisher): "
+        line = (f"- {d} ({c['train_samples']} train / {c['test_samples']} test samples; {c['clients_trained']} "
+                f"trainings of its {c['clients']} clients for all runs): "
                 f"one-shot accuracy {trend([r['accuracy'] for r in f])} with rho "
                 f"({listing(f, 'accuracy')}); time {trend([r['parallel_s'] for r in f])}, "
                 f"MB {trend([r['MB'] for r in f])}; after editing accuracy {trend([r['accuracy'] for r in e])} "
@@ -348,6 +388,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--damping", type=float, default=1e-4)
     p.add_argument("--cg-tol", type=float, default=1e-5)
     p.add_argument("--cg-iter", type=int, default=200)
+    p.add_argument("--draws", type=int, default=3, help="subset draws per rho < 1 (results are their mean)")
     p.add_argument("--joins", type=int, default=5, help="clients held back to arrive during the Fig. 4 sequence")
     p.add_argument("--requests", type=int, default=10, help="requests in the Fig. 4 sequence")
     p.add_argument("--seed", type=int, default=0)
@@ -355,12 +396,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-train", type=int, default=6000)
     p.add_argument("--max-test", type=int, default=4000)
     p.add_argument("--out", default="tools/out/fig1_fig4")
-    p.add_argument("--quick", action="store_true", help="smoke size: MNIST only, 2,000 samples, K = 2, 500 test samples")
+    p.add_argument("--quick", action="store_true", help="smoke size: MNIST only, 2,000 samples, K = 2, 500 test samples, 2 draws")
     args = p.parse_args(argv)
     if args.quick:
-        args.epochs, args.max_train, args.max_test = 2, 2000, 500
+        args.epochs, args.max_train, args.max_test, args.draws = 2, 2000, 500, 2
         args.datasets = args.datasets or ["mnist"]
     args.datasets = args.datasets or ["mnist", "femnist", "cifar10"]
+    if args.draws < 1:
+        raise SystemExit(f"--draws must be >= 1, got {args.draws}")
     if any(not 0 < r <= 1 for r in args.rhos):
         raise SystemExit(f"--rhos must lie in (0, 1], got {args.rhos}")
     fit_rows, edit_rows, checks = [], [], []
@@ -370,12 +413,16 @@ def main(argv: list[str] | None = None) -> int:
         edit_rows += e
         checks.append(c)
     out = report.out_dir(args.out)
+    report.write_csv(out / "fig1_rho_draws.csv", fit_rows)
+    report.write_csv(out / "fig4_rho_editing_draws.csv", edit_rows)
+    fit_rows, edit_rows = summarize(fit_rows), summarize(edit_rows)
     report.write_csv(out / "fig1_rho.csv", fit_rows)
     report.write_csv(out / "fig4_rho_editing.csv", edit_rows)
     plot_fig1(fit_rows, args.rhos, out / "fig1_rho.png")
     plot_fig4(edit_rows, out / "fig4_rho_efficiency.png")
     size = (f"{', '.join(args.datasets)}; M = {args.clients}, alpha {args.alpha} (FEMNIST by writer), {args.model}, "
-            f"K = {args.epochs}, lr {args.lr}, batch {args.batch_size}, {args.fisher} Fisher, rho in {args.rhos}, "
+            f"K = {args.epochs}, lr {args.lr}, batch {args.batch_size}, {args.fisher} Fisher, rho in {args.rhos} "
+            f"({args.draws} subset draws each below 1), "
             f"train slice {args.max_train}, test {args.max_test}, seed {args.seed}" + (" (QUICK)" if args.quick else ""))
     command = "python tools/fig1_fig4_rho.py " + " ".join(sys.argv[1:] if argv is None else argv)
     report.write_markdown(out / "fig1_fig4.md", "Seed 000 Fig. 1 and Fig. 4: the stability level rho",
