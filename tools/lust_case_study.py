@@ -103,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", default=str(ROOT / "runs"), help="where the run directories go")
     p.add_argument("--out", default=str(ROOT / "tools" / "out" / "lust_case_study"))
     p.add_argument("--quick", action="store_true", help="embedded city, digits/mlp, 10 requests")
+    p.add_argument("--from-runs", nargs="+", metavar="RUN", help="only write the report from finished run directories")
     args = p.parse_args(argv)
     datasets = args.datasets or (["digits"] if args.quick else ["mnist", "fashion_mnist"])
     from vmc_sim.cosim import run_scenario
@@ -111,8 +112,16 @@ def main(argv: list[str] | None = None) -> int:
     out = report.out_dir(args.out)
     summary, requests, trace = [], [], None
     t0 = time.perf_counter()
-    for d in datasets:
-        run = run_scenario(scenario_for(args, d, trace), out=args.runs, progress=False, say=lambda s: None)
+    if args.from_runs:
+        from vmc_sim.runs import RunDir
+
+        finished = [RunDir(r) for r in args.from_runs]
+        datasets = [r.manifest()["config"]["federated"]["dataset"] for r in finished]
+    for i, d in enumerate(datasets):
+        if args.from_runs:
+            run = finished[i]
+        else:
+            run = run_scenario(scenario_for(args, d, trace), out=args.runs, progress=False, say=lambda s: None)
         if trace is None:
             trace = run.path / "trace.jsonl"
             shutil.copy(trace, out / "trace.jsonl")
@@ -141,8 +150,8 @@ def main(argv: list[str] | None = None) -> int:
     body.append(f"\nWall-clock of the whole script: {time.perf_counter() - t0:.0f} s. Per-request rows: `requests.csv`; "
                 "Fig. 6-style plots: `fig6_<dataset>.png`; the recorded trace: `trace.jsonl`.")
     size = "quick (embedded city, digits/mlp, 10 requests)" if args.quick else \
-        f"full (LuST, {', '.join(datasets)}, 31 requests)"
-    cmd = "python tools/lust_case_study.py" + (" --quick" if args.quick else "")
+        f"full (LuST, {', '.join(datasets)}, 31 requests" + (f", K = {args.epochs} local epochs)" if args.epochs else ")")
+    cmd = " ".join(["python tools/lust_case_study.py", *(sys.argv[1:] if argv is None else argv)])
     text = report.write_markdown(out / "report.md", "SUMO/LuST case study (seed 000, VI-C)", cmd, size, "\n".join(body))
     print(text.read_text())
     return 0
