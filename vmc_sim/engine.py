@@ -42,6 +42,7 @@ from mobility.source import MobilitySource
 
 from .channel import ChannelConfig, RsuChannel
 from .rounds import RoundWorld
+from .transfers import broadcast, device_job, upload
 from .runs import RunDir
 from .scenario import Scenario
 
@@ -176,24 +177,7 @@ class World:
         trained = set(report.trained)
         procs = [env.process(self._withdraw(c, sum(per_client[c].values()), timing)) for c in per_client if c not in trained]
         if trained:
-            by_rsu: dict[str, list[str]] = {}
-            for c in trained:
-                by_rsu.setdefault(vehicles.rsu_of(c) or "", []).append(c)
-            got: set[str] = set()
-            for rsu, group in sorted(by_rsu.items()):
-                reach = [c for c in group if vehicles.reachable(c)]
-                for c in set(group) - set(reach):
-                    timing["failed"].append({"client": c, "tag": "broadcast", "reason": "left_coverage"})
-                if not reach or rsu not in self.channels:
-                    continue
-                res = yield self.channels[rsu].broadcast(env, reach, broadcast_bytes, vehicles.position,
-                                                         vehicles.reachable, tag="broadcast")
-                timing["transfer_s"] += res.end - res.start
-                for c, r in res.receivers.items():
-                    if r.ok:
-                        got.add(c)
-                    else:
-                        timing["failed"].append({"client": c, "tag": "broadcast", "reason": r.reason})
+            got = yield from broadcast(env, self.channels, vehicles, trained, broadcast_bytes, timing)
             for c in sorted(got):
                 procs.append(env.process(self._train_upload(c, sum(per_client.get(c, {}).values()), timing,
                                                             self.sim.compute_seconds(c, report))))
@@ -208,37 +192,12 @@ class World:
 
     def _withdraw(self, client: str, nbytes: int, timing: dict):
         vehicles = self.sim.vehicles
-        rsu = vehicles.rsu_of(client)
-        if rsu not in self.channels or not vehicles.reachable_for_withdrawal(client):
-            timing["failed"].append({"client": client, "tag": "withdrawal", "reason": "left_coverage"})
-            return
-        res = yield self.channels[rsu].transfer(self.env, client, nbytes, "uplink", vehicles.position,
-                                                vehicles.reachable_for_withdrawal, tag="withdrawal")
-        timing["transfer_s"] += res.end - res.start
-        if not res.ok:
-            timing["failed"].append({"client": client, "tag": "withdrawal", "reason": res.reason})
+        yield from upload(self.env, self.channels, vehicles, client, nbytes, timing, tag="withdrawal",
+                          reachable=vehicles.reachable_for_withdrawal)
 
     def _train_upload(self, client: str, nbytes: int, timing: dict, seconds: float):
-        env = self.env
-        if self.gpu is not None:
-            t_q = env.now
-            with self.gpu.request() as slot:
-                yield slot
-                timing["queue_s"] += env.now - t_q
-                yield env.timeout(seconds)
-        else:
-            yield env.timeout(seconds)
-        timing["compute_sim_s"] += seconds
-        vehicles = self.sim.vehicles
-        rsu = vehicles.rsu_of(client)
-        if rsu not in self.channels or not vehicles.reachable(client):
-            timing["failed"].append({"client": client, "tag": "upload", "reason": "left_coverage"})
-            return
-        res = yield self.channels[rsu].transfer(env, client, nbytes, "uplink", vehicles.position,
-                                                vehicles.reachable, tag="upload")
-        timing["transfer_s"] += res.end - res.start
-        if not res.ok:
-            timing["failed"].append({"client": client, "tag": "upload", "reason": res.reason})
+        yield from device_job(self.env, self.gpu, seconds, timing)
+        yield from upload(self.env, self.channels, self.sim.vehicles, client, nbytes, timing)
 
 
 def vehicle_shard(seed: int, vehicle: Hashable, num_shards: int) -> int:

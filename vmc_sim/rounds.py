@@ -28,6 +28,7 @@ from fl_core.rounds import RoundReport, RoundStrategy, build_strategy
 from fl_core.training import evaluate
 
 from .channel import RsuChannel
+from .transfers import broadcast, device_job, upload
 
 if TYPE_CHECKING:
     from .engine import CoSimulation, Request
@@ -107,40 +108,11 @@ class RoundWorld:
         self._record("round", report, timing, t0)
 
     def _broadcast(self, clients: list[Hashable], size: dict[Hashable, int], timing: dict):
-        vehicles = self.sim.vehicles
-        by_rsu: dict[str, list[Hashable]] = {}
-        for c in clients:
-            by_rsu.setdefault(vehicles.rsu_of(c) or "", []).append(c)
-        got: set[Hashable] = set()
-        for rsu, group in sorted(by_rsu.items()):
-            reach = [c for c in group if vehicles.reachable(c)]
-            for c in set(group) - set(reach):
-                timing["failed"].append({"client": c, "tag": "broadcast", "reason": "left_coverage"})
-            if not reach or rsu not in self.channels:
-                continue
-            nbytes = max(size.get(c, 0) for c in reach)
-            res = yield self.channels[rsu].broadcast(self.env, reach, nbytes, vehicles.position, vehicles.reachable,
-                                                     tag="broadcast")
-            timing["transfer_s"] += res.end - res.start
-            for c, r in res.receivers.items():
-                if r.ok:
-                    got.add(c)
-                else:
-                    timing["failed"].append({"client": c, "tag": "broadcast", "reason": r.reason})
-        return got
+        nbytes = max((size.get(c, 0) for c in clients), default=0)
+        return (yield from broadcast(self.env, self.channels, self.sim.vehicles, clients, nbytes, timing))
 
     def _device(self, seconds: float, timing: dict):
-        if seconds <= 0:
-            return
-        if self.gpu is not None:
-            t_q = self.env.now
-            with self.gpu.request() as slot:
-                yield slot
-                timing["queue_s"] += self.env.now - t_q
-                yield self.env.timeout(seconds)
-        else:
-            yield self.env.timeout(seconds)
-        timing["compute_sim_s"] += seconds
+        yield from device_job(self.env, self.gpu, seconds, timing)
 
     def _seconds(self, update) -> float:
         """Simulated device time of one local update: measured, or the scenario's device model
@@ -152,18 +124,8 @@ class RoundWorld:
             return 0.0
         return c.seconds_per_sample_epoch * update.num_samples * self.section.local_epochs
 
-    def _upload(self, client: Hashable, nbytes: int, timing: dict) -> Any:
-        vehicles = self.sim.vehicles
-        rsu = vehicles.rsu_of(client)
-        if rsu not in self.channels or not vehicles.reachable(client):
-            timing["failed"].append({"client": client, "tag": "upload", "reason": "left_coverage"})
-            return False
-        res = yield self.channels[rsu].transfer(self.env, client, nbytes, "uplink", vehicles.position,
-                                                vehicles.reachable, tag="upload")
-        timing["transfer_s"] += res.end - res.start
-        if not res.ok:
-            timing["failed"].append({"client": client, "tag": "upload", "reason": res.reason})
-        return res.ok
+    def _upload(self, client: Hashable, nbytes: int, timing: dict):
+        return (yield from upload(self.env, self.channels, self.sim.vehicles, client, nbytes, timing))
 
     def _train_upload(self, client: Hashable, timing: dict, dropped: set):
         report = self.strategy._require_open()
