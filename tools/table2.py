@@ -133,7 +133,7 @@ def figure(rows: list[dict], path: Path) -> None:
         ax.set_xticks(list(x), labels, fontsize=8)
         ax.set_title(title)
     axes[1].set_yscale("log")
-    axes[0].legend(fontsize=8)
+    axes[0].legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
