@@ -16,12 +16,12 @@ would) and is charged its measured time: training up to K plus that Fisher. The 
 Time columns as in ``tools/table2.py``: ``parallel_s`` = slowest member + solve,
 ``compute_s`` = all members summed.
 
-Full size run for ``reports/fig2/`` (about 10 minutes on the 2-core box): MNIST, FEMNIST and
+Full size run for ``reports/fig2/`` (about 9 minutes on the 2-core box): MNIST, FEMNIST and
 CIFAR-10 (SVHN is not in ``shared/data``), M = 20, alpha 0.5, rho 0.5, the two-layer CNN,
 K in {10, 20, 30, 50, 80}, lr 0.05 (paper 0.01; ``LR_NOTE`` in fig1_fig4_rho says why), batch 16
 (the paper gives no batch size for the CNN; 16 gives four times the SGD steps of 64 per CPU
 second, which the small slices need), a diagonal Fisher (paper K-FAC; the diagonal projection is
-closed form, a K-FAC solve takes minutes here), training slices of 2,000 samples per dataset and
+closed form, a K-FAC solve takes minutes here), training slices of 3,500 samples per dataset and
 the first 2,000 test samples. ``--quick``: MNIST, K in {1, 2, 3}, a 1,000-sample slice.
 
     python tools/fig2_epochs.py --quick
@@ -266,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cg-iter", type=int, default=200)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: auto)")
-    p.add_argument("--max-train", type=int, default=2000)
+    p.add_argument("--max-train", type=int, default=3500)
     p.add_argument("--max-test", type=int, default=2000)
     p.add_argument("--out", default="tools/out/fig2")
     p.add_argument("--quick", action="store_true", help="smoke size: MNIST only, K in {1, 2, 3}, 1,000 samples")
