@@ -214,7 +214,10 @@ def markdown(rows: list[dict], checks: list[dict], args: argparse.Namespace) -> 
             "Anchor: Table II / III F-SOSA at K = 50, rho = 0.5: "
             + "; ".join(f"{d} {a:.2f} %, {s:.2f} s, {m:.2f} MB" for d, (a, s, m) in PAPER_K50.items())
             + ". SVHN is not in `shared/data`, so it has no row here.", "",
-            "## Ours", "", "![Fig. 2](fig2_epochs.png)", "", report.md_table(rows, cols, heads, digits=3), "", "## Checks against the statements", ""]
+            "## Ours", "", "One subset draw: the same members at every K, so the K comparison is paired. Training loss "
+            "(local) = the members' own models on their own data; (fused) = F-SOSA's model on the whole training "
+            "slice. Time = slowest member's training up to K plus its Fisher, plus the solve.", "",
+            "![Fig. 2](fig2_epochs.png)", "", report.md_table(rows, cols, heads, digits=3), "", "## Checks against the statements", ""]
     for c in checks:
         d = c["dataset"]
         rs = [r for r in rows if r["dataset"] == d]
