@@ -45,6 +45,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Hashable
 
@@ -406,6 +407,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"--draws must be >= 1, got {args.draws}")
     if any(not 0 < r <= 1 for r in args.rhos):
         raise SystemExit(f"--rhos must lie in (0, 1], got {args.rhos}")
+    started = time.perf_counter()
     fit_rows, edit_rows, checks = [], [], []
     for dataset in args.datasets:
         f, e, c = run_dataset(dataset, args)
@@ -423,7 +425,8 @@ def main(argv: list[str] | None = None) -> int:
     size = (f"{', '.join(args.datasets)}; M = {args.clients}, alpha {args.alpha} (FEMNIST by writer), {args.model}, "
             f"K = {args.epochs}, lr {args.lr}, batch {args.batch_size}, {args.fisher} Fisher, rho in {args.rhos} "
             f"({args.draws} subset draws each below 1), "
-            f"train slice {args.max_train}, test {args.max_test}, seed {args.seed}" + (" (QUICK)" if args.quick else ""))
+            f"train slice {args.max_train}, test {args.max_test}, seed {args.seed}" + (" (QUICK)" if args.quick else "")
+            + f"; ran in {time.perf_counter() - started:.0f} s wall")
     command = "python tools/fig1_fig4_rho.py " + " ".join(sys.argv[1:] if argv is None else argv)
     report.write_markdown(out / "fig1_fig4.md", "Seed 000 Fig. 1 and Fig. 4: the stability level rho",
                           command.strip(), size, markdown(fit_rows, edit_rows, checks, args))

@@ -278,6 +278,7 @@ def main(argv: list[str] | None = None) -> int:
         args.ks, args.max_train, args.max_test = [1, 2, 3], 1000, 500
         args.datasets = args.datasets or ["mnist"]
     args.datasets = args.datasets or ["mnist", "femnist", "cifar10"]
+    started = time.perf_counter()
     rows, checks = [], []
     for dataset in args.datasets:
         r, c = run_dataset(dataset, args)
@@ -288,7 +289,8 @@ def main(argv: list[str] | None = None) -> int:
     plot(rows, out / "fig2_epochs.png")
     size = (f"{', '.join(args.datasets)}; M = {args.clients}, alpha {args.alpha} (FEMNIST by writer), rho {args.rho}, "
             f"{args.model}, K in {sorted(set(args.ks))}, lr {args.lr}, batch {args.batch_size}, {args.fisher} Fisher, "
-            f"train slice {args.max_train}, test {args.max_test}, seed {args.seed}" + (" (QUICK)" if args.quick else ""))
+            f"train slice {args.max_train}, test {args.max_test}, seed {args.seed}" + (" (QUICK)" if args.quick else "")
+            + f"; ran in {time.perf_counter() - started:.0f} s wall")
     command = "python tools/fig2_epochs.py " + " ".join(sys.argv[1:] if argv is None else argv)
     report.write_markdown(out / "fig2.md", "Seed 000 Fig. 2: the local epoch number K", command.strip(), size,
                           markdown(rows, checks, args))
