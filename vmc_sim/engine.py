@@ -106,7 +106,7 @@ class World:
         self.queue: simpy.Store = simpy.Store(env)
         cfg = sim.channel_cfg
         self.channels = {r.id: RsuChannel(cfg, (r.x, r.y), rsu_id=r.id, env=env) for r in sim.rsus}
-        self.gpu = simpy.Resource(env, capacity=1) if sim.scenario.compute.mode == "shared_gpu" else None
+        self.gpu = sim.scenario.compute.device(env)
         self.eval_model = sim.setup.model_fn()
         self.process = env.process(self.run())
 

@@ -48,7 +48,7 @@ class RoundWorld:
         self.queue: simpy.Store = simpy.Store(env)
         self.lock = simpy.Resource(env, capacity=1)
         self.channels = {r.id: RsuChannel(sim.channel_cfg, (r.x, r.y), rsu_id=r.id, env=env) for r in sim.rsus}
-        self.gpu = simpy.Resource(env, capacity=1) if sim.scenario.compute.mode == "shared_gpu" else None
+        self.gpu = sim.scenario.compute.device(env)
         self.eval_model = setup.model_fn()
         self.started = env.event()
         self.rounds_done = 0

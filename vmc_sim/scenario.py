@@ -15,6 +15,7 @@ from dataclasses import fields as dc_fields
 from pathlib import Path
 from typing import Any, Literal
 
+import simpy
 from pydantic import Field, field_validator, model_validator
 
 from mobility.city import CityConfig
@@ -23,6 +24,7 @@ from mobility.rsu import RsuConfig
 
 from .channel import ChannelConfig
 from .config import FederatedSection, Strict, TrainSection, load_model
+from .device import SharedDevice
 
 
 def _dataclass_checker(cls: type, section: str):
@@ -98,6 +100,14 @@ class ComputeSection(Strict):
     seconds_per_sample_epoch: float = Field(2.3e-4, gt=0, description="device model: s per sample per epoch")
     fisher_factor: float = Field(1.0, ge=0, description="device model: Fisher pass cost in epochs")
     seconds_per_solve_iteration: float = Field(1e-3, ge=0, description="device model: coordinator CG iteration")
+    batch_max_jobs: int = Field(1, ge=1, description="shared_gpu: queued jobs run together, at most this many")
+    batch_overlap: float = Field(0.0, ge=0, le=1, description="shared_gpu: 0 = a batch costs its jobs' sum, 1 = its longest")
+
+    def device(self, env: simpy.Environment) -> SharedDevice | None:
+        """The shared accelerator of one world, or None when every vehicle trains on board."""
+        if self.mode != "shared_gpu":
+            return None
+        return SharedDevice(env, self.batch_max_jobs, self.batch_overlap)
 
 
 class Scenario(Strict):

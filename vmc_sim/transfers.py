@@ -12,6 +12,7 @@ from typing import Callable, Hashable, Iterable
 import simpy
 
 from .channel import RsuChannel
+from .device import SharedDevice
 
 
 def broadcast(env: simpy.Environment, channels: dict[str, RsuChannel], vehicles, clients: Iterable[Hashable],
@@ -53,16 +54,16 @@ def upload(env: simpy.Environment, channels: dict[str, RsuChannel], vehicles, cl
     return res.ok
 
 
-def device_job(env: simpy.Environment, gpu: simpy.Resource | None, seconds: float, timing: dict):
-    """Occupy the shared device (queued) or an on-board unit (``gpu`` None) for ``seconds``."""
+def device_job(env: simpy.Environment, device: SharedDevice | None, seconds: float, timing: dict):
+    """Run one job on the shared device (queued, possibly batched) or on an on-board unit
+    (``device`` None) for ``seconds``; ``compute_sim_s`` gets the time the job held the device."""
     if seconds <= 0:
         return
-    if gpu is not None:
+    if device is not None:
         t_q = env.now
-        with gpu.request() as slot:
-            yield slot
-            timing["queue_s"] += env.now - t_q
-            yield env.timeout(seconds)
+        start, end = yield device.submit(seconds)
+        timing["queue_s"] += start - t_q
+        timing["compute_sim_s"] += end - start
     else:
         yield env.timeout(seconds)
-    timing["compute_sim_s"] += seconds
+        timing["compute_sim_s"] += seconds
