@@ -13,9 +13,11 @@ from vmc_sim.transfers import device_job
 from test_cosim import scenario, trace_file
 
 
-def _run_jobs(device: SharedDevice | None, arrivals: list[tuple[float, float]]) -> list[dict]:
-    """Submit jobs (arrival time, seconds); return each job's timing and finish time."""
+def _run_jobs(arrivals: list[tuple[float, float]], max_jobs: int | None = 1, overlap: float = 0.0):
+    """Submit jobs (arrival time, seconds) to a shared device (``max_jobs`` None: on board);
+    return the device and each job's timing and finish time."""
     env = simpy.Environment()
+    device = None if max_jobs is None else SharedDevice(env, max_jobs, overlap)
     out = []
 
     def job(at, seconds):
@@ -24,12 +26,10 @@ def _run_jobs(device: SharedDevice | None, arrivals: list[tuple[float, float]]) 
         yield from device_job(env, device, seconds, timing)
         out.append({**timing, "end": env.now, "at": at})
 
-    if device is not None:
-        device.env = env
     for at, s in arrivals:
         env.process(job(at, s))
     env.run()
-    return sorted(out, key=lambda r: (r["at"], r["end"]))
+    return device, sorted(out, key=lambda r: (r["at"], r["end"]))
 
 
 def test_batch_cost_model_ends():
@@ -40,8 +40,7 @@ def test_batch_cost_model_ends():
 
 
 def test_default_device_serves_one_job_at_a_time_in_arrival_order():
-    dev = SharedDevice(simpy.Environment())
-    rows = _run_jobs(dev, [(0.0, 2.0), (0.0, 3.0), (1.0, 1.0)])
+    dev, rows = _run_jobs([(0.0, 2.0), (0.0, 3.0), (1.0, 1.0)])
     assert [r["end"] for r in rows] == [2.0, 5.0, 6.0]
     assert [r["queue_s"] for r in rows] == [0.0, 2.0, 4.0]
     assert [r["compute_sim_s"] for r in rows] == [2.0, 3.0, 1.0]
@@ -49,8 +48,7 @@ def test_default_device_serves_one_job_at_a_time_in_arrival_order():
 
 
 def test_queued_jobs_run_together_up_to_the_batch_size():
-    dev = SharedDevice(simpy.Environment(), max_jobs=2, overlap=1.0)
-    rows = _run_jobs(dev, [(0.0, 2.0), (0.0, 3.0), (0.0, 1.0), (0.5, 4.0)])
+    dev, rows = _run_jobs([(0.0, 2.0), (0.0, 3.0), (0.0, 1.0), (0.5, 4.0)], max_jobs=2, overlap=1.0)
     # batch 1: the two first jobs (3 s, their longest); batch 2: the two that queued meanwhile
     assert dev.batches == [2, 2]
     assert [r["end"] for r in rows] == [3.0, 3.0, 7.0, 7.0]
@@ -59,7 +57,7 @@ def test_queued_jobs_run_together_up_to_the_batch_size():
 
 
 def test_onboard_units_run_in_parallel():
-    rows = _run_jobs(None, [(0.0, 2.0), (0.0, 3.0)])
+    _, rows = _run_jobs([(0.0, 2.0), (0.0, 3.0)], max_jobs=None)
     assert [r["end"] for r in rows] == [2.0, 3.0] and all(r["queue_s"] == 0 for r in rows)
 
 
