@@ -32,7 +32,7 @@ from fl_core.training import TrainConfig
 CASES = {
     "f": (ProjectionMethod.CG_F, 0.0, False), "f2": (ProjectionMethod.CG_F2, 0.0, False),
     "f-damped": (ProjectionMethod.CG_F, 1e-4, False), "f2-damped": (ProjectionMethod.CG_F2, 1e-4, False),
-    "f-precond": (ProjectionMethod.CG_F, 1e-4, True), "f2-precond": (ProjectionMethod.CG_F2, 1e-4, True),
+    "f-precond": (ProjectionMethod.CG_F, 1e-4, True),
 }
 
 

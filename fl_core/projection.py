@@ -13,8 +13,7 @@ It is ``W = Wbar - F^+ (F Wbar - b)``. Methods:
   ``lambda = damping * tr(F) / d`` (``damping`` = 1e-4), which makes the solve well posed and,
   for K-FAC, allows a Kronecker preconditioner. ``damping = 0`` gives the undamped system.
 - ``cg_f2``: the paper's form, CG on ``F^2 L = 2 (F Wbar - b)`` and ``W = Wbar - F L / 2``
-  (condition number of F squared; two products per iteration); damped and preconditioned like
-  ``cg_f`` (the preconditioner applied twice), so the two forms can be compared on equal terms.
+  (condition number of F squared; two products per iteration).
 
 Every solve reports iterations, relative residual, the constraint residual and seconds.
 """
@@ -45,7 +44,7 @@ class ProjectionConfig:
     max_iter: int = 500
     curvature_floor: float = 1e-12  # relative to the largest diagonal entry (closed form)
     damping: float = 1e-4  # CG methods: adds damping * tr(F)/d * I to F (0 = undamped)
-    precondition: bool = True  # damping > 0: Kronecker preconditioner where available (cg_f and cg_f2)
+    precondition: bool = True  # cg_f with damping > 0: Kronecker preconditioner where available
     warm_start: bool = True  # edits start CG from the previous solution (damping > 0)
 
     def __post_init__(self) -> None:
@@ -153,20 +152,17 @@ def project(
             out = fsum.matvec(v)
             return out.add_(v, alpha=lam_d) if lam_d else out
 
-        pre = fsum.preconditioner(lam_d) if (config.precondition and lam_d > 0) else None
         if method is ProjectionMethod.CG_F:
+            pre = fsum.preconditioner(lam_d) if (config.precondition and lam_d > 0) else None
             start = warm if (warm is not None and lam_d > 0 and warm.shape == r.shape) else None
             x, info.iterations, info.residual = conjugate_gradient(op, r, config.tol, config.max_iter, pre, start)
             info.method += "+warm" if start is not None else ""
             info.method += "+pcg" if pre else ""
             w = wbar - x
         else:
-            # the same Kronecker preconditioner, applied twice, approximates the inverse of F^2
-            pre2 = (lambda v: pre(pre(v))) if pre else None
             lam, info.iterations, info.residual = conjugate_gradient(
-                lambda v: op(op(v)), 2.0 * r, config.tol, config.max_iter, pre2
+                lambda v: op(op(v)), 2.0 * r, config.tol, config.max_iter
             )
-            info.method += "+pcg" if pre else ""
             w = wbar - 0.5 * op(lam)
         info.converged = info.residual <= config.tol
     bnorm = float(torch.linalg.vector_norm(stats.b))
