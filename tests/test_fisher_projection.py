@@ -108,6 +108,15 @@ def test_projection_methods_agree(mlp, kind):
         torch.testing.assert_close(w, ref, rtol=1e-3, atol=1e-4)
 
 
+def test_the_kronecker_preconditioner_shortens_cg_on_f(mlp):
+    stats = stats_for("kfac", mlp)
+    plain = project(stats, ProjectionConfig(method="cg_f", tol=1e-8, max_iter=20000, damping=1e-3, precondition=False))
+    pcg = project(stats, ProjectionConfig(method="cg_f", tol=1e-8, max_iter=20000, damping=1e-3, precondition=True))
+    assert plain[1].converged and pcg[1].converged and pcg[1].method.endswith("+pcg")
+    assert pcg[1].iterations < plain[1].iterations
+    torch.testing.assert_close(pcg[0], plain[0], rtol=1e-3, atol=1e-4)
+
+
 def test_closed_form_equals_undamped_cg_for_a_diagonal(mlp):
     stats = stats_for("diagonal", mlp)
     closed, info = project(stats, ProjectionConfig(method="closed_form"))
