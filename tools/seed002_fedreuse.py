@@ -39,7 +39,6 @@ import torch
 
 import report
 from fl_core.experiment import OneShotSetup
-from fl_core.models import build_model
 from fl_core.rounds import RoundConfig, build_strategy
 from fl_core.rounds.accounting import Ledger
 from fl_core.rounds.fedreuse import FedReuseConfig, TopKConfig
