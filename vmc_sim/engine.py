@@ -99,14 +99,14 @@ class Vehicles:
 
 
 class World:
-    """One method's coordinator, channels and GPU queue."""
+    """One method's coordinator, channels and shared device (None: on-board training)."""
 
     def __init__(self, env: simpy.Environment, name: str, editor: Editor, sim: "CoSimulation") -> None:
         self.env, self.name, self.editor, self.sim = env, name, editor, sim
         self.queue: simpy.Store = simpy.Store(env)
         cfg = sim.channel_cfg
         self.channels = {r.id: RsuChannel(cfg, (r.x, r.y), rsu_id=r.id, env=env) for r in sim.rsus}
-        self.gpu = sim.scenario.compute.device(env)
+        self.device = sim.scenario.compute.device(env)
         self.eval_model = sim.setup.model_fn()
         self.process = env.process(self.run())
 
@@ -196,7 +196,7 @@ class World:
                           reachable=vehicles.reachable_for_withdrawal)
 
     def _train_upload(self, client: str, nbytes: int, timing: dict, seconds: float):
-        yield from device_job(self.env, self.gpu, seconds, timing)
+        yield from device_job(self.env, self.device, seconds, timing)
         yield from upload(self.env, self.channels, self.sim.vehicles, client, nbytes, timing)
 
 

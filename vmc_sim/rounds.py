@@ -48,7 +48,7 @@ class RoundWorld:
         self.queue: simpy.Store = simpy.Store(env)
         self.lock = simpy.Resource(env, capacity=1)
         self.channels = {r.id: RsuChannel(sim.channel_cfg, (r.x, r.y), rsu_id=r.id, env=env) for r in sim.rsus}
-        self.gpu = sim.scenario.compute.device(env)
+        self.device = sim.scenario.compute.device(env)
         self.eval_model = setup.model_fn()
         self.started = env.event()
         self.rounds_done = 0
@@ -111,9 +111,6 @@ class RoundWorld:
         nbytes = max((size.get(c, 0) for c in clients), default=0)
         return (yield from broadcast(self.env, self.channels, self.sim.vehicles, clients, nbytes, timing))
 
-    def _device(self, seconds: float, timing: dict):
-        yield from device_job(self.env, self.gpu, seconds, timing)
-
     def _seconds(self, update) -> float:
         """Simulated device time of one local update: measured, or the scenario's device model
         (a reused DG-FedReuse update costs no training under the device model)."""
@@ -124,16 +121,13 @@ class RoundWorld:
             return 0.0
         return c.seconds_per_sample_epoch * update.num_samples * self.section.local_epochs
 
-    def _upload(self, client: Hashable, nbytes: int, timing: dict):
-        return (yield from upload(self.env, self.channels, self.sim.vehicles, client, nbytes, timing))
-
     def _train_upload(self, client: Hashable, timing: dict, dropped: set):
         report = self.strategy._require_open()
         before = len(report.transfers)
         update = self.strategy.update(client)
         uplink = sum(t["bytes"] for t in report.transfers[before:] if t["kind"] != "broadcast")
-        yield from self._device(self._seconds(update), timing)
-        ok = yield from self._upload(client, uplink, timing)
+        yield from device_job(self.env, self.device, self._seconds(update), timing)
+        ok = yield from upload(self.env, self.channels, self.sim.vehicles, client, uplink, timing)
         if not ok:
             dropped.add(client)
 
@@ -159,8 +153,8 @@ class RoundWorld:
 
     def _replay_client(self, report: RoundReport, client: Hashable, seconds: float, timing: dict):
         uplink = sum(t["bytes"] for t in report.transfers if t["client"] == client and t["kind"] != "broadcast")
-        yield from self._device(seconds, timing)
-        yield from self._upload(client, uplink, timing)
+        yield from device_job(self.env, self.device, seconds, timing)
+        yield from upload(self.env, self.channels, self.sim.vehicles, client, uplink, timing)
 
     # -- records ---------------------------------------------------------------------------------
     def _record(self, kind: str, report: RoundReport, timing: dict, t0: float,
