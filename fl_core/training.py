@@ -79,15 +79,27 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+def sgd_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
+    """The local optimizer of ``cfg`` (SGD with ``cfg.momentum``) over ``model``'s parameters."""
+    return torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=cfg.momentum)
+
+
 def sgd_epochs(
-    model: nn.Module, data: ArrayDataset, cfg: TrainConfig, generator: torch.Generator, epochs: int | None = None
+    model: nn.Module,
+    data: ArrayDataset,
+    cfg: TrainConfig,
+    generator: torch.Generator,
+    epochs: int | None = None,
+    optimizer: torch.optim.Optimizer | None = None,
 ) -> nn.Module:
     """Mini-batch SGD on ``data`` for ``epochs`` (default ``cfg.epochs``), shuffled by ``generator``.
 
+    Pass ``optimizer`` (from :func:`sgd_optimizer`) to continue a run across calls with its
+    momentum buffers intact: two calls of K1 and K2 epochs then equal one call of K1 + K2.
     Image batches run in the channels-last layout (faster convolutions on CPU; the weights'
     values and flat order are unchanged)."""
     device = next(model.parameters()).device
-    opt = torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=cfg.momentum)
+    opt = sgd_optimizer(model, cfg) if optimizer is None else optimizer
     x, y = data.x.to(device), data.y.to(device)
     if x.dim() == 4:
         model.to(memory_format=torch.channels_last)

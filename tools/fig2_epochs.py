@@ -6,8 +6,8 @@ For every dataset and every K in ``--ks``, F-SOSA (rho = ``--rho``, M clients, D
 (the members' local models on their own data, sample-weighted, and the fused model on the
 whole training set), time cost and bytes.
 
-One run through max(K) epochs per member gives every K: local SGD has no momentum here, so the
-optimizer keeps no state between epochs, and the shuffling stream ``train/<client>`` is drawn
+One run through max(K) epochs per member gives every K: one optimizer climbs the whole ladder, so
+its momentum buffers carry across checkpoints as in one long run, and the shuffling stream ``train/<client>`` is drawn
 epoch after epoch, so the weights after K epochs of the long run are exactly the weights of a
 K-epoch run (checked: the second smallest K is retrained directly for one member and compared
 bit for bit). Each checkpoint gets its own Fisher (stream ``fisher/<client>``, as a fresh run
@@ -55,7 +55,7 @@ from fl_core.experiment import OneShotSetup  # noqa: E402
 from fl_core.fisher import compute_fisher  # noqa: E402
 from fl_core.models import flat_params, load_flat  # noqa: E402
 from fl_core.projection import ProjectionConfig  # noqa: E402
-from fl_core.training import DTYPES, LocalTrainer, TrainConfig, evaluate, resolve_device, sgd_epochs  # noqa: E402
+from fl_core.training import DTYPES, LocalTrainer, TrainConfig, evaluate, resolve_device, sgd_epochs, sgd_optimizer  # noqa: E402
 
 SMOKE_ARGS = "--datasets digits --model mlp"  # extra arguments of the CI smoke run (tests/test_reproductions.py)
 
@@ -83,8 +83,6 @@ class EpochLadder:
         self.ks = tuple(sorted(set(self.ks)))
         if not self.ks or self.ks[0] < 1:
             raise ValueError(f"--ks must be positive epoch counts, got {self.ks}")
-        if self.trainer.config.momentum != 0:
-            raise ValueError("train.momentum must be 0: with momentum a checkpoint is not a fresh K-epoch run")
 
     def at(self, client: Hashable, data: ArrayDataset, k: int) -> Contribution:
         """The client's contribution after ``k`` epochs (trains through all K the first time)."""
@@ -102,11 +100,12 @@ class EpochLadder:
         generator = t.streams.torch("train", client)
         x = data.x.to(next(model.parameters()).device)
         dtype = DTYPES[cfg.upload_dtype]
+        optimizer = sgd_optimizer(model, cfg)  # one optimizer climbs: momentum carries across checkpoints
         trained_s, done = 0.0, 0
         out, losses = {}, {}
         for k in self.ks:
             t0 = time.perf_counter()
-            sgd_epochs(model, data, cfg, generator, epochs=k - done)
+            sgd_epochs(model, data, cfg, generator, epochs=k - done, optimizer=optimizer)
             weights = flat_params(model).cpu()
             t1 = time.perf_counter()
             fisher = compute_fisher(cfg.fisher, model, x, t.streams.torch("fisher", client), cfg.fisher_batch)
