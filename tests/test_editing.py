@@ -176,7 +176,7 @@ def test_bad_requests_are_clear_errors_and_state_kept(tiny):
     with pytest.raises(DuplicateClientError):
         editor.batch([1], [6, 6])
     with pytest.raises(UnknownClientError, match="client 99"):
-        editor.add(99)  # no data for client 99
+        editor.batch([0, 1, 2], [99])  # 99 has no data, and with 3 clients left it must train
     assert_unchanged(editor, snap)
     editor.remove(0)
     editor.remove(1)
