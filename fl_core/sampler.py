@@ -46,8 +46,8 @@ arrivals (the pairing of Algorithm 4, in law).
 Arithmetic is exact: the hypergeometric laws are integer counts (``math.comb``), the point ``U``
 is a uniform integer on their common scale, and every draw (that integer, each step of a
 partial Fisher-Yates shuffle) is an exactly uniform bounded integer made from the raw words of
-the sampler's numpy generator. A request is validated completely before the first draw, so a rejected request
-changes neither the sets nor the generator's state.
+the sampler's numpy generator. A request is validated completely before the first draw, so a
+rejected request changes neither the sets nor the generator's state.
 """
 
 from __future__ import annotations
@@ -55,8 +55,8 @@ from __future__ import annotations
 import bisect
 import functools
 import math
-from fractions import Fraction
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Hashable, Iterable, Sequence
 
 import numpy as np
