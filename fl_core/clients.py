@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Callable, Hashable, Mapping
 
+import torch
+
 from .contribution import Contribution
 from .data import ArrayDataset
 from .errors import UnknownClientError
@@ -25,8 +27,10 @@ class ClientPool:
         data: Mapping[Hashable, ArrayDataset] | Callable[[Hashable], ArrayDataset],
         reuse: bool = True,
         store: "ContributionStore | None" = None,
+        validator: Callable[[torch.Tensor], tuple[float, float]] | None = None,
     ) -> None:
         self.trainer = trainer
+        self.validator = validator  # the server's held-out scorer, shared by the editors on this pool
         self._data = data
         self.reuse = reuse
         self.store = store

@@ -15,15 +15,27 @@ import torch
 from .clients import ClientPool
 from .data import ArrayDataset, load_train_test
 from .models import build_model, flat_params
-from .partition import dirichlet_partition, group_partition
+from .partition import DirichletScheme, dirichlet_partition, group_partition
 from .rng import Streams
 from .training import LocalTrainer, TrainConfig, apply_threads
+from .validation import Validator
+
+
+VALIDATION_SAMPLES = 500  # FedFisher's server-side validation set size
+VALIDATION_MAX_SHARE = 0.1  # never more than this share of the training set
 
 
 @dataclass
 class OneShotSetup:
-    """Dataset split among ``num_clients`` clients (Dirichlet ``alpha``, or by writer for
-    FEMNIST when ``alpha`` is None), a model, the shared init W0 and a pool of clients."""
+    """Dataset split among ``num_clients`` clients (Dirichlet ``alpha`` with ``scheme``, or by
+    writer for FEMNIST when ``alpha`` is None), a model, the shared init W0 and a pool of clients.
+
+    ``validation_samples`` training samples (at most 10 % of the training set) are held out
+    before the split as the server's validation set (``validation_set``): no client holds
+    them, so a departed client's data never reaches the model through the validation-selected
+    merge (``fl_core.projection``). They are drawn from the ``validation`` stream, so the set
+    is the same for every method, request and run of a seed.
+    """
 
     dataset: str = "digits"
     num_clients: int = 20
@@ -34,8 +46,13 @@ class OneShotSetup:
     max_train_samples: int | None = None
     max_test_samples: int | None = None
     data_root: str | None = None
+    scheme: DirichletScheme | str = DirichletScheme.PER_CLASS
+    validation_samples: int = VALIDATION_SAMPLES
 
     def __post_init__(self) -> None:
+        self.scheme = DirichletScheme(self.scheme)
+        if self.validation_samples < 0:
+            raise ValueError(f"validation_samples must be >= 0, got {self.validation_samples}")
         self.streams = Streams(self.seed)
         train, test = load_train_test(self.dataset, root=self.data_root)
         if self.max_train_samples and len(train) > self.max_train_samples:
@@ -43,6 +60,10 @@ class OneShotSetup:
             train = train.subset(np.sort(idx))
         if self.max_test_samples and len(test) > self.max_test_samples:
             test = test.subset(np.arange(self.max_test_samples))
+        n_val = min(self.validation_samples, int(VALIDATION_MAX_SHARE * len(train)))
+        held = np.sort(self.streams.numpy("validation").choice(len(train), n_val, replace=False))
+        self.validation_set = train.subset(held)
+        train = train.subset(np.setdiff1d(np.arange(len(train)), held))
         self.train_set, self.test_set = train, test
         rng = self.streams.numpy("partition")
         if self.alpha is None:
@@ -50,7 +71,7 @@ class OneShotSetup:
                 raise ValueError(f"dataset {self.dataset!r} has no writer ids: give a Dirichlet alpha")
             parts = group_partition(train.groups, self.num_clients, rng)
         else:
-            parts = dirichlet_partition(train.y.numpy(), self.num_clients, self.alpha, rng)
+            parts = dirichlet_partition(train.y.numpy(), self.num_clients, self.alpha, rng, scheme=self.scheme)
         self.client_data: dict[int, ArrayDataset] = {i: train.subset(p) for i, p in enumerate(parts)}
         torch.manual_seed(self.streams.seed("init"))
         model = self.model_fn()
@@ -61,5 +82,11 @@ class OneShotSetup:
         kwargs = {"hidden": (32,)} if self.model == "mlp" else {}
         return build_model(self.model, self.train_set.input_shape, self.train_set.num_classes, **kwargs)
 
+    def validator(self) -> Validator | None:
+        """The server's scorer on the held-out validation set (None when none is held out)."""
+        return Validator(self.model_fn, self.validation_set) if len(self.validation_set) else None
+
     def pool(self, reuse: bool = True) -> ClientPool:
-        return ClientPool(LocalTrainer(self.model_fn, self.w0, self.train, self.streams), self.client_data, reuse=reuse)
+        """The clients, with the server's validator attached for the editors built on them."""
+        return ClientPool(LocalTrainer(self.model_fn, self.w0, self.train, self.streams), self.client_data, reuse=reuse,
+                          validator=self.validator())

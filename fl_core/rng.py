@@ -20,6 +20,7 @@ Purpose = str
 KNOWN_PURPOSES: dict[str, str] = {
     "init": "initial model weights W0",
     "partition": "split of a dataset among clients",
+    "validation": "the server's held-out validation samples (merge regularisation selection)",
     "subset": "F-SOSA subset sampling and its edit couplings",
     "train": "a client's local training (shuffling), keyed by client id",
     "fisher": "labels drawn from the model for the true Fisher, keyed by client id",

@@ -1,5 +1,11 @@
-"""The coordinator's sufficient statistics for F-SOSA: sum of members' weights, sum of their
-Fishers and ``b = sum F_i W_i``, all client-additive, plus a fingerprint per member.
+"""The coordinator's sufficient statistics for F-SOSA: the weighted sum of members' models
+``sum_i w_i W_i`` and of their Fishers ``sum_i w_i F_i``, ``b = sum_i w_i F_i W_i`` and the total
+weight, all client-additive, plus a fingerprint per member.
+
+A member's weight ``w_i`` is its sample count ``n_i`` (``Weighting.SAMPLES``, the default, as
+FedFisher weights each client's Fisher by its data share) or 1 (``Weighting.UNIFORM``, seed 000's
+literal ``Wbar = mean W_i``). Weighting by sample count keeps every statistic client-additive, so
+edits stay exact; it matters under label skew, where client sizes differ several-fold.
 
 Edits apply a whole change atomically: every contribution is validated first, and nothing
 is modified if one is rejected. Sums are kept in float64 so that add-then-remove returns to a
@@ -8,6 +14,7 @@ fresh fit's statistics to float tolerance.
 
 from __future__ import annotations
 
+from enum import Enum
 from typing import Hashable, Sequence
 
 import torch
@@ -18,13 +25,26 @@ from .fisher import FisherSum
 from .payload import serialized_size
 
 
+class Weighting(str, Enum):
+    """Aggregation weight of a member: its sample count, or one."""
+
+    SAMPLES = "samples"
+    UNIFORM = "uniform"
+
+
 class SufficientStatistics:
-    def __init__(self, dim: int, fisher_sum: FisherSum | None) -> None:
+    def __init__(self, dim: int, fisher_sum: FisherSum | None, weighting: Weighting | str = Weighting.SAMPLES) -> None:
         self.dim = dim
         self.fisher_sum = fisher_sum
+        self.weighting = Weighting(weighting)
         self.weight_sum = torch.zeros(dim, dtype=torch.float64)
+        self.total_weight = 0.0
         self.b = torch.zeros(dim, dtype=torch.float64) if fisher_sum is not None else None
         self.fingerprints: dict[Hashable, str] = {}
+
+    def weight_of(self, c: Contribution) -> float:
+        """The aggregation weight of contribution ``c``."""
+        return float(c.num_samples) if self.weighting is Weighting.SAMPLES else 1.0
 
     @property
     def members(self) -> list[Hashable]:
@@ -35,10 +55,10 @@ class SufficientStatistics:
         return len(self.fingerprints)
 
     def mean(self) -> torch.Tensor:
-        """``Wbar``: the mean of the members' weights."""
+        """``Wbar``: the weighted mean of the members' models."""
         if not self.count:
             raise ValueError("no member in the subset: the mean model is undefined")
-        return self.weight_sum / self.count
+        return self.weight_sum / self.total_weight
 
     def _check(self, left: Sequence[Contribution], joined: Sequence[Contribution]) -> None:
         for c in left:
@@ -60,21 +80,25 @@ class SufficientStatistics:
         """Subtract the ``left`` contributions and add the ``joined`` ones, all or nothing."""
         self._check(left, joined)
         for c in left:
-            self.weight_sum -= c.weights.double()
+            w = self.weight_of(c)
+            self.weight_sum -= w * c.weights.double()
+            self.total_weight -= w
             if self.fisher_sum is not None:
-                self.b -= c.fisher.matvec(c.weights.double())
-                self.fisher_sum.remove(c.client, c.fisher)
+                self.b -= w * c.fisher.matvec(c.weights.double())
+                self.fisher_sum.remove(c.client, c.fisher, w)
             del self.fingerprints[c.client]
         for c in joined:
-            self.weight_sum += c.weights.double()
+            w = self.weight_of(c)
+            self.weight_sum += w * c.weights.double()
+            self.total_weight += w
             if self.fisher_sum is not None:
-                self.b += c.fisher.matvec(c.weights.double())
-                self.fisher_sum.add(c.client, c.fisher)
+                self.b += w * c.fisher.matvec(c.weights.double())
+                self.fisher_sum.add(c.client, c.fisher, w)
             self.fingerprints[c.client] = c.digest
 
     def state_tensors(self) -> dict[str, torch.Tensor]:
         """Everything the coordinator must keep between edits (for checkpoints)."""
-        t = {"weight_sum": self.weight_sum}
+        t = {"weight_sum": self.weight_sum, "total_weight": torch.tensor([self.total_weight], dtype=torch.float64)}
         if self.b is not None:
             t["b"] = self.b
             t.update(self.fisher_sum.state_tensors())

@@ -203,12 +203,17 @@ def test_coordinator_state_does_not_grow_with_history(tiny):
     assert max(sizes) <= sizes[0] * 1.05
 
 
-def test_fedavg_is_plain_mean_and_fedfisher_uses_everyone(tiny):
+def test_fedavg_is_the_sample_weighted_mean_and_fedfisher_uses_everyone(tiny):
     pool = tiny.pool("diagonal")
     fedavg = build_editor("fedavg", pool, np.random.default_rng(0))
     report = fedavg.fit(range(6))
-    mean = torch.stack([pool.train(c).weights for c in range(6)]).double().mean(0).float()
-    torch.testing.assert_close(fedavg.model, mean)
+    n = torch.tensor([float(pool.train(c).num_samples) for c in range(6)], dtype=torch.float64)
+    assert n.max() > 1.5 * n.min()  # the split is skewed enough for the weighting to matter
+    models = torch.stack([pool.train(c).weights for c in range(6)]).double()
+    torch.testing.assert_close(fedavg.model, ((n[:, None] * models).sum(0) / n.sum()).float())
+    uniform = build_editor("fedavg", pool, np.random.default_rng(0), projection=ProjectionConfig(weighting="uniform"))
+    uniform.fit(range(6))
+    torch.testing.assert_close(uniform.model, models.mean(0).float())
     assert report.bytes["fisher_upload"] == 0
     fedfisher = build_editor("fedfisher", pool, np.random.default_rng(0))
     assert len(fedfisher.fit(range(6)).joined) == 6

@@ -117,12 +117,16 @@ def test_the_kronecker_preconditioner_shortens_cg_on_f(mlp):
     torch.testing.assert_close(pcg[0], plain[0], rtol=1e-3, atol=1e-4)
 
 
-def test_closed_form_equals_undamped_cg_for_a_diagonal(mlp):
+def test_closed_form_equals_cg_for_a_diagonal_damped_or_not(mlp):
     stats = stats_for("diagonal", mlp)
-    closed, info = project(stats, ProjectionConfig(method="closed_form"))
+    closed, info = project(stats, ProjectionConfig(method="closed_form", damping=0.0))
     cg, info_cg = project(stats, ProjectionConfig(method="cg_f", damping=0.0, tol=1e-12, max_iter=10000))
     torch.testing.assert_close(closed, cg, rtol=1e-4, atol=1e-5)
     assert info.constraint_residual < 1e-10
+    closed, _ = project(stats, ProjectionConfig(method="closed_form", damping=1e-2))
+    cg, info_cg = project(stats, ProjectionConfig(method="cg_f", damping=1e-2, tol=1e-12, max_iter=10000))
+    assert info_cg.converged
+    torch.testing.assert_close(closed, cg, rtol=1e-5, atol=1e-6)
 
 
 def test_projection_is_closest_point_and_satisfies_constraint(mlp):

@@ -88,6 +88,29 @@ def test_dirichlet_skew_grows_as_alpha_falls() -> None:
     assert ent[0.1] < 0.6 * np.log(10)
 
 
+@pytest.mark.parametrize("alpha", [0.1, 0.5])
+def test_per_client_scheme_covers_once_with_even_sizes_and_richer_subsets(alpha: float) -> None:
+    # FedFisher's split (a class mix per client) against the per-class split on the same labels:
+    # both cover every index once and skew labels alike, but per-client sizes vary far less and a
+    # random half of the clients holds more of the rarest class (the F-SOSA subset's situation).
+    labels = _labels(n=20000)
+    per_client = dirichlet_partition(labels, 20, alpha, np.random.default_rng(3), scheme="per_client")
+    per_class = dirichlet_partition(labels, 20, alpha, np.random.default_rng(3), scheme="per_class")
+    _assert_exact_cover(per_client, labels.shape[0])
+    cv = {k: np.std([len(p) for p in ps]) / np.mean([len(p) for p in ps])
+          for k, ps in (("client", per_client), ("class", per_class))}
+    assert cv["client"] < 0.6 * cv["class"]
+
+    def rarest_share(parts):
+        counts = np.array([np.bincount(labels[p], minlength=10) for p in parts])
+        rng = np.random.default_rng(0)
+        return np.median([(counts[rng.choice(20, 10, replace=False)].sum(0) / counts.sum(0)).min() for _ in range(300)])
+
+    assert rarest_share(per_client) > rarest_share(per_class)
+    ent = _mean_label_entropy(per_client, labels, 10)
+    assert ent < (0.6 if alpha == 0.1 else 0.9) * np.log(10)  # still label-skewed
+
+
 def test_dirichlet_min_size_is_met_even_when_draws_fail() -> None:
     # 40 samples, 10 clients, min 4 each: only the exact 4-per-client sizes are allowed, which a
     # Dirichlet draw at alpha 0.01 essentially never gives, so the repair step must do it.

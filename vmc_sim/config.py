@@ -6,6 +6,7 @@ A bad file is refused with the file name, the field path and the reason, e.g.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any, Literal
 
@@ -14,7 +15,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from fl_core.editors import EDITORS
 from fl_core.fisher import FisherKind
-from fl_core.projection import ProjectionConfig, ProjectionMethod
+from fl_core.partition import DirichletScheme
+from fl_core.projection import DEFAULT_DAMPINGS, ProjectionConfig, ProjectionMethod
+from fl_core.stats import Weighting
 from fl_core.sampler import FixedRatio, FixedSize, SizeRule
 from fl_core.training import DTYPES, TrainConfig
 
@@ -31,7 +34,7 @@ class TrainSection(Strict):
     epochs: int = Field(50, gt=0)
     lr: float = Field(0.01, gt=0)
     batch_size: int = Field(64, gt=0)
-    momentum: float = Field(0.0, ge=0, lt=1)
+    momentum: float = Field(0.9, ge=0, lt=1, description="SGD momentum (seed 000 / FedFisher: 0.9)")
     fisher: FisherKind = FisherKind.KFAC
     fisher_batch: int = Field(128, gt=0)
     upload_dtype: str = "float32"
@@ -50,16 +53,34 @@ class TrainSection(Strict):
 
 
 class ProjectionSection(Strict):
+    """The merge (``fl_core.projection``): damping selected on the server's validation set."""
+
     method: ProjectionMethod = ProjectionMethod.AUTO
-    tol: float = Field(1e-5, gt=0)
-    max_iter: int = Field(200, gt=0)
-    damping: float = Field(1e-4, ge=0)
+    tol: float = Field(1e-6, gt=0)
+    max_iter: int = Field(500, gt=0)
+    damping: float = Field(1e-4, ge=0, description="fixed relative damping when no validation set selects one")
+    dampings: list[float | Literal["mean"]] = Field(
+        default_factory=lambda: ["mean" if math.isinf(d) else d for d in DEFAULT_DAMPINGS], min_length=1,
+        description="candidate relative dampings selected on the validation set ('mean': the weighted mean)")
+    weighting: Weighting = Field(Weighting.SAMPLES, description="members weighted by sample count, or uniformly")
     precondition: bool = True
     warm_start: bool = True
+    fast_products: bool = True
     curvature_floor: float = Field(1e-12, ge=0)
+    adam_lr: float = Field(1e-3, gt=0, description="method adam (FedFisher's server loop) only")
+    check_every: int = Field(100, gt=0, description="method adam: validation check interval")
+
+    @field_validator("dampings")
+    @classmethod
+    def _dampings(cls, v: list[float]) -> list[float]:
+        if any(d != "mean" and not 0 <= d < math.inf for d in v):
+            raise ValueError("every damping must be a finite number >= 0, or 'mean' (the weighted mean)")
+        return v
 
     def build(self) -> ProjectionConfig:
-        return ProjectionConfig(**self.model_dump())
+        d = self.model_dump()
+        d["dampings"] = tuple(math.inf if x == "mean" else x for x in d["dampings"])
+        return ProjectionConfig(**d)
 
 
 def strategy_names() -> list[str]:
@@ -103,6 +124,9 @@ class FederatedSection(Strict):
     data_root: str | None = None
     num_clients: int = Field(12, gt=0, description="data shards; client i holds shard i")
     alpha: float | None = Field(0.5, gt=0, description="Dirichlet label skew; null = by writer")
+    scheme: DirichletScheme = Field(DirichletScheme.PER_CLASS,
+                                    description="per_class: a Dirichlet over clients per class; per_client: over classes per client")
+    validation_samples: int = Field(500, ge=0, description="held out for the server's merge selection (at most 10 %)")
     model: Literal["cnn", "mlp", "resnet18"] = "mlp"
     max_train_samples: int | None = Field(None, gt=0)
     max_test_samples: int | None = Field(None, gt=0)
@@ -148,7 +172,8 @@ class FederatedSection(Strict):
         return OneShotSetup(
             dataset=self.dataset, num_clients=self.num_clients, alpha=self.alpha, model=self.model, seed=seed,
             train=self.train.build(), max_train_samples=self.max_train_samples,
-            max_test_samples=self.max_test_samples, data_root=self.data_root,
+            max_test_samples=self.max_test_samples, data_root=self.data_root, scheme=self.scheme,
+            validation_samples=self.validation_samples,
         )
 
     def rule(self) -> SizeRule:

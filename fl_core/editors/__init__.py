@@ -52,20 +52,26 @@ def build_editor(
     model_fn: Callable | None = None,
     rounds: RoundConfig | None = None,
     options: Any = None,
+    validator: Any = None,
 ) -> Editor:
     """The editor ``name`` over ``pool``; ``rng`` is its subset-sampling stream; ``rounds`` and
-    ``options`` configure the multi-round and fine-tuning editors (see the table above)."""
+    ``options`` configure the multi-round and fine-tuning editors (see the table above).
+    ``validator`` scores a model on the server's held-out set and lets the Fisher merges select
+    their damping (``fl_core.projection``); by default the pool's (``OneShotSetup.pool`` attaches
+    one), None for a pool without."""
     model_fn = model_fn or pool.trainer.model_fn
+    if validator is None:
+        validator = getattr(pool, "validator", None)
     kind = pool.trainer.config.fisher
     fisher_factory = lambda: new_sum(kind, model_fn())  # noqa: E731
     if name == "fsosa":
-        return FSOSAEditor(pool, rule, rng, fisher_factory, projection)
+        return FSOSAEditor(pool, rule, rng, fisher_factory, projection, validator=validator)
     if name == "retrain":
-        return RetrainEditor(pool, rule, rng, fisher_factory, projection)
+        return RetrainEditor(pool, rule, rng, fisher_factory, projection, validator=validator)
     if name == "fedfisher":
         if kind is FisherKind.NONE:
             raise ValueError("fedfisher needs a Fisher representation (train.fisher)")
-        return FSOSAEditor(pool, FixedRatio(1.0), rng, fisher_factory, projection, name="fedfisher")
+        return FSOSAEditor(pool, FixedRatio(1.0), rng, fisher_factory, projection, name="fedfisher", validator=validator)
     if name == "fedavg":
         return FSOSAEditor(pool, FixedRatio(1.0), rng, lambda: None, projection, name="fedavg")
     if name == "fedlpa":
@@ -76,7 +82,7 @@ def build_editor(
         extra = {} if options is None else {"options": options}
         return MULTIROUND_EDITORS[name].from_pool(pool, rounds, model_fn, **extra)
     if name == "finetune":
-        base = FSOSAEditor(pool, rule, rng, fisher_factory, projection)
+        base = FSOSAEditor(pool, rule, rng, fisher_factory, projection, validator=validator)
         return FineTuneEditor.from_pool(pool, base, model_fn, options)
     raise ValueError(f"unknown editor {name!r}; choose one of {sorted(EDITORS)}")
 

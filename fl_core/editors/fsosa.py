@@ -3,8 +3,14 @@ F-SOSA-Batch (Alg. 4), for a fixed subset size or a fixed ratio ``P_t = floor(rh
 
 A triggered edit trains and transfers only the clients that change: members that leave the
 subset upload their original contribution again (for K-FAC, whose factors the coordinator
-keeps per member, only their model), clients that join train from W0 and upload. One solve
-per triggered request; an untriggered request reuses the model and costs one control message.
+keeps per member, only their model), clients that join train from W0 and upload. A client that
+joins while still holding the contribution it computed for this editor earlier (it was a member,
+was swapped out by a coupling and never left) does not train again: it uploads what it holds,
+and no W0 is broadcast for it. One solve per triggered request; an untriggered request reuses
+the model and costs one control message.
+
+The merge (``fl_core.projection``) weights members by sample count and, when the pool carries
+the server's validator, selects its damping on the held-out validation set.
 
 FedFisher (all clients, ``rho = 1``) and one-shot FedAvg (all clients, no Fisher: the fused
 model is the plain mean of the members' weights) are this editor with other settings; see
@@ -29,6 +35,7 @@ from .base import EditReport, Editor
 
 class FSOSAEditor(Editor):
     name = "fsosa"
+    reuses_held = True  # a rejoining client uploads the contribution it holds instead of training
 
     def __init__(
         self,
@@ -38,8 +45,10 @@ class FSOSAEditor(Editor):
         fisher_sum_factory,
         projection: ProjectionConfig = ProjectionConfig(),
         name: str | None = None,
+        validator=None,
     ) -> None:
         super().__init__()
+        self.validator = validator  # the server's held-out scorer (selects the merge's damping)
         if name:
             self.name = name
         self.pool = pool
@@ -48,6 +57,7 @@ class FSOSAEditor(Editor):
         self.projection = projection
         self._fisher_sum_factory = fisher_sum_factory
         self.sampler = SubsetSampler(rule, rng)
+        self.holders: set[Hashable] = set()  # clients holding a contribution they computed for this editor
         self.stats: SufficientStatistics | None = None
         self.last_solve = None
         self._previous_mean: torch.Tensor | None = None
@@ -59,7 +69,7 @@ class FSOSAEditor(Editor):
 
     def _new_stats(self) -> SufficientStatistics:
         fsum: FisherSum | None = self._fisher_sum_factory()
-        return SufficientStatistics(self.pool.trainer.w0.numel(), fsum)
+        return SufficientStatistics(self.pool.trainer.w0.numel(), fsum, self.projection.weighting)
 
     def _model_bytes(self) -> int:
         """Bytes of one W0 broadcast (fixed for the run, so measured once)."""
@@ -97,6 +107,7 @@ class FSOSAEditor(Editor):
             self._restore(snapshot)
             raise
         self.clients = (self.clients - set(removed)) | set(added)
+        self.holders -= set(removed)
         for c in removed:
             self.pool.forget(c)
 
@@ -119,22 +130,25 @@ class FSOSAEditor(Editor):
             if contribution.fisher is not None and not keeps:
                 report.charge(ByteKind.FISHER_UPLOAD, contribution.fisher_bytes, c)
         joining = []
-        if change.joined:
+        trainees = [c for c in change.joined if not (self.reuses_held and c in self.holders)]
+        if trainees:
             report.charge(ByteKind.BROADCAST, self._model_bytes(), None)  # W0 to the trainees
         for c in change.joined:
             contribution = shaped(self.pool.train(c))
             joining.append(contribution)
-            report.compute_s += contribution.compute_s
-            report.max_client_compute_s = max(report.max_client_compute_s, contribution.compute_s)
+            if c in trainees:
+                report.compute_s += contribution.compute_s
+                report.max_client_compute_s = max(report.max_client_compute_s, contribution.compute_s)
             report.charge(ByteKind.MODEL_UPLOAD, contribution.model_bytes, c)
             if contribution.fisher is not None:
                 report.charge(ByteKind.FISHER_UPLOAD, contribution.fisher_bytes, c)
-        report.trained = tuple(change.joined)
+        report.trained = tuple(trainees)
         self.stats.apply(leaving, joining)
+        self.holders |= set(change.joined)
         warm = None
         if self.model is not None and self.stats.count and report.kind != "fit" and self.projection.warm_start:
             warm = self._previous_mean - self.model.double()
-        self.model, report.solve = project(self.stats, self.projection, warm)
+        self.model, report.solve = project(self.stats, self.projection, warm, self.validator)
         self._previous_mean = self.stats.mean()
         report.solve_s = report.solve.seconds
         report.triggered = True
@@ -147,20 +161,22 @@ class FSOSAEditor(Editor):
         if self.stats is not None:
             st = self.stats
             stats_copy = (
-                st.weight_sum.clone(), None if st.b is None else st.b.clone(), dict(st.fingerprints),
+                st.weight_sum.clone(), st.total_weight, None if st.b is None else st.b.clone(), dict(st.fingerprints),
                 _copy_sum(st.fisher_sum),
             )
-        return (set(s.clients), set(s.members), s.rng.bit_generator.state, stats_copy, self.model, self._previous_mean)
+        return (set(s.clients), set(s.members), s.rng.bit_generator.state, stats_copy, self.model, self._previous_mean,
+                set(self.holders))
 
     def _restore(self, snap) -> None:
-        clients, members, rng_state, stats_copy, model, self._previous_mean = snap
+        clients, members, rng_state, stats_copy, model, self._previous_mean, self.holders = snap
         self.sampler.clients, self.sampler.members = clients, members
         self.sampler.rng.bit_generator.state = rng_state
         self.model = model
         if stats_copy is None:
             self.stats = None
         else:
-            self.stats.weight_sum, self.stats.b, self.stats.fingerprints, self.stats.fisher_sum = stats_copy
+            (self.stats.weight_sum, self.stats.total_weight, self.stats.b, self.stats.fingerprints,
+             self.stats.fisher_sum) = stats_copy
 
     def state_bytes(self) -> int:
         """Sufficient statistics plus the member list; independent of past clients."""

@@ -19,6 +19,7 @@ from .fsosa import FSOSAEditor
 
 class RetrainEditor(FSOSAEditor):
     name = "retrain"
+    reuses_held = False  # retraining means every member trains again
 
     def _refit(self, clients: set[Hashable], report: EditReport) -> None:
         snapshot = self._snapshot()

@@ -62,15 +62,20 @@ class FisherRep(ABC):
 
 
 class FisherSum(ABC):
-    """The sum of the members' Fishers, with exact add/remove of one member."""
+    """The weighted sum of the members' Fishers, ``sum_i w_i F_i``, with exact add/remove of one
+    member (``w_i`` is the member's aggregation weight, e.g. its sample count).
+
+    A sum may split into independent diagonal blocks (K-FAC: one per layer); solvers then work
+    block by block (:meth:`blocks`, :meth:`block_matvec`, :meth:`block_preconditioner`).
+    """
 
     @abstractmethod
-    def add(self, member: Hashable, rep: FisherRep) -> None: ...
+    def add(self, member: Hashable, rep: FisherRep, weight: float = 1.0) -> None: ...
 
     @abstractmethod
-    def remove(self, member: Hashable, rep: FisherRep | None) -> None:
-        """Subtract ``member``'s Fisher (``rep`` is its re-uploaded Fisher when the sum keeps
-        no per-member copy)."""
+    def remove(self, member: Hashable, rep: FisherRep | None, weight: float = 1.0) -> None:
+        """Subtract ``member``'s weighted Fisher (``rep`` is its re-uploaded Fisher when the sum
+        keeps no per-member copy)."""
 
     @abstractmethod
     def matvec(self, v: torch.Tensor) -> torch.Tensor: ...
@@ -83,8 +88,17 @@ class FisherSum(ABC):
     def trace(self) -> float:
         """``tr(F)``: sets the scale of the relative damping of the projection."""
 
-    def preconditioner(self, damping: float):
-        """An approximate inverse of ``F + damping I`` for preconditioned CG, or None."""
+    def blocks(self, dim: int) -> list[slice]:
+        """Index ranges of independent diagonal blocks of the sum (default: one block)."""
+        return [slice(0, dim)]
+
+    def block_matvec(self, block: int, v: torch.Tensor, fast: bool = False) -> torch.Tensor:
+        """``F_bb @ v`` for block ``block`` (``fast``: float32 products where the sum supports
+        them, accumulated in float64; the default block is the whole vector)."""
+        return self.matvec(v)
+
+    def block_preconditioner(self, block: int, damping: float):
+        """An approximate inverse of ``F_bb + damping I`` for preconditioned CG, or None."""
         return None
 
     def diagonal(self) -> torch.Tensor | None:

@@ -53,13 +53,13 @@ class DiagonalSum(FisherSum):
     def __init__(self, dim: int) -> None:
         self.total = torch.zeros(dim, dtype=torch.float64)
 
-    def add(self, member: Hashable, rep: FisherRep) -> None:
-        self.total += rep.diag.double()
+    def add(self, member: Hashable, rep: FisherRep, weight: float = 1.0) -> None:
+        self.total += weight * rep.diag.double()
 
-    def remove(self, member: Hashable, rep: FisherRep | None) -> None:
+    def remove(self, member: Hashable, rep: FisherRep | None, weight: float = 1.0) -> None:
         if rep is None:
             raise ValueError(f"removing {member!r} from a diagonal sum needs its uploaded Fisher")
-        self.total -= rep.diag.double()
+        self.total -= weight * rep.diag.double()
 
     def matvec(self, v: torch.Tensor) -> torch.Tensor:
         return self.total * v

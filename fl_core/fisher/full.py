@@ -53,13 +53,13 @@ class FullSum(FisherSum):
     def __init__(self, dim: int) -> None:
         self.total = torch.zeros(dim, dim, dtype=torch.float64)
 
-    def add(self, member: Hashable, rep: FisherRep) -> None:
-        self.total += rep.matrix.double()
+    def add(self, member: Hashable, rep: FisherRep, weight: float = 1.0) -> None:
+        self.total += weight * rep.matrix.double()
 
-    def remove(self, member: Hashable, rep: FisherRep | None) -> None:
+    def remove(self, member: Hashable, rep: FisherRep | None, weight: float = 1.0) -> None:
         if rep is None:
             raise ValueError(f"removing {member!r} from a full Fisher sum needs its uploaded Fisher")
-        self.total -= rep.matrix.double()
+        self.total -= weight * rep.matrix.double()
 
     def matvec(self, v: torch.Tensor) -> torch.Tensor:
         return self.total @ v
