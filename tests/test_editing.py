@@ -52,7 +52,10 @@ def edit_sequence(editor, rng, first_new=8, steps=10):
 )
 def test_state_after_edits_equals_fresh_fit(tiny, fisher, rule):
     pool = tiny.pool(fisher)
-    cfg = ProjectionConfig(tol=1e-9, max_iter=3000, damping=1e-4)
+    # The edit's warm-started solve and the fresh cold one stop at different points within the
+    # tolerance; with the full Fisher at damping 1e-4, tol 1e-9 left them up to 6e-5 apart on
+    # some subsets (seed-dependent), tol 1e-11 leaves ~1e-7 (float32 rounding of the model).
+    cfg = ProjectionConfig(tol=1e-11, max_iter=6000, damping=1e-4)
     editor = build_editor("fsosa", pool, np.random.default_rng(11), rule, cfg)
     editor.fit(range(8))
     edit_sequence(editor, np.random.default_rng(5))
@@ -176,7 +179,7 @@ def test_bad_requests_are_clear_errors_and_state_kept(tiny):
     with pytest.raises(DuplicateClientError):
         editor.batch([1], [6, 6])
     with pytest.raises(UnknownClientError, match="client 99"):
-        editor.add(99)  # no data for client 99
+        editor.batch([0, 1, 2], [99])  # 99 has no data, and with 3 clients left it must train
     assert_unchanged(editor, snap)
     editor.remove(0)
     editor.remove(1)
