@@ -17,7 +17,8 @@ one), scored on the server's fixed held-out validation set, and the best accurac
 lower validation loss, then the larger damping). The selection is a deterministic function of
 the member statistics and the fixed validation set; every solve starts from the same point
 whatever the history, so an edit still equals a fresh fit on the same members.
-Without a validator the fixed ``damping`` is used.
+A single candidate with a validator is used as it is (scored, nothing to select). Without a
+validator the fixed ``damping`` is used.
 
 Methods:
 
@@ -332,7 +333,7 @@ def project(
         w = _adam(stats, wbar, config, scorer, info)
     else:
         selecting = scorer is not None and len(config.dampings) > 1
-        dampings = config.dampings if selecting else (config.damping,)
+        dampings = config.dampings if scorer is not None else (config.damping,)
         scale = fsum.trace() / stats.dim
         r = fsum.matvec(wbar) - stats.b if method is not ProjectionMethod.CLOSED_FORM else None
         best: tuple[Score | None, torch.Tensor, float, _Solve | None] = (None, wbar, dampings[0], None)

@@ -56,6 +56,24 @@ def test_conv_kfac_and_diag_shapes_and_psd():
     assert (diag.diag >= 0).all()
 
 
+@pytest.mark.parametrize("kind", ["kfac", "diagonal"])
+def test_float32_capture_matches_a_float64_capture(kind):
+    """Capture contracts each batch in float32 and sums batches in float64; a float64 copy of the
+    model is the reference (issue 13: factor error near 1e-7, far below any damping)."""
+    torch.manual_seed(0)
+    cnn = build_model("cnn", (1, 28, 28), 10)
+    x = torch.randn(40, 1, 28, 28)
+    fast = compute_fisher(kind, cnn, x, gen(), batch_size=16)
+    ref_model = build_model("cnn", (1, 28, 28), 10).double()
+    ref_model.load_state_dict({k: v.double() for k, v in cnn.state_dict().items()})
+    ref = compute_fisher(kind, ref_model, x.double(), gen(), batch_size=16)
+    pairs = zip(fast.factors, ref.factors) if kind == "kfac" else [((fast.diag,), (ref.diag,))]
+    for got, want in pairs:
+        for g, w in zip(got, want):
+            w = w.double()
+            assert float((g.double() - w).norm() / w.norm()) < 1e-5
+
+
 def test_resnet18_groupnorm_is_fully_covered():
     m = build_model("resnet18", (3, 32, 32), 10)
     specs = layer_specs(m)

@@ -57,6 +57,13 @@ def test_selection_picks_the_best_validated_damping_and_records_every_candidate(
     assert info.converged and all(c["stop_reason"] in ("converged", "closed_form") for c in info.candidates)
 
 
+def test_one_candidate_with_a_validator_is_that_damping_not_the_fixed_fallback(tiny, validator):
+    stats = kfac_stats(tiny)
+    w, info = project(stats, ProjectionConfig(dampings=(math.inf,), damping=1e-4), scorer=validator)
+    torch.testing.assert_close(w, stats.mean().float())
+    assert math.isinf(info.damping) and info.validation == pytest.approx(validator(w), abs=1e-9)
+
+
 def test_an_edit_with_selection_equals_a_fresh_fit_on_the_same_members(tiny, validator):
     pool = tiny.pool("kfac")
     cfg = ProjectionConfig(tol=1e-9, max_iter=3000)

@@ -38,12 +38,12 @@ class DiagonalFisher(FisherRep):
         total = torch.zeros(sum(s.size for s in specs), dtype=torch.float64)
         for layers in iterate_layer_batches(model, x, batch_size, generator):
             for lb in layers:
-                a, g = lb.a.double(), lb.g.double()
+                a, g = lb.a, lb.g  # per-batch contractions in the model's dtype, the running sum in float64
                 if a.shape[-1] == 1:
                     block = (g[..., 0] ** 2).T @ (a[..., 0] ** 2)
                 else:
                     block = (torch.einsum("nol,nil->noi", g, a) ** 2).sum(0)
-                total[lb.spec.offset : lb.spec.offset + lb.spec.size] += block.reshape(-1)
+                total[lb.spec.offset : lb.spec.offset + lb.spec.size] += block.reshape(-1).double()
         return cls((total / x.shape[0]).float())
 
 

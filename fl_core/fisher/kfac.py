@@ -102,13 +102,18 @@ class KFACFisher(FisherRep):
         positions = [1] * len(specs)
         for layers in iterate_layer_batches(model, x, batch_size, generator):
             for i, lb in enumerate(layers):
-                a, g = lb.a.double(), lb.g.double()
+                a, g = lb.a, lb.g  # per-batch contractions in the model's dtype, running sums in float64
                 positions[i] = a.shape[-1]
-                acc[i][0].add_(torch.einsum("nil,njl->ij", a, a))
-                acc[i][1].add_(torch.einsum("nol,npl->op", g, g))
+                acc[i][0].add_(torch.einsum("nil,njl->ij", a, a).double())
+                acc[i][1].add_(torch.einsum("nol,npl->op", g, g).double())
         n = x.shape[0]
-        factors = [((a / (n * pos)).float(), (g / n).float()) for (a, g), pos in zip(acc, positions)]
+        factors = [(_symmetric(a / (n * pos)).float(), _symmetric(g / n).float()) for (a, g), pos in zip(acc, positions)]
         return cls(specs, factors)
+
+
+def _symmetric(m: torch.Tensor) -> torch.Tensor:
+    """``m``'s symmetric part: float32 batch products are symmetric only to rounding, uploads pack a triangle."""
+    return 0.5 * (m + m.T)
 
 
 class KFACSum(FisherSum):
