@@ -32,24 +32,14 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _config(scenario_path: str, duration: float):
-    from mobility.sumo import SumoConfig
-    from vmc_sim.cosim import _sumo_files
-    from vmc_sim.scenario import load_scenario
-    from mobility.lust import lust_begin
     from mobility.rsu import place_rsus
+    from vmc_sim.cosim import sumo_config
+    from vmc_sim.scenario import load_scenario
 
     sc = load_scenario(scenario_path)
-    m = sc.mobility
-    inputs = _sumo_files(sc)
-    rsus = place_rsus(m.rsu_config(), inputs.get("net_file"))
-    begin = m.sumo.begin
-    if begin is None and m.source == "lust":
-        begin = lust_begin(m.lust)  # the rebuilt demand starts before its window
-    begin = begin or 0.0
-    cfg = SumoConfig(backend=m.sumo.backend, step_length=m.sumo.step_length, seed=m.sumo.seed, begin=begin,
-                     end=(begin or 0.0) + duration + m.sumo.step_length, time_to_teleport=m.sumo.time_to_teleport,
-                     extra_args=list(m.sumo.extra_args), **{k: v for k, v in inputs.items() if v})
-    return cfg, rsus, m.coverage_config()
+    cfg, inputs = sumo_config(sc, duration)  # the scenario's run, LuST's run settings included
+    rsus = place_rsus(sc.mobility.rsu_config(), inputs.get("net_file"))
+    return cfg, rsus, sc.mobility.coverage_config()
 
 
 def _peak_rss() -> int:
@@ -70,7 +60,7 @@ def run_mode(mode: str, scenario_path: str, duration: float) -> dict:
     from mobility.sumo import SumoSession
 
     cfg, rsus, coverage = _config(scenario_path, duration)
-    t_end = cfg.begin + duration
+    t_end = (cfg.begin or 0.0) + duration
     running_max, events, steps = 0, 0, 0
     t0 = time.perf_counter()
     if mode == "bare":

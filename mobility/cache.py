@@ -30,9 +30,44 @@ def cache_root(override: str | os.PathLike[str] | None = None) -> Path:
     return Path.home() / ".cache" / "vmc-sim" / "sumo"
 
 
+def canonical(value: Any) -> Any:
+    """``value`` with every number written one way, so equal parameters hash equally.
+
+    An integer-valued float and the integer (``27000.0``, ``27000``) become the same value, other
+    floats are rounded to 12 significant digits (``0.1 + 0.2`` and ``0.3`` agree), and strings
+    that spell a number (a SUMO option value such as ``"600.0"``) are written like the number.
+    Mappings and sequences are converted recursively; booleans and other strings are kept.
+    """
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, (int, float)):
+        return _number_text(value)
+    if isinstance(value, str):
+        return _number_text(float(value)) if _NUMBER.fullmatch(value.strip()) else value
+    if isinstance(value, dict):
+        return {str(k): canonical(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [canonical(v) for v in value]
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    return value
+
+
+_NUMBER = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
+
+
+def _number_text(v: float) -> str | float:
+    f = float(v)
+    if f != f or f in (float("inf"), float("-inf")):
+        return repr(f)
+    if f.is_integer() and abs(f) < 1e15:
+        return str(int(f))
+    return format(f, ".12g")
+
+
 def params_key(params: dict[str, Any]) -> str:
-    """Stable short hash of JSON-serialisable parameters."""
-    blob = json.dumps(params, sort_keys=True, separators=(",", ":"), default=str)
+    """Stable short hash of JSON-serialisable parameters (numbers canonicalised, see :func:`canonical`)."""
+    blob = json.dumps(canonical(params), sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 

@@ -18,7 +18,7 @@ from mobility.coverage import CoverageConfig
 from mobility.lust import LustConfig, build_lust, lust_clone
 from mobility.rsu import Rsu, RsuConfig, place_rsus
 from mobility.source import SumoSource
-from mobility.sumo import SumoConfig
+from mobility.sumo import SumoConfig, merge_args
 
 NETWORKS = ("city", "lust", "lust_clone", "files")
 
@@ -31,7 +31,8 @@ class MobilityConfig:
     ``lust_clone`` (a real LuST checkout at ``lust_clone``), or ``files`` (``sumo.net_file`` /
     ``sumo.route_files`` or ``sumo.config_file`` given directly). ``sumo`` holds the run options
     (backend, seed, step length, window); its input files are filled in from the network unless
-    ``network`` is ``files``.
+    ``network`` is ``files``. ``density`` scales the demand of every network alike (SUMO's
+    ``--scale`` on the route files; 0.5 halves it).
     """
 
     network: str = "city"
@@ -41,6 +42,7 @@ class MobilityConfig:
     sumo: SumoConfig = field(default_factory=SumoConfig)
     rsu: RsuConfig = field(default_factory=RsuConfig)
     coverage: CoverageConfig = field(default_factory=CoverageConfig)
+    density: float = 1.0
 
     def __post_init__(self) -> None:
         self.validate()
@@ -53,6 +55,8 @@ class MobilityConfig:
             raise ValueError("mobility.lust_clone must name the LuST checkout folder when mobility.network is 'lust_clone'")
         if self.network == "files" and self.sumo.net_file is None and self.sumo.config_file is None:
             raise ValueError("mobility.sumo.net_file or mobility.sumo.config_file is needed when mobility.network is 'files'")
+        if isinstance(self.density, bool) or not isinstance(self.density, (int, float)) or not self.density > 0:
+            raise ValueError(f"mobility.density must be a positive number, got {self.density!r}")
         for part in (self.city, self.lust, self.sumo, self.rsu, self.coverage):
             part.validate()
 
@@ -96,17 +100,19 @@ def _build(kind: type, value: Any, path: str) -> Any:
 def resolve_network(cfg: MobilityConfig, *, backend_for_build: str = "libsumo") -> tuple[SumoConfig, dict[str, Any]]:
     """Build (or fetch) the chosen network and return the SUMO run config plus a description of it."""
     cfg.validate()
-    s = cfg.sumo
+    s = dataclasses.replace(cfg.sumo, scale=cfg.sumo.scale * cfg.density)
     if cfg.network == "city":
         files = build_city(cfg.city)
         run = dataclasses.replace(s, net_file=str(files.net_file), route_files=[str(files.route_file)])
         return run, {"network": "city", "city": dataclasses.asdict(cfg.city), "build": files.metadata}
     if cfg.network == "lust":
-        lust = build_lust(cfg.lust, backend=backend_for_build)
+        lust = build_lust(cfg.lust, backend=backend_for_build, extra_args=s.extra_args,
+                          time_to_teleport=s.time_to_teleport)
         run = dataclasses.replace(
             s, net_file=str(lust.net_file), route_files=[str(p) for p in lust.route_files],
             additional_files=[str(p) for p in lust.additional_files] + list(s.additional_files),
-            begin=lust.begin if s.begin is None else s.begin, end=lust.end if s.end is None else s.end)
+            begin=lust.begin if s.begin is None else s.begin, end=lust.end if s.end is None else s.end,
+            extra_args=merge_args(lust.sumo_args, s.extra_args))
         return run, {"network": "lust", "lust": dataclasses.asdict(cfg.lust), "build": lust.metadata}
     if cfg.network == "lust_clone":
         clone = lust_clone(os.path.expanduser(str(cfg.lust_clone)))

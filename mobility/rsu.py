@@ -3,7 +3,8 @@
 Two placements:
 
 * ``explicit``: a list of positions in network coordinates (``{"x", "y"}``, or ``{"lon", "lat"}``
-  for geo-referenced networks such as LuST), each with an optional own radius and id.
+  for geo-referenced networks such as LuST, or ``{"junction": id}``: at that junction of the
+  network), each with an optional own radius and id.
 * ``auto``: ``count`` RSUs on junctions inside a region (a bbox; default: the central box covering
   ``central_fraction`` of the network's width and height, the "city centre"), picked greedily by
   decreasing betweenness centrality of the junction graph (directed, edge lengths as weights,
@@ -125,7 +126,7 @@ def _parse_position(p: Any, i: int, radius: float, prefix: str) -> dict[str, Any
         return {"id": f"{prefix}{i}", "x": float(p[0]), "y": float(p[1]), "radius": float(radius)}
     if not isinstance(p, dict):
         raise ValueError(f"{where} must be [x, y] or a mapping with x/y or lon/lat, got {p!r}")
-    unknown = set(p) - {"id", "x", "y", "lon", "lat", "radius"}
+    unknown = set(p) - {"id", "x", "y", "lon", "lat", "radius", "junction"}
     if unknown:
         raise ValueError(f"{where} has unknown key(s) {sorted(unknown)}")
     out: dict[str, Any] = {"id": str(p.get("id", f"{prefix}{i}")), "radius": p.get("radius", radius)}
@@ -136,13 +137,17 @@ def _parse_position(p: Any, i: int, radius: float, prefix: str) -> dict[str, Any
             if not _num(p.get(k)):
                 raise ValueError(f"{where}.{k} must be a number, got {p.get(k)!r}")
         out.update(x=float(p["x"]), y=float(p["y"]))
+    elif "junction" in p:
+        if not isinstance(p["junction"], (str, int)) or isinstance(p["junction"], bool) or str(p["junction"]) == "":
+            raise ValueError(f"{where}.junction must be a junction id, got {p['junction']!r}")
+        out.update(junction=str(p["junction"]))
     elif "lon" in p or "lat" in p:
         for k in ("lon", "lat"):
             if not _num(p.get(k)):
                 raise ValueError(f"{where}.{k} must be a number, got {p.get(k)!r}")
         out.update(lon=float(p["lon"]), lat=float(p["lat"]))
     else:
-        raise ValueError(f"{where} needs x/y or lon/lat")
+        raise ValueError(f"{where} needs x/y, lon/lat or junction")
     return out
 
 
@@ -216,7 +221,15 @@ def place_rsus(config: RsuConfig, net_file: str | Path | None = None, *, cache_d
         rsus = []
         for i, p in enumerate(config.positions):
             d = _parse_position(p, i, config.radius, config.id_prefix)
-            if "lon" in d:
+            if "junction" in d:
+                if net_file is None:
+                    raise ValueError(f"rsu.positions[{i}] names junction {d['junction']!r}, which needs the network file")
+                net = _read_net(str(net_file))
+                if not net.hasNode(d["junction"]):
+                    raise ValueError(f"rsu.positions[{i}].junction {d['junction']!r} is not a junction of {net_file}")
+                x, y = net.getNode(d["junction"]).getCoord()[:2]
+                d.update(x=float(x), y=float(y))
+            elif "lon" in d:
                 if net_file is None:
                     raise ValueError(f"rsu.positions[{i}] is given as lon/lat, which needs the network file")
                 net = _read_net(str(net_file))
@@ -224,7 +237,7 @@ def place_rsus(config: RsuConfig, net_file: str | Path | None = None, *, cache_d
                     raise ValueError(f"rsu.positions[{i}] is given as lon/lat but {net_file} has no geo projection")
                 x, y = net.convertLonLat2XY(d["lon"], d["lat"])
                 d.update(x=float(x), y=float(y))
-            rsus.append(Rsu(id=d["id"], x=d["x"], y=d["y"], radius=float(d["radius"])))
+            rsus.append(Rsu(id=d["id"], x=d["x"], y=d["y"], radius=float(d["radius"]), junction=d.get("junction")))
         ids = [r.id for r in rsus]
         dup = sorted({i for i in ids if ids.count(i) > 1})
         if dup:

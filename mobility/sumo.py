@@ -137,6 +137,15 @@ def tool_env() -> dict[str, str]:
     return env
 
 
+def _read_tail(path: Path, limit: int = 1 << 16) -> str:
+    """The last ``limit`` bytes of a log (a run's warnings can fill megabytes)."""
+    with open(path, "rb") as f:
+        f.seek(0, os.SEEK_END)
+        size = f.tell()
+        f.seek(max(0, size - limit))
+        return f.read().decode(errors="replace")
+
+
 def _tail(text: str, lines: int = _LOG_TAIL_LINES) -> str:
     kept = [ln for ln in text.strip().splitlines() if ln.strip()][-lines:]
     return "\n".join("    " + ln for ln in kept)
@@ -210,6 +219,7 @@ class SumoConfig:
     begin: float | None = None
     end: float | None = None
     time_to_teleport: float | None = None
+    scale: float = 1.0
     extra_args: list[str] = field(default_factory=list)
     connect_timeout: float = 120.0
     verbose: bool = False
@@ -245,6 +255,8 @@ class SumoConfig:
                 raise ValueError(f"sumo.end ({self.end}) must be after sumo.begin ({self.begin or 0.0})")
         if self.time_to_teleport is not None and not _finite(self.time_to_teleport):
             raise ValueError(f"sumo.time_to_teleport must be a number of seconds or null, got {self.time_to_teleport!r}")
+        if not _finite(self.scale) or self.scale <= 0:
+            raise ValueError(f"sumo.scale must be a positive number (the demand factor), got {self.scale!r}")
         if not _finite(self.connect_timeout) or self.connect_timeout <= 0:
             raise ValueError(f"sumo.connect_timeout must be positive, got {self.connect_timeout!r}")
 
@@ -268,10 +280,70 @@ class SumoConfig:
             args += ["--begin", _num(self.begin)]
         if self.time_to_teleport is not None:
             args += ["--time-to-teleport", _num(self.time_to_teleport)]
+        if float(self.scale) != 1.0:
+            args += ["--scale", _num(self.scale)]
         args += ["--no-step-log", "true", "--duration-log.disable", "true"]
         if not self.verbose:
             args += ["--no-warnings", "true"]
-        return args + list(self.extra_args)
+        return merge_args(args, self.extra_args)
+
+
+_SHORT_OPTIONS = {"c": "configuration-file", "n": "net-file", "r": "route-files", "a": "additional-files",
+                  "b": "begin", "e": "end", "s": "route-steps", "v": "verbose", "W": "no-warnings", "l": "log",
+                  "t": "duration-log.statistics"}
+
+
+def _is_option(token: str) -> bool:
+    return token.startswith("--") or (len(token) == 2 and token[0] == "-" and token[1].isalpha())
+
+
+def _option_name(token: str) -> str:
+    name = token.lstrip("-").split("=", 1)[0]
+    return _SHORT_OPTIONS.get(name, name) if not token.startswith("--") else name
+
+
+def parse_args(args: Sequence[str]) -> list[tuple[str, list[str]]]:
+    """SUMO command-line tokens as ``(option name, tokens)`` pairs, in order.
+
+    A token starting with ``--`` (or ``-`` and one letter) is an option; the next token is its
+    value unless it is itself an option (a bare flag such as ``--ramps.guess``). Short names are
+    mapped to the long ones (``-n`` is ``net-file``) so both spellings name the same option.
+    A value without an option before it raises ValueError.
+    """
+    out: list[tuple[str, list[str]]] = []
+    tokens = [str(a) for a in args]
+    i = 0
+    while i < len(tokens):
+        tok = tokens[i]
+        if not _is_option(tok):
+            raise ValueError(f"SUMO argument {tok!r} is not an option (options start with '--'): {tokens}")
+        if "=" in tok or i + 1 >= len(tokens) or _is_option(tokens[i + 1]):
+            out.append((_option_name(tok), [tok]))
+            i += 1
+        else:
+            out.append((_option_name(tok), [tok, tokens[i + 1]]))
+            i += 2
+    return out
+
+
+def merge_args(*arg_lists: Sequence[str]) -> list[str]:
+    """Concatenate SUMO argument lists, a later option replacing an earlier one of the same name.
+
+    SUMO refuses an option given twice, so options are merged instead: the first occurrence keeps
+    its place and takes the last value given for it (``--time-to-teleport 300`` then
+    ``--time-to-teleport 600`` gives ``--time-to-teleport 600``).
+    """
+    merged: dict[str, list[str]] = {}
+    for args in arg_lists:
+        for name, tokens in parse_args(args):
+            merged[name] = tokens
+    return [t for tokens in merged.values() for t in tokens]
+
+
+def options_dict(args: Sequence[str]) -> dict[str, str | None]:
+    """SUMO arguments as ``{option name: value or None for a bare flag}`` (later ones win)."""
+    return {name: (tokens[1] if len(tokens) > 1 else (tokens[0].split("=", 1)[1] if "=" in tokens[0] else None))
+            for name, tokens in parse_args(args)}
 
 
 def _finite(value: Any) -> bool:
@@ -308,6 +380,7 @@ class SumoSession:
         self._api: Any = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._workdir: Path | None = None
+        self._error_log: Path | None = None
         self._time = float(config.begin or 0.0)
         self._end: float | None = config.end
         self._open = False
@@ -369,7 +442,11 @@ class SumoSession:
                 "close it first, or use backend 'traci', or run in another process"
             )
         self._workdir = Path(tempfile.mkdtemp(prefix="vmc-sumo-"))
-        args = self.config.arguments() + ["--error-log", str(self._workdir / "sumo-errors.log")]
+        args = self.config.arguments()
+        given = options_dict(args).get("error-log")
+        self._error_log = Path(given) if given else self._workdir / "sumo-errors.log"
+        if not given:
+            args += ["--error-log", str(self._error_log)]
         try:
             if self.backend is Backend.LIBSUMO:
                 try:
@@ -488,10 +565,9 @@ class SumoSession:
     def _log_text(self) -> str:
         chunks = []
         if self._workdir is not None:
-            for name in ("sumo-errors.log", "sumo-output.log"):
-                p = self._workdir / name
-                if p.is_file():
-                    chunks.append(p.read_text(errors="replace"))
+            for p in (self._error_log, self._workdir / "sumo-output.log"):
+                if p is not None and p.is_file():
+                    chunks.append(_read_tail(p))
         return "\n".join(chunks)
 
     def _log_tail(self) -> str:

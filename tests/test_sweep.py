@@ -53,9 +53,9 @@ def test_grid_is_the_cartesian_product_with_convenience_names():
     points = expand(s)
     assert len(points) == 32 and len({p.id for p in points}) == 32
     first, last = points[0].scenario, points[-1].scenario
-    assert (first.mobility.city["demand_scale"], first.federated.rho, first.mobility.rsus["radius"]) == (0.5, 0.3, 150)
+    assert (first.mobility.density, first.federated.rho, first.mobility.rsus["radius"]) == (0.5, 0.3, 150)
     assert first.federated.methods == ["fsosa"] and first.seed == 0
-    assert (last.mobility.city["demand_scale"], last.federated.rho, last.mobility.rsus["radius"]) == (1.0, 0.5, 250)
+    assert (last.mobility.density, last.federated.rho, last.mobility.rsus["radius"]) == (1.0, 0.5, 250)
     assert last.federated.methods == ["fsosa", "retrain"] and last.seed == 1
     assert points[1].values == {"density": 0.5, "rho": 0.3, "mobility.rsus.radius": 150, "method": "fsosa",
                                 "seed": 1}

@@ -95,6 +95,32 @@ def per_request(run, dataset: str) -> list[dict[str, Any]]:
     return rows
 
 
+def setting(run) -> dict[str, Any]:
+    """The case study's traffic: the RSU, the clients in coverage at the first fit and the request rate."""
+    rows = sorted((r for r in run.records() if r["method"] == "retrain"), key=lambda r: r["index"])
+    rsus = run.manifest().get("rsus") or []
+    fit, reqs = rows[0], rows[1:]
+    t_fit = fit.get("request_time") or 0.0
+    span = (reqs[-1]["request_time"] - t_fit) if reqs else 0.0
+    return {"rsus": rsus, "clients_at_fit": fit.get("population"), "fit_time": t_fit, "requests": len(reqs),
+            "span_s": span, "requests_per_minute": len(reqs) / (span / 60.0) if span > 0 else None,
+            "joins": sum(len(r.get("added") or []) for r in reqs), "leaves": sum(len(r.get("removed") or []) for r in reqs)}
+
+
+def _clock(t: float) -> str:
+    t = int(round(t)) % 86400
+    return f"{t // 3600:02d}:{t % 3600 // 60:02d}:{t % 60:02d}"
+
+
+def setting_text(st: dict[str, Any]) -> str:
+    rsu = "; ".join(f"{r['id']} at junction {r.get('junction') or '-'} (x {r['x']:.1f}, y {r['y']:.1f}), radius "
+                    f"{r['radius']:g} m" for r in st["rsus"]) or "-"
+    rate = f"{st['requests_per_minute']:.2f}" if st["requests_per_minute"] else "-"
+    return (f"Traffic: RSU {rsu}; {st['clients_at_fit']} clients in coverage at the first fit ({_clock(st['fit_time'])}, "
+            f"paper: 12); then {st['requests']} requests ({st['joins']} arrivals, {st['leaves']} departures) in "
+            f"{st['span_s'] / 60:.1f} min: **{rate} requests per minute** (paper: one a minute).")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--scenario", default=str(ROOT / "scenarios" / "lust_case_study.yaml"))
@@ -110,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     from vmc_sim.plots import plot_run
 
     out = report.out_dir(args.out)
-    summary, requests, trace = [], [], None
+    summary, requests, trace, traffic = [], [], None, None
     t0 = time.perf_counter()
     if args.from_runs:
         from vmc_sim.runs import RunDir
@@ -122,6 +148,8 @@ def main(argv: list[str] | None = None) -> int:
             run = finished[i]
         else:
             run = run_scenario(scenario_for(args, d, trace), out=args.runs, progress=False, say=lambda s: None)
+        if traffic is None:
+            traffic = setting(run)
         if trace is None:
             trace = run.path / "trace.jsonl"
             shutil.copy(trace, out / "trace.jsonl")
@@ -134,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     cols = ["dataset", "method", "requests", "triggered", "trained", "broadcast_MB", "model_upload_MB",
             "fisher_upload_MB", "total_MB", "comm_saving_pct", "time_s", "time_saving_pct", "final_acc", "mean_acc",
             "max_acc_gap_vs_retrain"]
-    body = [report.md_table(summary, cols), "",
+    body = [setting_text(traffic), "", report.md_table(summary, cols), "",
             f"Paper (five datasets): cumulative time {PAPER['time_saving_pct'][0]} to {PAPER['time_saving_pct'][1]} % "
             f"vs Retrain; communication {PAPER['comm_saving_pct'][0]} to {PAPER['comm_saving_pct'][1]} %; MNIST "
             f"{PAPER['mnist_comm_MB'][0]} vs {PAPER['mnist_comm_MB'][1]} MB; accuracy matching Retrain (within 3.96 %).", ""]
@@ -152,6 +180,9 @@ def main(argv: list[str] | None = None) -> int:
     size = "quick (embedded city, digits/mlp, 10 requests)" if args.quick else \
         f"full (LuST, {', '.join(datasets)}, 31 requests" + (f", K = {args.epochs} local epochs)" if args.epochs else ")")
     cmd = " ".join(["python tools/lust_case_study.py", *(sys.argv[1:] if argv is None else argv)])
+    history = out / "history.md"
+    if history.is_file():  # earlier runs kept beside the new one for comparison
+        body += ["", history.read_text().rstrip()]
     text = report.write_markdown(out / "report.md", "SUMO/LuST case study (seed 000, VI-C)", cmd, size, "\n".join(body))
     print(text.read_text())
     return 0

@@ -83,6 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .audit import add_audit_parser
 
     add_audit_parser(sub)
+    from mobility.lust.cli import add_lust_parser
+
+    add_lust_parser(sub)
     return p
 
 

@@ -16,6 +16,9 @@ from .scenario import Scenario
 
 
 def _sumo_files(scenario: Scenario) -> dict[str, Any]:
+    """The SUMO inputs of a live scenario; for LuST also its run settings (``extra_args``: LuST's,
+    with the scenario's own ``mobility.sumo.extra_args`` / ``time_to_teleport`` on top, the same
+    the demand was calibrated with)."""
     m = scenario.mobility
     if m.source == "city":
         files = build_city(m.city_config())
@@ -23,8 +26,32 @@ def _sumo_files(scenario: Scenario) -> dict[str, Any]:
     if m.source == "lust":
         from mobility import lust
 
-        return lust.sumo_inputs(m.lust)
+        return lust.sumo_inputs(m.lust, backend=m.sumo.backend, extra_args=list(m.sumo.extra_args),
+                                time_to_teleport=m.sumo.time_to_teleport)
     return {"config_file": m.config_file, "net_file": m.net_file, "route_files": list(m.route_files)}
+
+
+def sumo_config(scenario: Scenario, duration: float | None = None) -> tuple[SumoConfig, dict[str, Any]]:
+    """The SUMO run of a live scenario (inputs built or found in the cache) and its inputs.
+
+    ``mobility.density`` becomes SUMO's ``--scale`` for every source; the run lasts
+    ``duration`` (default: the scenario's) from its begin."""
+    m = scenario.mobility
+    inputs = _sumo_files(scenario)
+    s = m.sumo
+    begin = s.begin
+    if begin is None and m.source == "lust":
+        from mobility.lust import lust_begin
+
+        begin = lust_begin(m.lust)  # the rebuilt LuST demand starts before its window (warm-up)
+    extra = inputs.pop("extra_args", None)
+    span = scenario.duration if duration is None else duration
+    sumo = SumoConfig(
+        backend=s.backend, step_length=s.step_length, seed=s.seed, begin=begin,
+        end=(begin or 0.0) + span + s.step_length, time_to_teleport=s.time_to_teleport, scale=m.density,
+        extra_args=list(s.extra_args) if extra is None else extra, **{k: v for k, v in inputs.items() if v},
+    )
+    return sumo, inputs
 
 
 def open_source(scenario: Scenario, trace_path: Path | None, overwrite: bool = False) -> tuple[MobilitySource, list[Rsu]]:
@@ -33,21 +60,10 @@ def open_source(scenario: Scenario, trace_path: Path | None, overwrite: bool = F
     if m.source == "trace":
         src = TraceSource(m.trace)
         return src, [Rsu.from_dict(r) for r in src.metadata.get("rsus", [])]
-    inputs = _sumo_files(scenario)
+    sumo, inputs = sumo_config(scenario)
     rsus = place_rsus(m.rsu_config(), inputs.get("net_file"))
-    s = m.sumo
-    begin = s.begin
-    if begin is None and m.source == "lust":
-        from mobility.lust import lust_begin
-
-        begin = lust_begin(m.lust)  # the rebuilt LuST demand starts before its window (warm-up)
-    sumo = SumoConfig(
-        backend=s.backend, step_length=s.step_length, seed=s.seed, begin=begin,
-        end=(begin or 0.0) + scenario.duration + s.step_length, time_to_teleport=s.time_to_teleport,
-        extra_args=list(s.extra_args), **{k: v for k, v in inputs.items() if v},
-    )
     src = SumoSource(sumo, rsus, m.coverage_config(), trace=trace_path, overwrite_trace=overwrite,
-                     metadata={"scenario": scenario.name})
+                     metadata={"scenario": scenario.name, "density": m.density})
     return src, rsus
 
 

@@ -57,6 +57,7 @@ class MobilitySection(Strict):
     config_file: str | None = None
     lust: dict[str, Any] = Field(default_factory=dict)
     trace: str | None = None
+    density: float = Field(1.0, gt=0, description="demand factor for city, files and lust (SUMO's --scale)")
     sumo: SumoSection = SumoSection()
     rsus: dict[str, Any] = Field(default_factory=lambda: {"placement": "auto", "count": 1, "radius": 200.0})
     coverage: dict[str, Any] = Field(default_factory=lambda: {"state_interval": 5.0})

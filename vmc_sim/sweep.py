@@ -5,7 +5,7 @@ A sweep file (YAML) names a base scenario and a grid::
     name: density-rho
     base: city.yaml                  # a scenario file (relative to this file), an inline mapping, or omitted
     grid:
-      density: [0.5, 1.0]            # = mobility.city.demand_scale (mobility source 'city' only)
+      density: [0.5, 1.0]            # = mobility.density (SUMO's --scale: city, files and lust sources)
       rho: [0.3, 0.5]                # = federated.rho
       mobility.rsus.radius: [150, 250]
       method: [fsosa, [fsosa, retrain]]   # = federated.methods; a bare name means [name]
@@ -48,7 +48,7 @@ from .runs import RunDir, new_run_dir, versions
 from .scenario import Scenario
 
 ALIASES: dict[str, str] = {
-    "density": "mobility.city.demand_scale",
+    "density": "mobility.density",
     "rho": "federated.rho",
     "radius": "mobility.rsus.radius",
     "method": "federated.methods",
@@ -66,6 +66,7 @@ EXCLUSIVE: dict[str, str] = {"federated.rho": "federated.subset_size", "federate
 SOURCE_ONLY: dict[str, tuple[str, ...]] = {
     "mobility.city.": ("city",),
     "mobility.lust.": ("lust",),
+    "mobility.density": ("city", "files", "lust"),
     "mobility.rsus.": ("city", "files", "lust"),
     "mobility.sumo.": ("city", "files", "lust"),
 }
