@@ -13,7 +13,7 @@ from vmc_sim.cosim import run_scenario
 from vmc_sim.runs import RunDir
 from vmc_sim.scenario import Scenario, load_scenario
 
-HOST_KEYS = {"wall_s", "host_edit_s", "compute_s", "max_client_compute_s", "solve_s", "solve"}
+HOST_KEYS: set[str] = set()
 
 
 def trace_file(tmp_path, n_initial=6, arrivals=4, departures=3):
@@ -46,8 +46,9 @@ def scenario(trace, **over):
     return load_model(Scenario, None, data)
 
 
-def sim_records(run: RunDir):
-    return [{k: v for k, v in r.items() if k not in HOST_KEYS} for r in run.records()]
+def sim_records(run: RunDir, host=HOST_KEYS):
+    """Every record without its host-measured columns (``host_*``, and ``host``)."""
+    return [{k: v for k, v in r.items() if k not in host and not k.startswith("host_")} for r in run.records()]
 
 
 def test_every_request_reaches_every_method_and_replay_is_identical(tmp_path):
@@ -68,6 +69,42 @@ def test_every_request_reaches_every_method_and_replay_is_identical(tmp_path):
     assert sum(r["total_bytes"] for r in fsosa) < sum(r["total_bytes"] for r in retrain)
     manifest = a.manifest()
     assert manifest["status"] == "complete" and manifest["seeds"]["run_seed"] == 3
+
+
+def test_calibrated_time_does_not_depend_on_the_method_order(tmp_path):
+    """The default time model: two method orders (and two runs) give identical records, every
+    field except the host-measured ``host_*`` columns, in the same row order."""
+    trace = trace_file(tmp_path)
+    runs = []
+    for k, methods in enumerate((["fsosa", "retrain"], ["retrain", "fsosa"], ["fsosa", "retrain"])):
+        sc = scenario(trace, federated={"methods": methods}, compute={"time_model": "calibrated"})
+        assert sc.compute.time_model == "calibrated" and Scenario().compute.time_model == "calibrated"
+        runs.append(run_scenario(sc, out=tmp_path / f"o{k}", progress=False, say=lambda s: None))
+    first, swapped, again = (sim_records(r) for r in runs)
+    assert first == swapped == again
+    keys = [(r["done_time"], r["method"]) for r in first]
+    assert keys == sorted(keys)  # simulated-time order, one instant's rows by method name
+    assert all(r["compute_sim_s"] > 0 for r in first if r["kind"] == "fit")
+    assert any("host_compute_s" in r for r in list(runs[0].records()))
+    cal = runs[0].manifest()["calibration"]
+    assert cal["source"] in ("measured", "cached") and cal["train_s_per_sample_epoch"] > 0 and cal["repeats"] >= 3
+    # the fit's simulated compute is the calibrated cost of its trainees' work, nothing more
+    fit = next(r for r in first if r["method"] == "retrain" and r["kind"] == "fit")
+    per_sample = 2 * cal["train_s_per_sample_epoch"] + cal["fisher_s_per_sample"]
+    samples = fit["compute_sim_s"] / per_sample
+    assert abs(samples - round(samples)) < 1e-6 * samples
+
+
+def test_pinned_calibration_is_charged_exactly(tmp_path):
+    trace = trace_file(tmp_path)
+    costs = {"train_s_per_sample_epoch": 1e-3, "fisher_s_per_sample": 2e-3, "solve_s_per_unit": 0.5}
+    sc = scenario(trace, federated={"methods": ["fsosa"]}, compute={"time_model": "calibrated", "calibration": costs})
+    run = run_scenario(sc, out=tmp_path / "p", progress=False, say=lambda s: None)
+    assert run.manifest()["calibration"]["source"] == "pinned"
+    rows = list(run.records())
+    assert all(r["solve_sim_s"] == 0.5 * (1 + r["solve"]["products"]) for r in rows if r.get("triggered"))
+    samples = rows[0]["compute_sim_s"] / (2 * 1e-3 + 2e-3)  # 2 epochs + one Fisher pass per sample
+    assert samples > 0 and samples == pytest.approx(round(samples), abs=1e-9)
 
 
 def test_transfer_to_a_vehicle_that_left_fails_and_is_recorded(tmp_path):

@@ -54,7 +54,8 @@ def open_source(scenario: Scenario, trace_path: Path | None, overwrite: bool = F
 def replay_scenario(trace: str | Path, scenario_path: str | Path | None = None) -> Scenario:
     """The scenario of a recorded run, switched to replay ``trace`` without SUMO.
 
-    Without ``scenario_path`` the scenario is read from ``manifest.json`` beside the trace."""
+    Without ``scenario_path`` the scenario is read from ``manifest.json`` beside the trace, with
+    the recorded run's calibrated costs pinned."""
     import json
 
     from .config import ConfigError, load_model
@@ -69,7 +70,8 @@ def replay_scenario(trace: str | Path, scenario_path: str | Path | None = None) 
         manifest = trace.parent / "manifest.json"
         if not manifest.is_file():
             raise ConfigError(f"{trace}: no manifest.json beside the trace; give --scenario")
-        base = load_model(Scenario, None, json.loads(manifest.read_text())["config"])
+        recorded = json.loads(manifest.read_text())
+        base = pin_calibration(load_model(Scenario, None, recorded["config"]), recorded.get("calibration"))
     data = base.model_dump(mode="json")
     data["mobility"]["source"] = "trace"
     data["mobility"]["trace"] = str(trace)
@@ -90,6 +92,7 @@ def run_scenario(scenario: Scenario, out: str | Path = "runs", progress: bool = 
     if resume:
         for r in run.records():
             existing.setdefault(r["method"], []).append(r)
+        scenario = pin_calibration(scenario, run.manifest().get("calibration"))
     live = scenario.mobility.source != "trace"
     source, rsus = open_source(scenario, run.path / "trace.jsonl" if live else None, overwrite=resume)
     try:
@@ -97,6 +100,7 @@ def run_scenario(scenario: Scenario, out: str | Path = "runs", progress: bool = 
         seeds = sim.setup.streams.manifest()
         seeds["sumo"] = scenario.mobility.sumo.seed
         run.write_manifest(scenario.model_dump(mode="json"), seeds, kind="cosim", status="running",
+                           calibration=sim.calibration.as_dict() if sim.calibration else None,
                            mobility=source.metadata, rsus=[r.to_dict() for r in rsus],
                            resumed_after={m: len(v) for m, v in existing.items()} if resume else None)
         say(f"run directory: {run.path}")
@@ -115,6 +119,19 @@ def run_scenario(scenario: Scenario, out: str | Path = "runs", progress: bool = 
         source.close()
     say(summarize(run))
     return run
+
+
+def pin_calibration(scenario: Scenario, calibration: dict | None) -> Scenario:
+    """``scenario`` with the calibrated costs of ``calibration`` (a manifest's entry) pinned, so a
+    resumed or replayed run charges exactly what the original did."""
+    if not calibration or scenario.compute.time_model != "calibrated" or scenario.compute.calibration is not None:
+        return scenario
+    from .config import load_model
+
+    data = scenario.model_dump(mode="json")
+    data["compute"]["calibration"] = {k: calibration[k] for k in
+                                      ("train_s_per_sample_epoch", "fisher_s_per_sample", "solve_s_per_unit")}
+    return load_model(Scenario, None, data)
 
 
 def summarize(run: RunDir) -> str:

@@ -40,6 +40,7 @@ from mobility.events import MobilityEvent
 from mobility.rsu import Rsu
 from mobility.source import MobilitySource
 
+from .calibration import Calibration, calibrated, host_columns, pinned
 from .channel import ChannelConfig, RsuChannel
 from .rounds import RoundWorld
 from .transfers import broadcast, device_job, upload
@@ -240,6 +241,10 @@ class CoSimulation:
         )
         self.pool = ClientPool(trainer, lambda v: shards[self.shard_of(v)], store=store)
         self.existing = existing or {}
+        self.calibration: Calibration | None = None
+        if scenario.compute.time_model == "calibrated":
+            c = scenario.compute.calibration
+            self.calibration = pinned(c) if c is not None else calibrated(fed, self.setup)
         self._written: dict[str, int] = {}
         self.vehicles = Vehicles(scenario.coordinator.withdrawal_grace)
         self.env = simpy.Environment(initial_time=source.time)
@@ -250,15 +255,25 @@ class CoSimulation:
             for m in fed.methods
         ]
         self.round_worlds = [RoundWorld(self.env, m, self) for m in fed.strategies]
+        self._pending: list[tuple[str, dict[str, Any]]] = []
         self.requests = 0
         self.records = 0
         self._test = self.setup.test_set
 
     def compute_seconds(self, client: str, report: EditReport | None = None) -> float:
-        """Simulated duration of one client's training (+ Fisher) job for ``report``: what the
-        editor measured for it (``client_compute_s``, multi-round editors), else the pool's
-        contribution's measured time, or the device model."""
+        """Simulated duration of one client's training (+ Fisher) job for ``report``.
+
+        calibrated: the calibrated costs times the client's work (its sample-epochs in
+        ``client_work`` for the multi-round editors, else its samples x the configured epochs
+        plus one Fisher pass); measured: what the editor measured for it (``client_compute_s``),
+        else the pool's contribution's measured time; device: the device model."""
         c = self.scenario.compute
+        if c.time_model == "calibrated":
+            cal = self.calibration
+            if report is not None and client in report.client_work:
+                return cal.train_s_per_sample_epoch * report.client_work[client]
+            n = len(self.pool.data_of(client))
+            return cal.client_seconds(n, self.setup.train.epochs, fisher=self.setup.train.fisher.value != "none")
         if c.time_model == "measured":
             if report is not None and client in report.client_compute_s:
                 return report.client_compute_s[client]
@@ -267,8 +282,12 @@ class CoSimulation:
         return c.seconds_per_sample_epoch * n * (self.setup.train.epochs + c.fisher_factor)
 
     def solve_seconds(self, report: EditReport) -> float:
-        """Simulated duration of the coordinator's solve (measured, or the device model)."""
+        """Simulated duration of the coordinator's solve (calibrated, measured, or the device
+        model). A request without a Fisher solve (multi-round server steps, an untriggered
+        edit) costs nothing under the calibrated model."""
         c = self.scenario.compute
+        if c.time_model == "calibrated":
+            return 0.0 if report.solve is None else self.calibration.solve_seconds(report.solve.products)
         if c.time_model == "measured" or report.solve is None:
             return report.solve_s
         return c.seconds_per_solve_iteration * max(1, report.solve.iterations)
@@ -325,7 +344,7 @@ class CoSimulation:
             "latency_s": self.env.now - t_request,
         }
         if report is not None:
-            d = report.as_dict()
+            d = host_columns(report.as_dict())
             d.pop("transfers")
             d.pop("method")
             row.update(d)
@@ -340,6 +359,19 @@ class CoSimulation:
         return self._test
 
     def emit(self, method: str, row: dict[str, Any]) -> None:
+        """Queue one record of ``method``; records are written in simulated-time order, those of one
+        instant by method name (so the file's row order does not depend on the methods' order)."""
+        if self._pending and self._pending[0][1].get("done_time") != row.get("done_time"):
+            self.flush()
+        self._pending.append((method, row))
+
+    def flush(self) -> None:
+        """Write every queued record (the rows of one simulated instant)."""
+        pending, self._pending = sorted(self._pending, key=lambda mr: mr[0]), []
+        for method, row in pending:
+            self._write(method, row)
+
+    def _write(self, method: str, row: dict[str, Any]) -> None:
         """Append one record of ``method`` (on resume: check it against the one on disk instead)."""
         k = self._written.get(method, 0)
         self._written[method] = k + 1
@@ -361,8 +393,11 @@ class CoSimulation:
         """Run until the scenario's duration is over and every queued request is handled."""
         t0 = time.perf_counter()
         self.env.process(self.mobility())
-        self.env.run(until=self.source.time + self.scenario.duration)
-        self._drain()
+        try:
+            self.env.run(until=self.source.time + self.scenario.duration)
+            self._drain()
+        finally:
+            self.flush()
         self.save_models()
         return {"requests": self.requests, "records": self.records, "wall_s": time.perf_counter() - t0,
                 "sim_end": self.env.now}

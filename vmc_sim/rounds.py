@@ -27,6 +27,7 @@ import simpy
 from fl_core.rounds import RoundReport, RoundStrategy, build_strategy
 from fl_core.training import evaluate
 
+from .calibration import host_columns
 from .channel import RsuChannel
 from .transfers import broadcast, device_job, upload
 
@@ -112,14 +113,21 @@ class RoundWorld:
         return (yield from broadcast(self.env, self.channels, self.sim.vehicles, clients, nbytes, timing))
 
     def _seconds(self, update) -> float:
-        """Simulated device time of one local update: measured, or the scenario's device model
-        (a reused DG-FedReuse update costs no training under the device model)."""
+        """Simulated device time of one local update: calibrated (the calibrated cost per
+        sample-epoch), measured, or the scenario's device model (a reused DG-FedReuse update
+        costs no training under the calibrated and device models)."""
         c = self.sim.scenario.compute
         if c.time_model == "measured":
             return update.compute_s
         if update.extra.get("path") == "reused":
             return 0.0
-        return c.seconds_per_sample_epoch * update.num_samples * self.section.local_epochs
+        return self._per_sample_epoch() * update.num_samples * self.section.local_epochs
+
+    def _per_sample_epoch(self) -> float:
+        c = self.sim.scenario.compute
+        if c.time_model == "calibrated":
+            return self.sim.calibration.train_s_per_sample_epoch
+        return c.seconds_per_sample_epoch
 
     def _train_upload(self, client: Hashable, timing: dict, dropped: set):
         report = self.strategy._require_open()
@@ -142,14 +150,24 @@ class RoundWorld:
             for report in result.reports:
                 size = {t["client"]: t["bytes"] for t in report.transfers if t["kind"] == "broadcast"}
                 got = yield from self._broadcast(list(report.selected), size, timing)
-                per = report.compute_s / max(1, len(report.completed))
-                procs = [self.env.process(self._replay_client(report, c, per, timing)) for c in sorted(got, key=str)]
+                procs = [self.env.process(self._replay_client(report, c, self._unlearn_seconds(report, c), timing))
+                         for c in sorted(got, key=str)]
                 if procs:
                     yield simpy.AllOf(self.env, procs)
             self.participants.difference_update(targets)
             merged = _merge(result.reports, self.strategy.name, self.strategy.round)
             merged.extra["unlearn"] = {"targets": list(targets), "selected": list(result.selected)}
             self._record("unlearn", merged, timing, t0, request=req.index, request_time=req.time)
+
+    def _unlearn_seconds(self, report: RoundReport, client: Hashable) -> float:
+        """Device time of one participant of an unlearning round: its measured share of the round's
+        compute (measured), or its work at the calibrated / device cost per sample-epoch."""
+        if self.sim.scenario.compute.time_model == "measured":
+            return report.compute_s / max(1, len(report.completed))
+        work = report.client_work.get(client)
+        if work is None:
+            work = len(self.sim.pool.data_of(client)) * self.section.local_epochs
+        return self._per_sample_epoch() * work
 
     def _replay_client(self, report: RoundReport, client: Hashable, seconds: float, timing: dict):
         uplink = sum(t["bytes"] for t in report.transfers if t["client"] == client and t["kind"] != "broadcast")
@@ -159,7 +177,7 @@ class RoundWorld:
     # -- records ---------------------------------------------------------------------------------
     def _record(self, kind: str, report: RoundReport, timing: dict, t0: float,
                 request: int | None = None, request_time: float | None = None) -> None:
-        d = report.as_dict()
+        d = host_columns(report.as_dict())
         d.pop("transfers")
         d.pop("method")
         row: dict[str, Any] = {"method": self.name, "kind": kind, "index": report.round, "request": request,
@@ -183,6 +201,8 @@ def _merge(reports: list[RoundReport], name: str, round_index: int) -> RoundRepo
         for k, v in r.fields.items():
             out.fields[k] += v
         out.compute_s += r.compute_s
+        for c, w in r.client_work.items():
+            out.client_work[c] = out.client_work.get(c, 0) + w
         out.max_client_compute_s = max(out.max_client_compute_s, r.max_client_compute_s)
         out.wall_s += r.wall_s
         out.selected = tuple(dict.fromkeys(out.selected + r.selected))

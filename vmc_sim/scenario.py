@@ -94,9 +94,21 @@ class CoordinatorSection(Strict):
     )
 
 
+class CalibrationCosts(Strict):
+    """Pinned costs of the calibrated time model (see :mod:`vmc_sim.calibration`)."""
+
+    train_s_per_sample_epoch: float = Field(gt=0, description="local training: s per sample per epoch")
+    fisher_s_per_sample: float = Field(ge=0, description="Fisher pass: s per sample")
+    solve_s_per_unit: float = Field(ge=0, description="coordinator solve: s per (1 + operator products)")
+
+
 class ComputeSection(Strict):
     mode: Literal["shared_gpu", "onboard"] = "shared_gpu"
-    time_model: Literal["measured", "device"] = "measured"
+    time_model: Literal["calibrated", "measured", "device"] = Field(
+        "calibrated", description="calibrated: per-sample costs measured once per process after a warm-up "
+                                  "(deterministic); measured: each job's host time; device: the fixed model below")
+    calibration: CalibrationCosts | None = Field(
+        None, description="calibrated: pin the costs (e.g. from a manifest's 'calibration'); null = measure them")
     seconds_per_sample_epoch: float = Field(2.3e-4, gt=0, description="device model: s per sample per epoch")
     fisher_factor: float = Field(1.0, ge=0, description="device model: Fisher pass cost in epochs")
     seconds_per_solve_iteration: float = Field(1e-3, ge=0, description="device model: coordinator CG iteration")
