@@ -194,3 +194,50 @@ def test_shipped_scenarios_validate():
     assert files
     for f in files:
         load_scenario(f)
+
+
+def emptying_trace(tmp_path):
+    """Five vehicles, all leave (the cell empties), then five new ones arrive and one leaves."""
+    events = [MobilityEvent(float(i), "join", f"v{i}", "rsu0", 20.0 * i, 10.0, 5.0) for i in range(5)]
+    t = 30.0
+    for i in range(5):
+        events.append(MobilityEvent(t, "leave", f"v{i}", "rsu0", 280.0, 0.0, 10.0))
+        t += 6.0
+    for k in range(5):
+        events.append(MobilityEvent(t, "join", f"n{k}", "rsu0", 50.0, -30.0, 8.0))
+        t += 6.0
+    events.append(MobilityEvent(t, "leave", "n0", "rsu0", 280.0, 0.0, 10.0))
+    meta = {"source": "test", "clock": {"begin": 0.0, "step_length": 1.0},
+            "rsus": [{"id": "rsu0", "x": 0.0, "y": 0.0, "radius": 300.0}], "coverage": {}}
+    return write_trace(tmp_path / "empty.jsonl", events, meta, end_time=t + 5.0)
+
+
+def test_a_cell_that_empties_suspends_every_model_and_the_run_goes_on(tmp_path):
+    trace = emptying_trace(tmp_path)
+    methods = ["fsosa", "retrain", "fedfisher", "fedavg", "finetune", "retrain_fedavg"]
+    sc = scenario(trace, duration=200.0, federated={"methods": methods, "strategies": ["fedprox", "pdf"],
+                                                    "rounds": {"rounds": 6, "min_available": 2, "clients_per_round": 3}},
+                  coordinator={"warmup": 5.0, "min_clients": 3})
+    run = run_scenario(sc, out=tmp_path / "e", progress=False, say=lambda s: None)
+    assert run.manifest()["status"] == "complete"
+    rows = list(run.records())
+    for m in methods:
+        mine = [r for r in rows if r["method"] == m]
+        kinds = [r.get("kind") for r in mine]
+        assert kinds[0] == "fit" and len(mine) == 1 + 11, (m, kinds)  # every request recorded
+        s = kinds.index("suspend")
+        suspend = mine[s]
+        assert suspend["removed"] == ["v2"] and suspend["population"] == 2 and suspend["accuracy"] is None
+        # the model's clients go with it (fine-tuning cannot remove: it still held v0 and v1)
+        assert sorted(suspend["withdrawn"]) == (["v0", "v1"] if m == "finetune" else []) + ["v2", "v3", "v4"], m
+        assert "withdrawn" in suspend["note"]
+        refit = next(r for r in mine[s:] if r.get("kind") == "fit")
+        assert refit["refit"] and refit["model_epoch"] == 1 and sorted(refit["added"]) == ["n0", "n1", "n2"]
+        assert all(r["kind"] == "suspended" for r in mine[s + 1:mine.index(refit)])
+        last = mine[-1]  # n0 leaves the refitted model (fine-tuning records that it cannot remove)
+        assert last["model_epoch"] == 1
+        assert last.get("kind") == "remove" and last["accuracy"] is not None if m != "finetune" else "unsupported" in last["note"]
+    for m in ("fedprox", "pdf"):
+        mine = [r for r in rows if r["method"] == m]
+        assert [r["kind"] for r in mine].count("suspend") == 1, m
+        assert any(r["kind"] == "round" and r["model_epoch"] == 1 for r in mine), m

@@ -139,18 +139,24 @@ def summarize(run: RunDir) -> str:
     totals: dict[str, dict[str, float]] = {}
     for r in run.records():
         t = totals.setdefault(r["method"], {"n": 0, "trig": 0, "MB": 0.0, "latency": 0.0, "compute": 0.0,
-                                             "acc": float("nan"), "failed": 0})
+                                             "acc": float("nan"), "failed": 0, "suspended": 0})
         t["n"] += 1
         t["trig"] += int(bool(r.get("triggered")))
         t["MB"] += r.get("total_bytes", 0) / 1e6
         t["latency"] += r.get("latency_s", 0.0)
         t["compute"] += r.get("compute_sim_s", 0.0)
         t["failed"] += len(r.get("failed", []))
+        t["suspended"] += int(r.get("kind") == "suspend")
         if "accuracy" in r:
-            t["acc"] = r["accuracy"]
+            t["acc"] = float("nan") if r["accuracy"] is None else r["accuracy"]
     lines = ["", f"{'method':<10} {'requests':>8} {'triggered':>9} {'MB':>10} {'sim compute s':>13} "
                  f"{'sum latency s':>13} {'failed':>6} {'final acc %':>11}"]
     for m, t in totals.items():
         lines.append(f"{m:<10} {t['n']:>8} {t['trig']:>9} {t['MB']:>10.2f} {t['compute']:>13.1f} "
                      f"{t['latency']:>13.1f} {t['failed']:>6} {100 * t['acc']:>11.2f}")
+    for m, t in totals.items():
+        if t["suspended"]:
+            end = "; it was withdrawn at the end (final acc nan)" if t["acc"] != t["acc"] else ""
+            lines.append(f"note: {m}: the model was withdrawn {t['suspended']} time(s) when coverage fell below "
+                         f"coordinator.min_clients (records of kind 'suspend'){end}")
     return "\n".join(lines)

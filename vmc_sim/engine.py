@@ -33,6 +33,7 @@ from fl_core.clients import ClientPool
 from fl_core.fisher import layer_specs
 from fl_core.store import ContributionStore
 from fl_core.editors import Editor, EditReport, UnsupportedRequestError, build_editor
+from fl_core.errors import EmptyPopulationError
 from fl_core.experiment import OneShotSetup
 from fl_core.rng import derive_seed
 from fl_core.training import LocalTrainer, evaluate
@@ -100,10 +101,22 @@ class Vehicles:
 
 
 class World:
-    """One method's coordinator, channels and shared device (None: on-board training)."""
+    """One method's coordinator, channels and shared device (None: on-board training).
+
+    Suspension: when a request would leave fewer than ``coordinator.min_clients`` vehicles (or
+    the editor finds it would leave no client), the model is withdrawn instead (unlearning a
+    model down to nothing means withdrawing it): the request is recorded as ``kind: suspend``
+    with the withdrawn clients, and the world waits. Requests while suspended are recorded as
+    ``kind: suspended``; once ``min_clients`` vehicles are present again, a fresh editor fits
+    them (``kind: fit``, ``refit: true``) and the run goes on. ``model_epoch`` in every record
+    counts the models: 0 for the first, +1 after each suspension.
+    """
 
     def __init__(self, env: simpy.Environment, name: str, editor: Editor, sim: "CoSimulation") -> None:
         self.env, self.name, self.editor, self.sim = env, name, editor, sim
+        self.present: set[str] = set()  # the vehicles this world's requests say are present
+        self.suspended = False
+        self.epoch = 0
         self.queue: simpy.Store = simpy.Store(env)
         cfg = sim.channel_cfg
         self.channels = {r.id: RsuChannel(cfg, (r.x, r.y), rsu_id=r.id, env=env) for r in sim.rsus}
@@ -126,24 +139,73 @@ class World:
     def handle(self, batch: list[Request]):
         t_request = batch[0].time
         host0 = time.perf_counter()
+        min_clients = self.sim.scenario.coordinator.min_clients
+        present = set(self.present)
+        for r in batch:
+            present = (present - set(r.removed)) | set(r.added)
+        extra: dict[str, Any] = {}
         if batch[0].kind == "fit":
+            self.present = set(batch[0].added)
             report = self.editor.fit(batch[0].added)
-            removed, added = [], batch[0].added
+        elif self.suspended:
+            self.present = present
+            if len(present) < min_clients:
+                self.sim.record(self, batch, None, self._suspended_note(present, min_clients), t_request)
+                return
+            self.editor = self.sim.new_editor(self.name, self.epoch)
+            report = self.editor.fit(sorted(present))
+            self.suspended = False
+            extra = {"refit": True, "note": f"fresh fit: {len(present)} vehicles present again "
+                                             f"(coordinator.min_clients = {min_clients})"}
         else:
+            if len(present) < min_clients:
+                self.present = present
+                self.suspend(batch, t_request, f"{len(present)} vehicle(s) would remain, fewer than "
+                                                f"coordinator.min_clients = {min_clients}")
+                return
             removed, added = self._net(batch)
             if not removed and not added:
+                self.present = present
                 self.sim.record(self, batch, None, {"note": "requests cancel out"}, t_request)
                 return
             kind = "remove" if (len(removed) == 1 and not added) else "add" if (len(added) == 1 and not removed) else "batch"
             try:
                 report = self.editor.batch(removed, added, kind=kind)
             except UnsupportedRequestError as e:  # e.g. fine-tuning cannot remove: recorded, state unchanged
+                self.present = present
                 self.sim.record(self, batch, None, {"note": f"unsupported: {e}"}, t_request)
                 return
+            except EmptyPopulationError as e:  # e.g. fewer clients than a fixed subset size
+                self.present = present
+                self.suspend(batch, t_request, str(e))
+                return
+            self.present = present
         host_s = time.perf_counter() - host0
         timing = yield from self.play(report)
         timing["host_edit_s"] = host_s
+        timing.update(extra)
         self.sim.record(self, batch, report, timing, t_request)
+
+    def suspend(self, batch: list[Request], t_request: float, reason: str) -> None:
+        """Withdraw the model: its clients' contributions go with it; wait for enough vehicles."""
+        withdrawn = sorted(self.editor.clients, key=str)
+        departed = {v for r in batch for v in r.removed}
+        for c in departed:
+            self.sim.pool.forget(c)
+        self.epoch += 1
+        self.suspended = True
+        self.editor = self.sim.new_editor(self.name, self.epoch)  # unfitted until the fresh fit
+        self.sim.record(self, batch, None, {
+            "kind": "suspend", "triggered": True, "withdrawn": withdrawn, "population": len(self.present),
+            "removed": sorted(departed, key=str), "added": sorted({v for r in batch for v in r.added}, key=str),
+            "accuracy": None, "makespan_s": 0.0,
+            "note": f"model withdrawn: {reason}; a fresh fit follows once enough vehicles are present",
+        }, t_request)
+
+    def _suspended_note(self, present: set, min_clients: int) -> dict[str, Any]:
+        return {"kind": "suspended", "triggered": False, "population": len(present), "accuracy": None,
+                "makespan_s": 0.0,
+                "note": f"model withdrawn: {len(present)} vehicle(s) present, coordinator.min_clients = {min_clients}"}
 
     def _net(self, batch: list[Request]) -> tuple[list[str], list[str]]:
         clients = set(self.editor.clients)
@@ -249,16 +311,20 @@ class CoSimulation:
         self.vehicles = Vehicles(scenario.coordinator.withdrawal_grace)
         self.env = simpy.Environment(initial_time=source.time)
         self.end_time = source.time + scenario.duration
-        self.worlds = [
-            World(self.env, m, build_editor(m, self.pool, self.setup.streams.numpy("subset", m), fed.rule(),
-                                            fed.projection.build(), rounds=fed.rounds.build()), self)
-            for m in fed.methods
-        ]
+        self.worlds = [World(self.env, m, self.new_editor(m), self) for m in fed.methods]
         self.round_worlds = [RoundWorld(self.env, m, self) for m in fed.strategies]
         self._pending: list[tuple[str, dict[str, Any]]] = []
         self.requests = 0
         self.records = 0
         self._test = self.setup.test_set
+
+    def new_editor(self, method: str, epoch: int = 0) -> Editor:
+        """A fresh editor of ``method``; model ``epoch`` > 0 (after a suspension) gets its own
+        subset-sampling stream."""
+        fed = self.scenario.federated
+        keys = (method,) if epoch == 0 else (method, "epoch", epoch)
+        return build_editor(method, self.pool, self.setup.streams.numpy("subset", *keys), fed.rule(),
+                            fed.projection.build(), rounds=fed.rounds.build())
 
     def compute_seconds(self, client: str, report: EditReport | None = None) -> float:
         """Simulated duration of one client's training (+ Fisher) job for ``report``.
@@ -342,6 +408,7 @@ class CoSimulation:
             "request_time": t_request,
             "done_time": self.env.now,
             "latency_s": self.env.now - t_request,
+            "model_epoch": world.epoch,
         }
         if report is not None:
             d = host_columns(report.as_dict())

@@ -85,7 +85,9 @@ class MobilitySection(Strict):
 
 class CoordinatorSection(Strict):
     warmup: float = Field(60.0, ge=0, description="simulated seconds before the first fit")
-    min_clients: int = Field(4, ge=1, description="clients needed in coverage for the first fit")
+    min_clients: int = Field(4, ge=1, description="clients needed in coverage for a model: the first fit, and a "
+                                                  "fresh fit after a suspension; a request that would leave fewer "
+                                                  "withdraws the model (kind: suspend) and the run goes on")
     window: float = Field(0.0, ge=0, description="0: one request at a time; > 0: gather a batch over this window")
     evaluate: bool = True
     max_requests: int | None = Field(None, gt=0, description="stop after this many requests")
