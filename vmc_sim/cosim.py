@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ from mobility.source import MobilitySource, SumoSource, TraceSource
 from mobility.sumo import SumoConfig
 
 from .engine import CoSimulation
+from .inputs import check_inputs, sumocfg_inputs
 from .runs import RunDir, new_run_dir
 from .scenario import Scenario
 
@@ -34,7 +36,8 @@ def open_source(scenario: Scenario, trace_path: Path | None, overwrite: bool = F
         src = TraceSource(m.trace)
         return src, [Rsu.from_dict(r) for r in src.metadata.get("rsus", [])]
     inputs = _sumo_files(scenario)
-    rsus = place_rsus(m.rsu_config(), inputs.get("net_file"))
+    net = inputs.get("net_file") or (sumocfg_inputs(m.config_file)["net_file"] if m.config_file else None)
+    rsus = place_rsus(m.rsu_config(), net)
     s = m.sumo
     begin = s.begin
     if begin is None and m.source == "lust":
@@ -83,11 +86,27 @@ def run_scenario(scenario: Scenario, out: str | Path = "runs", progress: bool = 
                  say=print, resume: bool = False) -> RunDir:
     """Run ``scenario`` into a new run directory and return it (records are written as they come).
 
+    Before anything runs, every file the scenario names is checked (:func:`vmc_sim.inputs.check_inputs`)
+    and the data set is loaded; a run that fails before its first record removes the run
+    directory it created (nothing is left behind to resume).
+
     With ``resume`` the run directory's existing records are kept: the run is executed again
     from the start (SUMO and every stream are seeded, contributions come from the run's
     contribution store instead of being retrained), the recomputed records are checked
     against the stored ones, and only the records past them are appended."""
+    check_inputs(scenario)
+    setup = scenario.federated.setup(scenario.seed)  # an unusable data set fails here, before SUMO starts
+    created = run_dir is None
     run = RunDir(run_dir or new_run_dir(out, scenario.name))
+    try:
+        return _run(scenario, run, setup, progress, say, resume)
+    except BaseException:
+        if created and not (run.path / "records.jsonl").exists():
+            shutil.rmtree(run.path, ignore_errors=True)
+        raise
+
+
+def _run(scenario: Scenario, run: RunDir, setup, progress: bool, say, resume: bool) -> RunDir:
     existing: dict[str, list[dict]] = {}
     if resume:
         for r in run.records():
@@ -96,7 +115,7 @@ def run_scenario(scenario: Scenario, out: str | Path = "runs", progress: bool = 
     live = scenario.mobility.source != "trace"
     source, rsus = open_source(scenario, run.path / "trace.jsonl" if live else None, overwrite=resume)
     try:
-        sim = CoSimulation(scenario, source, rsus, run, progress=progress, existing=existing)
+        sim = CoSimulation(scenario, source, rsus, run, setup=setup, progress=progress, existing=existing)
         seeds = sim.setup.streams.manifest()
         seeds["sumo"] = scenario.mobility.sumo.seed
         run.write_manifest(scenario.model_dump(mode="json"), seeds, kind="cosim", status="running",

@@ -144,5 +144,23 @@ class Scenario(Strict):
 
 
 def load_scenario(path: str | Path | None) -> Scenario:
-    """Validate a scenario file (None: the embedded default)."""
-    return load_model(Scenario, path)
+    """Validate a scenario file (None: the embedded default); its relative file paths are read
+    relative to the file's directory (:func:`vmc_sim.inputs.resolve_paths`)."""
+    scenario = load_model(Scenario, path)
+    if path is None:
+        return scenario
+    from .inputs import resolve_paths
+
+    data = resolve_paths(scenario.model_dump(mode="json"), Path(path).resolve().parent)
+    return _validate(data, path)
+
+
+def _validate(data: dict[str, Any], path: str | Path) -> Scenario:
+    from pydantic import ValidationError
+
+    from .config import ConfigError, format_errors
+
+    try:
+        return Scenario.model_validate(data)
+    except ValidationError as e:
+        raise ConfigError(format_errors(e, str(path), Scenario)) from None
