@@ -13,7 +13,8 @@ def _oneshot(args: argparse.Namespace) -> int:
     from .oneshot import run_oneshot
 
     config = load_model(OneShotConfig, args.config)
-    run_oneshot(config, out=args.out)
+    run_oneshot(config, out=args.out, say=lambda s: print(s, flush=True),
+                progress=None if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True)))
     return 0
 
 
@@ -75,6 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     o = sub.add_parser("oneshot", help="fit methods on one client set and replay an editing sequence")
     o.add_argument("config", nargs="?", help="YAML file (default: the embedded digits example)")
     o.add_argument("--out", default="runs", help="where run directories are created")
+    o.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     o.set_defaults(func=_oneshot)
     r = sub.add_parser(
         "run", help="run a co-simulation scenario (default: the embedded city)",

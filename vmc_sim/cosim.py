@@ -13,6 +13,7 @@ from mobility.sumo import SumoConfig
 
 from .engine import CoSimulation
 from .inputs import check_inputs, sumocfg_inputs
+from .solves import unconverged_solves, warning_lines
 from .runs import RunDir, new_run_dir
 from .scenario import Scenario
 
@@ -132,7 +133,8 @@ def _run(scenario: Scenario, run: RunDir, setup, progress: bool, say, resume: bo
             run._atomic_json("manifest.json", manifest)
             raise
         manifest = run.manifest()
-        manifest.update(status="complete", summary=summary)
+        manifest.update(status="complete", summary=summary,
+                        unconverged_solves=unconverged_solves(run.records()) or None)
         run._atomic_json("manifest.json", manifest)
     finally:
         source.close()
@@ -178,4 +180,9 @@ def summarize(run: RunDir) -> str:
             end = "; it was withdrawn at the end (final acc nan)" if t["acc"] != t["acc"] else ""
             lines.append(f"note: {m}: the model was withdrawn {t['suspended']} time(s) when coverage fell below "
                          f"coordinator.min_clients (records of kind 'suspend'){end}")
+    try:
+        tol = float(run.manifest()["config"]["federated"]["projection"]["tol"])
+    except (OSError, KeyError, TypeError, ValueError):
+        tol = float("nan")
+    lines += warning_lines(unconverged_solves(run.records()), tol)
     return "\n".join(lines)

@@ -23,6 +23,7 @@ coverage (the withdrawal is issued before it disconnects), at its last known pos
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Hashable
@@ -263,6 +264,22 @@ class World:
         yield from upload(self.env, self.channels, self.sim.vehicles, client, nbytes, timing)
 
 
+def progress_line(row: dict[str, Any]) -> str:
+    """One line per record for a log (``vmc run`` with its output piped)."""
+    kind = row.get("kind") or row.get("note", "")
+    parts = [f"[t={row.get('done_time', 0.0):.0f} s] {row.get('method')} #{row.get('index')} {kind}"]
+    if row.get("triggered") is not None:
+        parts.append("triggered" if row.get("triggered") else "no change")
+    solve = row.get("solve")
+    if isinstance(solve, dict) and not solve.get("converged", True):
+        parts.append(f"solve stopped before its tolerance (residual {solve.get('residual', float('nan')):.1e})")
+    if row.get("accuracy") is not None:
+        parts.append(f"acc {100 * row['accuracy']:.2f} %")
+    if row.get("host_edit_s") is not None:
+        parts.append(f"host {row['host_edit_s']:.2f} s")
+    return ", ".join(parts)
+
+
 def vehicle_shard(seed: int, vehicle: Hashable, num_shards: int) -> int:
     """The data shard vehicle ``vehicle`` holds: a hash of (run seed, vehicle id), never of arrival order."""
     return derive_seed(seed, "shard", vehicle) % num_shards
@@ -290,6 +307,7 @@ class CoSimulation:
     ) -> None:
         self.scenario, self.source, self.rsus, self.run_dir = scenario, source, rsus, run
         self.progress, self.on_record = progress, on_record
+        self.progress_lines = progress and not sys.stderr.isatty()  # piped: a line per record, not a bar
         fed = scenario.federated
         self.setup = setup or fed.setup(scenario.seed)
         self.channel_cfg: ChannelConfig = scenario.channel_config()
@@ -453,6 +471,8 @@ class CoSimulation:
             return
         self.run_dir.append_record(row)
         self.records += 1
+        if self.progress_lines:
+            print(progress_line(row), file=sys.stderr, flush=True)
         if self.on_record:
             self.on_record(row)
 
