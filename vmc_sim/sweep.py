@@ -278,7 +278,8 @@ def pin_calibrations(points: list[GridPoint], say: Callable[[str], None] = print
 
 
 def method_totals(run: RunDir) -> list[dict[str, Any]]:
-    """Per method of a run directory: editing requests (the first fit excluded) and how many
+    """Per method of a run directory: requests (the first fit excluded; a fresh fit after a
+    withdrawal counts, as do the withdrawals) and how many
     triggered a change; over every record (fit included, like ``summarize`` and Fig. 6): MB,
     simulated time (sum of ``makespan_s``) and failed transfers; mean latency of the editing
     requests and the last recorded accuracy."""
@@ -290,7 +291,7 @@ def method_totals(run: RunDir) -> list[dict[str, Any]]:
         m = r["method"]
         t = totals.setdefault(m, {"method": m, "requests": 0, "triggered": 0, "total_MB": 0.0, "sim_time_s": 0.0,
                                   "mean_latency_s": math.nan, "final_accuracy": math.nan, "failed_transfers": 0})
-        if r.get("kind") != "fit":
+        if r.get("kind") != "fit" or r.get("refit"):  # a fresh fit after a withdrawal answers a request
             t["requests"] += len(r.get("requests") or [r.get("index")])
             t["triggered"] += int(bool(r.get("triggered")))
             latencies.setdefault(m, []).append(float(r.get("latency_s", 0.0)))
