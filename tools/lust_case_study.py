@@ -73,8 +73,9 @@ def method_rows(run, dataset: str) -> list[dict[str, Any]]:
             "trained": sum(len(r.get("trained") or []) for r in rows),
             **{f"{k}_MB": mb[k] for k in KINDS}, "total_MB": total, "time_s": t,
             "final_acc": 100 * acc[-1] if acc else None, "mean_acc": 100 * sum(acc) / len(acc) if acc else None,
-            "max_acc_gap_vs_retrain": (100 * max(abs(a.get("accuracy") - b.get("accuracy")) for a, b in zip(rows, base))
-                                       if acc else None),
+            "max_acc_gap_vs_retrain": (100 * max((abs(a["accuracy"] - b["accuracy"]) for a, b in zip(rows, base)
+                                                  if a.get("accuracy") is not None and b.get("accuracy") is not None),
+                                                 default=0.0) if acc else None),  # None: a withdrawn model
         })
     ref = next(r for r in out if r["method"] == "retrain")
     for r in out:

@@ -228,7 +228,7 @@ def paper_style(fsosa: list[dict[str, Any]], unit: dict[str, float]) -> list[dic
     """The paper's accounting on our F-SOSA run: a triggered request re-collects the whole subset."""
     out = []
     for r in fsosa:
-        trig = bool(r.get("triggered"))
+        trig = bool(r.get("triggered")) and r.get("kind") != "suspend"  # a withdrawn model re-collects nothing
         p = r["subset_size"] if trig else 0
         b = {"broadcast": unit["broadcast"] if trig else 0, "model_upload": p * unit["model_upload"],
              "fisher_upload": p * unit["fisher_upload"], "control": r["bytes"]["control"]}

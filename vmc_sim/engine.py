@@ -199,13 +199,13 @@ class World:
         self.sim.record(self, batch, None, {
             "kind": "suspend", "triggered": True, "withdrawn": withdrawn, "population": len(self.present),
             "removed": sorted(departed, key=str), "added": sorted({v for r in batch for v in r.added}, key=str),
-            "accuracy": None, "makespan_s": 0.0,
+            "accuracy": None, "makespan_s": 0.0, **_no_bytes(),
             "note": f"model withdrawn: {reason}; a fresh fit follows once enough vehicles are present",
         }, t_request)
 
     def _suspended_note(self, present: set, min_clients: int) -> dict[str, Any]:
         return {"kind": "suspended", "triggered": False, "population": len(present), "accuracy": None,
-                "makespan_s": 0.0,
+                "makespan_s": 0.0, **_no_bytes(),
                 "note": f"model withdrawn: {len(present)} vehicle(s) present, coordinator.min_clients = {min_clients}"}
 
     def _net(self, batch: list[Request]) -> tuple[list[str], list[str]]:
@@ -262,6 +262,13 @@ class World:
     def _train_upload(self, client: str, nbytes: int, timing: dict, seconds: float):
         yield from device_job(self.env, self.device, seconds, timing)
         yield from upload(self.env, self.channels, self.sim.vehicles, client, nbytes, timing)
+
+
+def _no_bytes() -> dict[str, Any]:
+    """The byte fields of a record that moved nothing (a withdrawal: the model is dropped, not unlearned)."""
+    from fl_core.payload import ByteKind
+
+    return {"bytes": {k.value: 0 for k in ByteKind}, "total_bytes": 0, "subset_size": 0, "trained": []}
 
 
 def progress_line(row: dict[str, Any]) -> str:

@@ -103,7 +103,7 @@ class RoundWorld:
             "request_time": req.time, "done_time": self.env.now, "latency_s": self.env.now - req.time,
             "model_epoch": self.epoch, "triggered": True, "withdrawn": withdrawn,
             "removed": list(req.removed), "added": list(req.added), "population": len(self.present),
-            "accuracy": None, "makespan_s": 0.0,
+            "accuracy": None, "makespan_s": 0.0, "total_bytes": 0,
             "note": f"model withdrawn: {len(self.present)} vehicle(s) present, fewer than coordinator.min_clients = "
                     f"{min_clients}; rounds start again from W0 once enough vehicles are present",
         }
