@@ -13,7 +13,7 @@ from vmc_sim.cosim import run_scenario
 from vmc_sim.runs import RunDir
 from vmc_sim.scenario import Scenario, load_scenario
 
-HOST_KEYS = {"wall_s", "host_edit_s", "compute_s", "max_client_compute_s", "solve_s", "solve"}
+HOST_KEYS: set[str] = set()
 
 
 def trace_file(tmp_path, n_initial=6, arrivals=4, departures=3):
@@ -46,8 +46,9 @@ def scenario(trace, **over):
     return load_model(Scenario, None, data)
 
 
-def sim_records(run: RunDir):
-    return [{k: v for k, v in r.items() if k not in HOST_KEYS} for r in run.records()]
+def sim_records(run: RunDir, host=HOST_KEYS):
+    """Every record without its host-measured columns (``host_*``, and ``host``)."""
+    return [{k: v for k, v in r.items() if k not in host and not k.startswith("host_")} for r in run.records()]
 
 
 def test_every_request_reaches_every_method_and_replay_is_identical(tmp_path):
@@ -68,6 +69,42 @@ def test_every_request_reaches_every_method_and_replay_is_identical(tmp_path):
     assert sum(r["total_bytes"] for r in fsosa) < sum(r["total_bytes"] for r in retrain)
     manifest = a.manifest()
     assert manifest["status"] == "complete" and manifest["seeds"]["run_seed"] == 3
+
+
+def test_calibrated_time_does_not_depend_on_the_method_order(tmp_path):
+    """The default time model: two method orders (and two runs) give identical records, every
+    field except the host-measured ``host_*`` columns, in the same row order."""
+    trace = trace_file(tmp_path)
+    runs = []
+    for k, methods in enumerate((["fsosa", "retrain"], ["retrain", "fsosa"], ["fsosa", "retrain"])):
+        sc = scenario(trace, federated={"methods": methods}, compute={"time_model": "calibrated"})
+        assert sc.compute.time_model == "calibrated" and Scenario().compute.time_model == "calibrated"
+        runs.append(run_scenario(sc, out=tmp_path / f"o{k}", progress=False, say=lambda s: None))
+    first, swapped, again = (sim_records(r) for r in runs)
+    assert first == swapped == again
+    keys = [(r["done_time"], r["method"]) for r in first]
+    assert keys == sorted(keys)  # simulated-time order, one instant's rows by method name
+    assert all(r["compute_sim_s"] > 0 for r in first if r["kind"] == "fit")
+    assert any("host_compute_s" in r for r in list(runs[0].records()))
+    cal = runs[0].manifest()["calibration"]
+    assert cal["source"] in ("measured", "cached") and cal["train_s_per_sample_epoch"] > 0 and cal["repeats"] >= 3
+    # the fit's simulated compute is the calibrated cost of its trainees' work, nothing more
+    fit = next(r for r in first if r["method"] == "retrain" and r["kind"] == "fit")
+    per_sample = 2 * cal["train_s_per_sample_epoch"] + cal["fisher_s_per_sample"]
+    samples = fit["compute_sim_s"] / per_sample
+    assert abs(samples - round(samples)) < 1e-6 * samples
+
+
+def test_pinned_calibration_is_charged_exactly(tmp_path):
+    trace = trace_file(tmp_path)
+    costs = {"train_s_per_sample_epoch": 1e-3, "fisher_s_per_sample": 2e-3, "solve_s_per_unit": 0.5}
+    sc = scenario(trace, federated={"methods": ["fsosa"]}, compute={"time_model": "calibrated", "calibration": costs})
+    run = run_scenario(sc, out=tmp_path / "p", progress=False, say=lambda s: None)
+    assert run.manifest()["calibration"]["source"] == "pinned"
+    rows = list(run.records())
+    assert all(r["solve_sim_s"] == 0.5 * (1 + r["solve"]["products"]) for r in rows if r.get("triggered"))
+    samples = rows[0]["compute_sim_s"] / (2 * 1e-3 + 2e-3)  # 2 epochs + one Fisher pass per sample
+    assert samples > 0 and samples == pytest.approx(round(samples), abs=1e-9)
 
 
 def test_transfer_to_a_vehicle_that_left_fails_and_is_recorded(tmp_path):
@@ -157,3 +194,50 @@ def test_shipped_scenarios_validate():
     assert files
     for f in files:
         load_scenario(f)
+
+
+def emptying_trace(tmp_path):
+    """Five vehicles, all leave (the cell empties), then five new ones arrive and one leaves."""
+    events = [MobilityEvent(float(i), "join", f"v{i}", "rsu0", 20.0 * i, 10.0, 5.0) for i in range(5)]
+    t = 30.0
+    for i in range(5):
+        events.append(MobilityEvent(t, "leave", f"v{i}", "rsu0", 280.0, 0.0, 10.0))
+        t += 6.0
+    for k in range(5):
+        events.append(MobilityEvent(t, "join", f"n{k}", "rsu0", 50.0, -30.0, 8.0))
+        t += 6.0
+    events.append(MobilityEvent(t, "leave", "n0", "rsu0", 280.0, 0.0, 10.0))
+    meta = {"source": "test", "clock": {"begin": 0.0, "step_length": 1.0},
+            "rsus": [{"id": "rsu0", "x": 0.0, "y": 0.0, "radius": 300.0}], "coverage": {}}
+    return write_trace(tmp_path / "empty.jsonl", events, meta, end_time=t + 5.0)
+
+
+def test_a_cell_that_empties_suspends_every_model_and_the_run_goes_on(tmp_path):
+    trace = emptying_trace(tmp_path)
+    methods = ["fsosa", "retrain", "fedfisher", "fedavg", "finetune", "retrain_fedavg"]
+    sc = scenario(trace, duration=200.0, federated={"methods": methods, "strategies": ["fedprox", "pdf"],
+                                                    "rounds": {"rounds": 6, "min_available": 2, "clients_per_round": 3}},
+                  coordinator={"warmup": 5.0, "min_clients": 3})
+    run = run_scenario(sc, out=tmp_path / "e", progress=False, say=lambda s: None)
+    assert run.manifest()["status"] == "complete"
+    rows = list(run.records())
+    for m in methods:
+        mine = [r for r in rows if r["method"] == m]
+        kinds = [r.get("kind") for r in mine]
+        assert kinds[0] == "fit" and len(mine) == 1 + 11, (m, kinds)  # every request recorded
+        s = kinds.index("suspend")
+        suspend = mine[s]
+        assert suspend["removed"] == ["v2"] and suspend["population"] == 2 and suspend["accuracy"] is None
+        # the model's clients go with it (fine-tuning cannot remove: it still held v0 and v1)
+        assert sorted(suspend["withdrawn"]) == (["v0", "v1"] if m == "finetune" else []) + ["v2", "v3", "v4"], m
+        assert "withdrawn" in suspend["note"]
+        refit = next(r for r in mine[s:] if r.get("kind") == "fit")
+        assert refit["refit"] and refit["model_epoch"] == 1 and sorted(refit["added"]) == ["n0", "n1", "n2"]
+        assert all(r["kind"] == "suspended" for r in mine[s + 1:mine.index(refit)])
+        last = mine[-1]  # n0 leaves the refitted model (fine-tuning records that it cannot remove)
+        assert last["model_epoch"] == 1
+        assert last.get("kind") == "remove" and last["accuracy"] is not None if m != "finetune" else "unsupported" in last["note"]
+    for m in ("fedprox", "pdf"):
+        mine = [r for r in rows if r["method"] == m]
+        assert [r["kind"] for r in mine].count("suspend") == 1, m
+        assert any(r["kind"] == "round" and r["model_epoch"] == 1 for r in mine), m

@@ -151,3 +151,14 @@ def test_ray_sweep_on_a_local_instance(tmp_path):
     assert [(r["seed"], r["status"]) for r in rows] == [("0", "complete"), ("1", "complete")]
     assert all(int(r["requests"]) == 3 and float(r["total_MB"]) > 0 for r in rows)
     assert json.loads((result.path / "sweep.json").read_text())["engine"] == "ray"
+
+
+def test_a_calibrated_sweep_pins_one_calibration_into_every_point(tmp_path):
+    from vmc_sim.sweep import pin_calibrations
+
+    base = {**tiny_base(tmp_path / "trace.jsonl"), "compute": {"time_model": "calibrated"}}
+    points = expand(spec({"rho": [0.3, 0.5], "seed": [0, 1]}, base=base))
+    pinned, calibrations = pin_calibrations(points, quiet)
+    assert len(calibrations) == 1  # one training setup: one calibration for the whole grid
+    costs = {p.scenario.compute.calibration for p in pinned}
+    assert len(costs) == 1 and next(iter(costs)).train_s_per_sample_epoch > 0

@@ -13,7 +13,8 @@ def _oneshot(args: argparse.Namespace) -> int:
     from .oneshot import run_oneshot
 
     config = load_model(OneShotConfig, args.config)
-    run_oneshot(config, out=args.out)
+    run_oneshot(config, out=args.out, say=lambda s: print(s, flush=True),
+                progress=None if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True)))
     return 0
 
 
@@ -54,14 +55,35 @@ def _plot(args: argparse.Namespace) -> int:
     return 0
 
 
+SCENARIO_HELP = """\
+scenario reference:
+  README.md, sections "The co-simulation", "Your own SUMO network" and "Scenario reference":
+  every section (mobility, federated, coordinator, channel, compute) and key, with its default.
+  Commented examples: scenarios/city.yaml (the embedded default written out) and
+  scenarios/own_network.yaml (your own SUMO network: net + route files, or a .sumocfg).
+  An unknown key is refused with the keys its section takes.
+
+examples:
+  vmc run                                   the embedded city, digits, F-SOSA vs Retrain
+  vmc run scenarios/own_network.yaml        a network of your own
+  vmc run --resume runs/<run>               continue a run whose SUMO died
+"""
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="vmc", description="vmc-sim: vehicular co-simulation for federated learning")
     sub = p.add_subparsers(dest="command", required=True)
     o = sub.add_parser("oneshot", help="fit methods on one client set and replay an editing sequence")
     o.add_argument("config", nargs="?", help="YAML file (default: the embedded digits example)")
     o.add_argument("--out", default="runs", help="where run directories are created")
+    o.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     o.set_defaults(func=_oneshot)
-    r = sub.add_parser("run", help="run a co-simulation scenario (default: the embedded city)")
+    r = sub.add_parser(
+        "run", help="run a co-simulation scenario (default: the embedded city)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Run a co-simulation scenario: SUMO traffic drives join/leave requests, every method in "
+                    "federated.methods replays them, and a run directory records every request.",
+        epilog=SCENARIO_HELP)
     r.add_argument("scenario", nargs="?", help="scenario YAML (default: embedded city, digits, F-SOSA vs Retrain)")
     r.add_argument("--out", default="runs", help="where run directories are created")
     r.add_argument("--quiet", action="store_true", help="no progress bar")

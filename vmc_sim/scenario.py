@@ -85,7 +85,9 @@ class MobilitySection(Strict):
 
 class CoordinatorSection(Strict):
     warmup: float = Field(60.0, ge=0, description="simulated seconds before the first fit")
-    min_clients: int = Field(4, ge=1, description="clients needed in coverage for the first fit")
+    min_clients: int = Field(4, ge=1, description="clients needed in coverage for a model: the first fit, and a "
+                                                  "fresh fit after a suspension; a request that would leave fewer "
+                                                  "withdraws the model (kind: suspend) and the run goes on")
     window: float = Field(0.0, ge=0, description="0: one request at a time; > 0: gather a batch over this window")
     evaluate: bool = True
     max_requests: int | None = Field(None, gt=0, description="stop after this many requests")
@@ -94,9 +96,21 @@ class CoordinatorSection(Strict):
     )
 
 
+class CalibrationCosts(Strict):
+    """Pinned costs of the calibrated time model (see :mod:`vmc_sim.calibration`)."""
+
+    train_s_per_sample_epoch: float = Field(gt=0, description="local training: s per sample per epoch")
+    fisher_s_per_sample: float = Field(ge=0, description="Fisher pass: s per sample")
+    solve_s_per_unit: float = Field(ge=0, description="coordinator solve: s per (1 + operator products)")
+
+
 class ComputeSection(Strict):
     mode: Literal["shared_gpu", "onboard"] = "shared_gpu"
-    time_model: Literal["measured", "device"] = "measured"
+    time_model: Literal["calibrated", "measured", "device"] = Field(
+        "calibrated", description="calibrated: per-sample costs measured once per process after a warm-up "
+                                  "(deterministic); measured: each job's host time; device: the fixed model below")
+    calibration: CalibrationCosts | None = Field(
+        None, description="calibrated: pin the costs (e.g. from a manifest's 'calibration'); null = measure them")
     seconds_per_sample_epoch: float = Field(2.3e-4, gt=0, description="device model: s per sample per epoch")
     fisher_factor: float = Field(1.0, ge=0, description="device model: Fisher pass cost in epochs")
     seconds_per_solve_iteration: float = Field(1e-3, ge=0, description="device model: coordinator CG iteration")
@@ -130,5 +144,23 @@ class Scenario(Strict):
 
 
 def load_scenario(path: str | Path | None) -> Scenario:
-    """Validate a scenario file (None: the embedded default)."""
-    return load_model(Scenario, path)
+    """Validate a scenario file (None: the embedded default); its relative file paths are read
+    relative to the file's directory (:func:`vmc_sim.inputs.resolve_paths`)."""
+    scenario = load_model(Scenario, path)
+    if path is None:
+        return scenario
+    from .inputs import resolve_paths
+
+    data = resolve_paths(scenario.model_dump(mode="json"), Path(path).resolve().parent)
+    return _validate(data, path)
+
+
+def _validate(data: dict[str, Any], path: str | Path) -> Scenario:
+    from pydantic import ValidationError
+
+    from .config import ConfigError, format_errors
+
+    try:
+        return Scenario.model_validate(data)
+    except ValidationError as e:
+        raise ConfigError(format_errors(e, str(path), Scenario)) from None

@@ -250,6 +250,33 @@ def inert_axes(spec: SweepSpec, points: Iterable[GridPoint]) -> list[str]:
     return notes
 
 
+def pin_calibrations(points: list[GridPoint], say: Callable[[str], None] = print
+                     ) -> tuple[list[GridPoint], list[dict[str, Any]]]:
+    """Calibrate once here, per distinct training setup, and pin the costs into every point that
+    uses the calibrated time model without pinned costs: every point of the sweep is then charged
+    the same costs per unit of work (its points run in separate processes)."""
+    from dataclasses import replace
+
+    from .calibration import calibrated, calibration_key
+    from .cosim import pin_calibration
+
+    done: dict[str, Any] = {}
+    out = []
+    for p in points:
+        sc = p.scenario
+        if sc.compute.time_model != "calibrated" or sc.compute.calibration is not None:
+            out.append(p)
+            continue
+        key = calibration_key(sc.federated)
+        if key not in done:
+            done[key] = calibrated(sc.federated, sc.federated.setup(sc.seed))
+            c = done[key]
+            say(f"calibrated {sc.federated.model}/{sc.federated.dataset}: {c.train_s_per_sample_epoch:.3g} s per "
+                f"sample-epoch, {c.fisher_s_per_sample:.3g} s per Fisher sample, {c.solve_s_per_unit:.3g} s per solve unit")
+        out.append(replace(p, scenario=pin_calibration(sc, done[key].as_dict())))
+    return out, [{"key": json.loads(k), **c.as_dict()} for k, c in done.items()]
+
+
 def method_totals(run: RunDir) -> list[dict[str, Any]]:
     """Per method of a run directory: editing requests (the first fit excluded) and how many
     triggered a change; over every record (fit included, like ``summarize`` and Fig. 6): MB,
@@ -499,6 +526,7 @@ def run_sweep(spec: SweepSpec, out: str | Path = "runs", *, base_dir: str | Path
     points = expand(spec, base_dir, where)
     for note in inert_axes(spec, points):
         say(f"note: {note}")
+    points, calibrations = pin_calibrations(points, say)
     path = new_run_dir(out, spec.name).resolve()
     run_dirs = {p.id: path / p.id for p in points}
     columns = _grid_columns(spec)
@@ -506,7 +534,8 @@ def run_sweep(spec: SweepSpec, out: str | Path = "runs", *, base_dir: str | Path
     manifest: dict[str, Any] = {
         "name": spec.name, "created": datetime.now(timezone.utc).isoformat(), "status": "running",
         "engine": engine, "workers": workers, "address": address, "spec": spec.model_dump(mode="json"),
-        "axes": spec.axes(), "versions": versions(), "results": "results.csv", "plot": None, "points": [],
+        "axes": spec.axes(), "versions": versions(), "results": "results.csv", "plot": None,
+        "calibrations": calibrations, "points": [],
     }
 
     def write_state() -> None:

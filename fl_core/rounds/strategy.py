@@ -45,6 +45,7 @@ class RoundReport:
     compute_s: float = 0.0
     max_client_compute_s: float = 0.0
     client_compute_s: dict = field(default_factory=dict)  # client -> its measured local compute
+    client_work: dict = field(default_factory=dict)  # client -> its local training in sample-epochs (deterministic)
     wall_s: float = 0.0
     train_loss: float = float("nan")
     extra: dict[str, Any] = field(default_factory=dict)
@@ -182,6 +183,7 @@ class RoundStrategy:
         report.compute_s += update.compute_s
         report.max_client_compute_s = max(report.max_client_compute_s, update.compute_s)
         report.client_compute_s[client] = report.client_compute_s.get(client, 0.0) + update.compute_s
+        report.client_work[client] = report.client_work.get(client, 0) + update.num_samples * self.config.local_epochs
         self._updates.append(update)
         return update
 
