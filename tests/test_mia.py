@@ -138,7 +138,7 @@ def test_cli_audits_a_cosimulation_run(tmp_path):
     trace = write_trace(tmp_path / "trace.jsonl", events, meta, end_time=45.0)
     scenario = load_model(Scenario, None, {
         "name": "t", "seed": 3, "duration": 50.0, "mobility": {"source": "trace", "trace": str(trace)},
-        "federated": {**FED, "num_clients": 12}, "coordinator": {"warmup": 5.0, "min_clients": 4},
+        "federated": {**FED, "num_clients": 12}, "coordinator": {"warmup": 5.0, "min_clients": 3},  # 3 stay: no withdrawal
         "compute": {"time_model": "device"}})
     run = run_scenario(scenario, out=tmp_path / "runs", progress=False, say=lambda s: None).path
     assert main(["audit", str(run), "--attack", "loss"]) == 0

@@ -99,4 +99,43 @@ def test_run_help_points_to_the_scenario_reference(capsys):
     with pytest.raises(SystemExit):
         main(["run", "--help"])
     text = capsys.readouterr().out
-    assert "Scenario reference" in text and "scenarios/own_network.yaml" in text
+    assert "scenarios/REFERENCE.md" in text and "scenarios/own_network.yaml" in text and "--print-config" in text
+
+
+def test_a_partial_section_keeps_the_documented_defaults(tmp_path):
+    from vmc_sim.scenario import Scenario
+
+    sc = load_scenario(write(tmp_path, "federated:\n  rho: 0.3\nmobility:\n  rsus: {count: 2}\n"))
+    d = Scenario()
+    assert sc.federated.rho == 0.3
+    assert (sc.federated.num_clients, sc.federated.train.epochs, sc.federated.train.lr) == (16, 20, 0.05)
+    assert sc.federated.train.fisher == d.federated.train.fisher and sc.federated.model == "mlp"
+    assert sc.federated.model_dump() == d.federated.model_copy(update={"rho": 0.3}).model_dump()
+    assert sc.mobility.rsus == {"placement": "auto", "count": 2, "radius": 200.0}
+    fixed = load_scenario(write(tmp_path, "federated: {subset_size: 5}\n"))
+    assert fixed.federated.rho is None and fixed.federated.subset_size == 5
+    with pytest.raises(ConfigError, match="either rho"):
+        load_scenario(write(tmp_path, "federated: {subset_size: 5, rho: 0.5}\n"))
+
+
+def test_print_config_shows_the_resolved_scenario_and_runs_nothing(tmp_path, capsys):
+    import yaml
+
+    path = write(tmp_path, "name: partial\nfederated:\n  rho: 0.3\n")
+    out = tmp_path / "runs"
+    assert main(["run", str(path), "--print-config", "--out", str(out)]) == 0
+    printed = yaml.safe_load(capsys.readouterr().out)
+    assert printed == load_scenario(path).model_dump(mode="json")
+    assert printed["federated"]["train"]["epochs"] == 20 and printed["compute"]["time_model"] == "calibrated"
+    assert not out.exists()
+    again = write(tmp_path, yaml.safe_dump(printed), "again.yaml")
+    assert load_scenario(again) == load_scenario(path)
+
+
+def test_the_scenario_reference_is_generated_from_the_schema():
+    from vmc_sim.scenario import scenario_reference
+
+    text = (ROOT / "scenarios" / "REFERENCE.md").read_text()
+    assert text == scenario_reference(), "regenerate: python -c 'from vmc_sim.scenario import scenario_reference; " \
+                                         "open(\"scenarios/REFERENCE.md\", \"w\").write(scenario_reference())'"
+    assert "| `num_clients` | `16` |" in text and "| `radius` | `200.0` |" in text

@@ -10,7 +10,8 @@ function of the scenario and its seeds:
 - the coordinator's solve: ``solve_s_per_unit x (1 + operator products)`` of the solve
   (a closed-form diagonal solve is one unit; CG adds one unit per Fisher-vector product).
 
-The costs are measured on the scenario's own model, dataset and training settings, after a
+The costs are measured on the scenario's own model, training settings and client shards (the
+eight around the median size, so fixed per-call overheads weigh as for a typical client), after a
 warm-up that is thrown away (the first training in a process pays for thread pools, allocator
 growth and lazy imports), as the median of ``repeats`` timed repeats; a private random stream
 is used, so calibrating changes no result of the run. They are measured **once per machine**
@@ -40,8 +41,7 @@ from pathlib import Path
 from typing import Any
 
 CALIBRATION_EPOCHS = 2
-CALIBRATION_CLIENTS = 4
-CALIBRATION_SAMPLES = 256
+CALIBRATION_CLIENTS = 8
 
 
 @dataclass(frozen=True)
@@ -94,10 +94,12 @@ _CACHE: dict[str, Calibration] = {}
 
 
 def calibration_key(federated) -> str:
-    """What the costs depend on: dataset, model, how local training runs and the merge (not the
-    seed, the number of epochs or the learning rate: the costs are per sample-epoch)."""
+    """What the costs depend on: dataset, model, the clients' sizes, how local training runs and
+    the merge (not the seed, the number of epochs or the learning rate: the costs are per
+    sample-epoch)."""
     d = federated.model_dump(mode="json")
-    keep = {k: d[k] for k in ("dataset", "data_root", "model", "projection")}
+    keep = {k: d[k] for k in ("dataset", "data_root", "model", "projection", "num_clients", "alpha", "scheme",
+                              "max_train_samples", "validation_samples")}
     keep["train"] = {k: v for k, v in d["train"].items() if k not in ("epochs", "lr")}
     return json.dumps(keep, sort_keys=True)
 
@@ -162,8 +164,9 @@ def calibrated(federated, setup, repeats: int = 5) -> Calibration:
 
 
 def measure(setup, projection, repeats: int = 5) -> Calibration:
-    """Time ``repeats`` rounds of training ``CALIBRATION_CLIENTS`` clients (after one warm-up
-    round) and as many solves; the medians per unit of work."""
+    """Time ``repeats`` rounds of training ``CALIBRATION_CLIENTS`` of the scenario's own client
+    shards (those around the median size, so per-call overheads weigh as they do for a typical
+    client), after one warm-up round, and as many solves; the medians per unit of work."""
     import torch
 
     from fl_core.fisher import FisherKind, new_sum
@@ -173,11 +176,10 @@ def measure(setup, projection, repeats: int = 5) -> Calibration:
     from fl_core.training import LocalTrainer
 
     t_start = time.perf_counter()
-    data = setup.train_set
-    n = min(CALIBRATION_SAMPLES, len(data))
-    per = max(1, n // CALIBRATION_CLIENTS)
-    parts = [data.subset(list(range(k * per, min(len(data), (k + 1) * per)))) for k in range(CALIBRATION_CLIENTS)]
-    parts = [p for p in parts if len(p)]
+    shards = sorted((d for d in setup.client_data.values() if len(d)), key=len)
+    mid = len(shards) // 2
+    lo = max(0, mid - CALIBRATION_CLIENTS // 2)
+    parts = shards[lo:lo + CALIBRATION_CLIENTS]
     samples = sum(len(p) for p in parts)
     epochs = min(CALIBRATION_EPOCHS, setup.train.epochs)
     trainer = LocalTrainer(setup.model_fn, setup.w0, replace(setup.train, epochs=epochs), Streams(0))

@@ -8,11 +8,21 @@ import sys
 from .config import ConfigError
 
 
+def _print_config(model) -> int:
+    """The fully resolved configuration as YAML (every key, documented defaults filled in)."""
+    import yaml
+
+    print(yaml.safe_dump(model.model_dump(mode="json"), sort_keys=False, default_flow_style=None, width=100), end="")
+    return 0
+
+
 def _oneshot(args: argparse.Namespace) -> int:
     from .config import OneShotConfig, load_model
     from .oneshot import run_oneshot
 
     config = load_model(OneShotConfig, args.config)
+    if args.print_config:
+        return _print_config(config)
     run_oneshot(config, out=args.out, say=lambda s: print(s, flush=True),
                 progress=None if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True)))
     return 0
@@ -33,9 +43,13 @@ def _run(args: argparse.Namespace) -> int:
         if not manifest.is_file():
             raise FileNotFoundError(f"{args.resume}: not a run directory (no manifest.json)")
         scenario = load_model(Scenario, None, json.loads(manifest.read_text())["config"])
+        if args.print_config:
+            return _print_config(scenario)
         run_scenario(scenario, progress=not args.quiet, run_dir=Path(args.resume), resume=True)
         return 0
     scenario = load_scenario(args.scenario)
+    if args.print_config:
+        return _print_config(scenario)
     run_scenario(scenario, out=args.out, progress=not args.quiet)
     return 0
 
@@ -57,8 +71,10 @@ def _plot(args: argparse.Namespace) -> int:
 
 SCENARIO_HELP = """\
 scenario reference:
-  README.md, sections "The co-simulation", "Your own SUMO network" and "Scenario reference":
-  every section (mobility, federated, coordinator, channel, compute) and key, with its default.
+  scenarios/REFERENCE.md: every section (mobility, federated, coordinator, channel, compute) and
+  key, with its default and meaning; README.md sections "The co-simulation" and "Your own SUMO
+  network". A scenario file is laid over the documented defaults, mapping by mapping: a partial
+  section keeps the section's other defaults. --print-config shows the resolved scenario.
   Commented examples: scenarios/city.yaml (the embedded default written out) and
   scenarios/own_network.yaml (your own SUMO network: net + route files, or a .sumocfg).
   An unknown key is refused with the keys its section takes.
@@ -66,6 +82,7 @@ scenario reference:
 examples:
   vmc run                                   the embedded city, digits, F-SOSA vs Retrain
   vmc run scenarios/own_network.yaml        a network of your own
+  vmc run my.yaml --print-config            the resolved scenario, nothing run
   vmc run --resume runs/<run>               continue a run whose SUMO died
 """
 
@@ -77,6 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("config", nargs="?", help="YAML file (default: the embedded digits example)")
     o.add_argument("--out", default="runs", help="where run directories are created")
     o.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    o.add_argument("--print-config", action="store_true", help="print the fully resolved configuration and run nothing")
     o.set_defaults(func=_oneshot)
     r = sub.add_parser(
         "run", help="run a co-simulation scenario (default: the embedded city)",
@@ -88,6 +106,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--out", default="runs", help="where run directories are created")
     r.add_argument("--quiet", action="store_true", help="no progress bar")
     r.add_argument("--resume", metavar="RUN", help="continue a failed run directory from its last record")
+    r.add_argument("--print-config", action="store_true",
+                   help="print the fully resolved scenario (every key, defaults filled in) as YAML and run nothing")
     r.set_defaults(func=_run)
     p_replay = sub.add_parser("replay", help="rerun a recorded trace without SUMO")
     p_replay.add_argument("trace", help="a trace file (trace.jsonl of a run directory)")
