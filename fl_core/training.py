@@ -23,6 +23,10 @@ from .rng import Streams
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
+#: Bumped whenever a change here makes a contribution differ for the same inputs; part of every
+#: contribution cache key (``fl_core.cache``), so a cache never serves another version's output.
+TRAINER_VERSION = 1
+
 
 @dataclass(frozen=True)
 class TrainConfig:

@@ -21,7 +21,8 @@ from vmc_sim.cosim import run_scenario
 from vmc_sim.oneshot import run_oneshot
 from vmc_sim.scenario import Scenario
 
-OVERFIT = TrainConfig(epochs=200, lr=0.1, batch_size=16)
+# plain SGD: the attack test needs a model that memorised its members, not the paper's momentum setting
+OVERFIT = TrainConfig(epochs=200, lr=0.1, batch_size=16, momentum=0.0)
 
 
 @pytest.fixture(scope="module")

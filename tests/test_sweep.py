@@ -162,3 +162,18 @@ def test_a_calibrated_sweep_pins_one_calibration_into_every_point(tmp_path):
     assert len(calibrations) == 1  # one training setup: one calibration for the whole grid
     costs = {p.scenario.compute.calibration for p in pinned}
     assert len(costs) == 1 and next(iter(costs)).train_s_per_sample_epoch > 0
+
+
+def test_points_share_the_contribution_cache_and_results_do_not_change(tmp_path):
+    trace = tiny_trace(tmp_path / "trace.jsonl")
+    grid = {"rho": [0.3, 0.5]}  # the same vehicles, shards and seeds at both points
+    shared = run_sweep(spec(grid, base=tiny_base(trace), workers=1), tmp_path / "shared", say=quiet)
+    alone = run_sweep(spec(grid, base=tiny_base(trace), workers=1, contribution_cache=False), tmp_path / "alone",
+                      say=quiet)
+    totals = json.loads((shared.path / "sweep.json").read_text())["contribution_cache"]
+    first, second = (p["cache"] for p in shared.points)
+    assert first["hits"] == 0 and second["hits"] > 0 and totals["hits"] == second["hits"]
+    assert totals["asked"] == first["misses"] + second["hits"] + second["misses"]
+    assert json.loads((alone.path / "sweep.json").read_text())["contribution_cache"] is None
+    keep = ("point", "method", "requests", "triggered", "total_MB", "sim_time_s", "final_accuracy")
+    assert [{k: r[k] for k in keep} for r in shared.rows] == [{k: r[k] for k in keep} for r in alone.rows]

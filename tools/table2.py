@@ -255,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--adam-lr", type=float, default=1e-3)
     p.add_argument("--check-every", type=int, default=100)
     p.add_argument("--cg-tol", type=float, default=1e-6)
-    p.add_argument("--cg-iter", type=int, default=500)
+    p.add_argument("--cg-iter", type=int, default=1000)
     p.add_argument("--store", default=None, help="keep contributions in this directory (reruns train nothing)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="cpu")

@@ -64,7 +64,7 @@ def options(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--validation-samples", type=int, default=500)
     p.add_argument("--dampings", type=table2.parse_damping, nargs="+", default=list(DEFAULT_DAMPINGS))
     p.add_argument("--cg-tol", type=float, default=1e-6)
-    p.add_argument("--cg-iter", type=int, default=500)
+    p.add_argument("--cg-iter", type=int, default=1000)
     p.add_argument("--methods", nargs="+", choices=list(table2.METHODS), default=list(table2.METHODS))
     p.add_argument("--store", default=None, help="keep contributions in this directory (reruns train nothing)")
     p.add_argument("--seed", type=int, default=0)

@@ -57,7 +57,7 @@ class ProjectionSection(Strict):
 
     method: ProjectionMethod = ProjectionMethod.AUTO
     tol: float = Field(1e-6, gt=0)
-    max_iter: int = Field(500, gt=0)
+    max_iter: int = Field(1000, gt=0)
     damping: float = Field(1e-4, ge=0, description="fixed relative damping when no validation set selects one")
     dampings: list[float | Literal["mean"]] = Field(
         default_factory=lambda: ["mean" if math.isinf(d) else d for d in DEFAULT_DAMPINGS], min_length=1,

@@ -181,8 +181,16 @@ def summarize(run: RunDir) -> str:
             lines.append(f"note: {m}: the model was withdrawn {t['suspended']} time(s) when coverage fell below "
                          f"coordinator.min_clients (records of kind 'suspend'){end}")
     try:
-        tol = float(run.manifest()["config"]["federated"]["projection"]["tol"])
-    except (OSError, KeyError, TypeError, ValueError):
+        manifest = run.manifest()
+    except (OSError, ValueError):
+        manifest = {}
+    cache = (manifest.get("summary") or {}).get("contribution_cache")
+    if cache:
+        lines.append(f"contribution cache: {cache['hits']} of {cache['hits'] + cache['misses']} contributions loaded "
+                     f"(hit rate {100 * cache['hit_rate']:.0f} %), {cache['misses']} trained; {cache['path']}")
+    try:
+        tol = float(manifest["config"]["federated"]["projection"]["tol"])
+    except (KeyError, TypeError, ValueError):
         tol = float("nan")
     lines += warning_lines(unconverged_solves(run.records()), tol)
     return "\n".join(lines)

@@ -32,6 +32,7 @@ import simpy
 
 from fl_core.clients import ClientPool
 from fl_core.fisher import layer_specs
+from fl_core.cache import ContributionCache
 from fl_core.store import ContributionStore
 from fl_core.editors import Editor, EditReport, UnsupportedRequestError, build_editor
 from fl_core.errors import EmptyPopulationError
@@ -326,7 +327,9 @@ class CoSimulation:
             run.path / "contributions", _fingerprint(scenario), self.setup.train.fisher,
             layer_specs(self.setup.model_fn()),
         )
-        self.pool = ClientPool(trainer, lambda v: shards[self.shard_of(v)], store=store)
+        cache_dir = scenario.compute.contribution_cache
+        self.cache = ContributionCache(cache_dir) if cache_dir else None
+        self.pool = ClientPool(trainer, lambda v: shards[self.shard_of(v)], store=store, cache=self.cache)
         self.existing = existing or {}
         self.calibration: Calibration | None = None
         if scenario.compute.time_model == "calibrated":
@@ -493,8 +496,11 @@ class CoSimulation:
         finally:
             self.flush()
         self.save_models()
-        return {"requests": self.requests, "records": self.records, "wall_s": time.perf_counter() - t0,
-                "sim_end": self.env.now}
+        summary = {"requests": self.requests, "records": self.records, "wall_s": time.perf_counter() - t0,
+                   "sim_end": self.env.now, "trainings": self.pool.trainings}
+        if self.cache is not None:
+            summary["contribution_cache"] = {"path": str(self.cache.root), **self.cache.stats.as_dict()}
+        return summary
 
     def save_models(self) -> None:
         """Every method's final model as ``models.safetensors`` (``<method>.weights``), for ``vmc audit``."""

@@ -68,10 +68,10 @@ class RunDir:
         return json.loads((self.path / "manifest.json").read_text())
 
     def append_record(self, record: dict[str, Any], name: str = "records.jsonl") -> None:
+        """Append one record. It reaches the operating system at once (a killed process loses
+        nothing); it is synced to disk with the next manifest write, not one fsync per record."""
         with open(self.path / name, "a") as f:
             f.write(json.dumps(record, default=_jsonable) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
 
     def records(self, name: str = "records.jsonl") -> Iterator[dict[str, Any]]:
         path = self.path / name
@@ -94,8 +94,15 @@ class RunDir:
         return path
 
     def _atomic_json(self, name: str, obj: Any) -> None:
+        """Replace ``name`` atomically, after syncing the record files it describes."""
+        for records in self.path.glob("*.jsonl"):
+            with open(records, "rb") as f:
+                os.fsync(f.fileno())
         tmp = self.path / (name + ".tmp")
-        tmp.write_text(json.dumps(obj, indent=2, default=_jsonable))
+        with open(tmp, "w") as f:
+            f.write(json.dumps(obj, indent=2, default=_jsonable))
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(tmp, self.path / name)
 
 

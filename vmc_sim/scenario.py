@@ -147,6 +147,10 @@ class ComputeSection(Strict):
     seconds_per_solve_iteration: float = Field(1e-3, ge=0, description="device model: coordinator CG iteration")
     batch_max_jobs: int = Field(1, ge=1, description="shared_gpu: queued jobs run together, at most this many")
     batch_overlap: float = Field(0.0, ge=0, le=1, description="shared_gpu: 0 = a batch costs its jobs' sum, 1 = its longest")
+    contribution_cache: str | None = Field(
+        None, description="directory of the content-addressed contribution cache shared by runs and sweep points "
+                          "(fl_core.cache): a contribution trained the same way before is loaded, not trained, and "
+                          "charged the same simulated compute; null = off (vmc sweep turns it on)")
 
     def device(self, env: simpy.Environment) -> SharedDevice | None:
         """The shared accelerator of one world, or None when every vehicle trains on board."""
