@@ -26,11 +26,22 @@ class ContributionStore:
     """A directory of contributions for one (seed, config); ``fingerprint`` guards against mixing."""
 
     def __init__(self, directory: str | Path, fingerprint: str, fisher: FisherKind, specs: list[LayerSpec]) -> None:
-        self.directory = Path(directory)
-        self.directory.mkdir(parents=True, exist_ok=True)
+        self.directory = Path(directory)  # created by the first write
         self.fingerprint = fingerprint
         self.fisher = FisherKind(fisher)
         self.specs = specs
+        self._held: dict[Path, tuple[dict, dict]] | None = None  # path -> (tensors, metadata) while held
+
+    def hold(self) -> None:
+        """Keep new contributions in memory instead of writing them (a resume that may still fail)."""
+        if self._held is None:
+            self._held = {}
+
+    def release(self) -> None:
+        """Write the contributions held since :meth:`hold` and write through from now on."""
+        held, self._held = self._held or {}, None
+        for path, (tensors, meta) in held.items():
+            self._write(path, tensors, meta)
 
     def _path(self, client: Hashable) -> Path:
         key = hashlib.sha256(repr(client).encode()).hexdigest()[:24]
@@ -38,6 +49,9 @@ class ContributionStore:
 
     def get(self, client: Hashable) -> Contribution | None:
         path = self._path(client)
+        if self._held is not None and path in self._held:
+            tensors, meta = self._held[path]
+            return self._build(client, tensors, meta)
         if not path.exists():
             return None
         from safetensors import safe_open
@@ -46,7 +60,9 @@ class ContributionStore:
             meta = json.loads(f.metadata()["vmc"])
         if meta["fingerprint"] != self.fingerprint or meta["client"] != repr(client):
             return None
-        tensors = load_file(str(path))
+        return self._build(client, load_file(str(path)), meta)
+
+    def _build(self, client: Hashable, tensors: dict, meta: dict) -> Contribution:
         fisher_t = {k[len("fisher."):]: v for k, v in tensors.items() if k.startswith("fisher.")}
         fisher = None
         if self.fisher is FisherKind.DIAGONAL:
@@ -65,6 +81,14 @@ class ContributionStore:
         meta = {"fingerprint": self.fingerprint, "client": repr(c.client), "num_samples": c.num_samples,
                 "compute_s": c.compute_s, "train_s": c.train_s, "fisher_s": c.fisher_s}
         path = self._path(c.client)
+        tensors = {k: v.contiguous() for k, v in tensors.items()}
+        if self._held is not None:
+            self._held[path] = (tensors, meta)
+        else:
+            self._write(path, tensors, meta)
+
+    def _write(self, path: Path, tensors: dict, meta: dict) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
-        save_file({k: v.contiguous() for k, v in tensors.items()}, str(tmp), metadata={"vmc": json.dumps(meta)})
+        save_file(tensors, str(tmp), metadata={"vmc": json.dumps(meta)})
         os.replace(tmp, path)

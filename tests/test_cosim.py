@@ -157,3 +157,95 @@ def test_shipped_scenarios_validate():
     assert files
     for f in files:
         load_scenario(f)
+
+
+class Recording:
+    """A 'live' source for tests: replays a trace and records it to ``path`` as SUMO would."""
+
+    def __init__(self, trace, path, overwrite):
+        from mobility.source import TraceSource
+        from mobility.trace import TraceWriter
+
+        self.inner = TraceSource(trace)
+        self.writer = TraceWriter(path, self.inner.metadata, overwrite=overwrite) if path else None
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def advance(self, until):
+        events = self.inner.advance(until)
+        if self.writer is not None:
+            self.writer.write_events(events)
+            self.writer.flush()
+        return events
+
+    def close(self):
+        if self.writer is not None and not self.writer.closed:
+            self.writer.close("closed", time=self.inner.time)
+        self.inner.close()
+
+
+def files_of(path):
+    return {str(p.relative_to(path)): (p.read_bytes() if p.is_file() else None) for p in sorted(path.rglob("*"))}
+
+
+@pytest.fixture
+def broken_live_run(tmp_path, monkeypatch):
+    """A 'live' run (it records its own trace) that died at t = 60, and the full run beside it."""
+    import vmc_sim.cosim as cosim
+    from mobility.rsu import Rsu
+    from mobility.source import TraceSource
+
+    trace = trace_file(tmp_path)
+    rsus = [Rsu.from_dict(r) for r in TraceSource(trace).metadata["rsus"]]
+    sc = scenario(trace, mobility={"source": "city"})
+    dies = {"at": 60.0}
+
+    def fake_open(scenario, trace_path, overwrite=False):
+        src = Recording(trace, trace_path, overwrite)
+        return (DiesAt(src, dies["at"]) if dies["at"] else src), rsus
+
+    monkeypatch.setattr(cosim, "open_source", fake_open)
+    with pytest.raises(Exception, match="SUMO died"):
+        run_scenario(sc, out=tmp_path / "broken", progress=False, say=lambda s: None)
+    dies["at"] = None
+    full = run_scenario(sc, out=tmp_path / "full", progress=False, say=lambda s: None)
+    return sc, next((tmp_path / "broken").iterdir()), full
+
+
+def test_resume_swaps_in_the_new_trace_only_when_past_the_old_end(broken_live_run):
+    sc, broken_dir, full = broken_live_run
+    old_trace = (broken_dir / "trace.jsonl").read_text()
+    assert len(old_trace.splitlines()) < len((full.path / "trace.jsonl").read_text().splitlines())
+    run_scenario(sc, progress=False, say=lambda s: None, run_dir=broken_dir, resume=True)
+    assert (broken_dir / "trace.jsonl").read_bytes() == (full.path / "trace.jsonl").read_bytes()
+    assert not (broken_dir / "trace.jsonl.resume").exists()
+    assert sim_records(RunDir(broken_dir)) == sim_records(full)
+    assert RunDir(broken_dir).manifest()["status"] == "complete"
+
+
+@pytest.mark.parametrize("damage", ["diverged record", "truncated contribution"])
+def test_failed_resume_leaves_every_file_as_it_was(broken_live_run, damage):
+    import json
+
+    from vmc_sim.cosim import ResumeError
+
+    sc, broken_dir, _ = broken_live_run
+    if damage == "diverged record":
+        path = broken_dir / "records.jsonl"
+        import json
+
+        lines = path.read_text().splitlines(keepends=True)
+        last = json.loads(lines[-1])
+        last["triggered"] = not last["triggered"]
+        lines[-1] = json.dumps(last) + "\n"
+        path.write_text("".join(lines))
+        expected = "diverged"
+    else:
+        victim = sorted((broken_dir / "contributions").glob("*.safetensors"))[0]
+        victim.write_bytes(victim.read_bytes()[:100])
+        expected = "unchanged"
+    before = files_of(broken_dir)
+    with pytest.raises(ResumeError, match=expected):
+        run_scenario(sc, progress=False, say=lambda s: None, run_dir=broken_dir, resume=True)
+    assert files_of(broken_dir) == before

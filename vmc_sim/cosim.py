@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -84,37 +87,106 @@ def run_scenario(scenario: Scenario, out: str | Path = "runs", progress: bool = 
     With ``resume`` the run directory's existing records are kept: the run is executed again
     from the start (SUMO and every stream are seeded, contributions come from the run's
     contribution store instead of being retrained), the recomputed records are checked
-    against the stored ones, and only the records past them are appended."""
-    run = RunDir(run_dir or new_run_dir(out, scenario.name))
-    existing: dict[str, list[dict]] = {}
+    against the stored ones, and only the records past them are appended. Until the resumed
+    run has re-verified every stored record and got past the recorded trace's end, it writes
+    nothing into the run directory (its new trace goes to ``trace.jsonl.resume`` beside the old
+    one and replaces it then), so a resume that fails leaves the directory as it was."""
     if resume:
-        for r in run.records():
-            existing.setdefault(r["method"], []).append(r)
+        return _resume(scenario, Path(run_dir), progress, say)
+    run = RunDir(run_dir or new_run_dir(out, scenario.name))
     live = scenario.mobility.source != "trace"
-    source, rsus = open_source(scenario, run.path / "trace.jsonl" if live else None, overwrite=resume)
+    source, rsus = open_source(scenario, run.path / "trace.jsonl" if live else None)
     try:
-        sim = CoSimulation(scenario, source, rsus, run, progress=progress, existing=existing)
-        seeds = sim.setup.streams.manifest()
-        seeds["sumo"] = scenario.mobility.sumo.seed
-        run.write_manifest(scenario.model_dump(mode="json"), seeds, kind="cosim", status="running",
-                           mobility=source.metadata, rsus=[r.to_dict() for r in rsus],
-                           resumed_after={m: len(v) for m, v in existing.items()} if resume else None)
+        sim = CoSimulation(scenario, source, rsus, run, progress=progress)
+        _write_running(run, scenario, sim, source, rsus, None)
         say(f"run directory: {run.path}")
-        try:
-            summary = sim.run()
-        except Exception as e:
-            manifest = run.manifest()
-            manifest.update(status="failed", error=f"{type(e).__name__}: {e}", records=sim.records,
-                            hint=f"continue with: vmc run --resume {run.path}")
-            run._atomic_json("manifest.json", manifest)
-            raise
-        manifest = run.manifest()
-        manifest.update(status="complete", summary=summary)
-        run._atomic_json("manifest.json", manifest)
+        _finish(run, sim)
     finally:
         source.close()
     say(summarize(run))
     return run
+
+
+def _write_running(run: RunDir, scenario: Scenario, sim: CoSimulation, source: MobilitySource, rsus: list[Rsu],
+                   resumed_after: dict[str, int] | None) -> None:
+    seeds = sim.setup.streams.manifest()
+    seeds["sumo"] = scenario.mobility.sumo.seed
+    run.write_manifest(scenario.model_dump(mode="json"), seeds, kind="cosim", status="running",
+                       mobility=source.metadata, rsus=[r.to_dict() for r in rsus], resumed_after=resumed_after)
+
+
+def _finish(run: RunDir, sim: CoSimulation) -> None:
+    """Run ``sim`` and record how it ended in the manifest (failed runs say how to resume)."""
+    try:
+        summary = sim.run()
+    except BaseException as e:
+        if not sim.committed:
+            raise
+        manifest = run.manifest()
+        interrupted = isinstance(e, KeyboardInterrupt)
+        manifest.update(status="interrupted" if interrupted else "failed",
+                        error="interrupted" if interrupted else f"{type(e).__name__}: {e}", records=sim.records,
+                        hint=f"continue with: vmc run --resume {run.path}")
+        run._atomic_json("manifest.json", manifest)
+        raise
+    manifest = run.manifest()
+    manifest.update(status="complete", summary=summary)
+    run._atomic_json("manifest.json", manifest)
+
+
+class ResumeError(RuntimeError):
+    """A resume failed before it changed anything: the run directory is as it was."""
+
+
+def _resume(scenario: Scenario, path: Path, progress: bool, say) -> RunDir:
+    run = RunDir(path)
+    existing: dict[str, list[dict]] = {}
+    for r in run.records():
+        existing.setdefault(r["method"], []).append(r)
+    live = scenario.mobility.source != "trace"
+    trace, staged = run.path / "trace.jsonl", run.path / "trace.jsonl.resume"
+    source, rsus = open_source(scenario, staged if live else None, overwrite=True)
+    sim: CoSimulation | None = None
+
+    def commit() -> None:
+        if live:
+            os.replace(staged, trace)
+        run.drop_torn_tail()
+        _write_running(run, scenario, sim, source, rsus, {m: len(v) for m, v in existing.items()})
+
+    try:
+        sim = CoSimulation(scenario, source, rsus, run, progress=progress, existing=existing,
+                           commit_after=_last_time(trace) if live else -math.inf, on_commit=commit)
+        say(f"run directory: {run.path} (resuming after {sum(map(len, existing.values()))} records)")
+        _finish(run, sim)
+    except Exception as e:
+        if sim is not None and sim.committed:
+            raise
+        raise ResumeError(f"{e} (resume abandoned: {run.path} is unchanged)") from e
+    finally:
+        source.close()
+        if sim is None or not sim.committed:
+            staged.unlink(missing_ok=True)
+    say(summarize(run))
+    return run
+
+
+def _last_time(trace: Path) -> float:
+    """Time of the last complete record of a trace (-inf if there is none)."""
+    last = -math.inf
+    if not trace.is_file():
+        return last
+    with open(trace, encoding="utf-8") as f:
+        for line in f:
+            if not line.endswith("\n"):
+                break
+            try:
+                t = json.loads(line).get("time")
+            except (json.JSONDecodeError, AttributeError):
+                continue
+            if isinstance(t, (int, float)):
+                last = max(last, float(t))
+    return last
 
 
 def summarize(run: RunDir) -> str:

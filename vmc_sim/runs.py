@@ -74,17 +74,37 @@ class RunDir:
             os.fsync(f.fileno())
 
     def records(self, name: str = "records.jsonl") -> Iterator[dict[str, Any]]:
+        """The complete records (a last line cut without its newline by a crash is skipped)."""
         path = self.path / name
         if not path.exists():
             return
         with open(path) as f:
             for i, line in enumerate(f, 1):
+                if not line.endswith("\n"):
+                    return
                 if not line.strip():
                     continue
                 try:
                     yield json.loads(line)
                 except json.JSONDecodeError as e:
                     raise ValueError(f"{path}:{i}: not a JSON record ({e.msg})") from None
+
+    def torn_tail(self, name: str = "records.jsonl") -> int:
+        """Bytes of an incomplete last line (a crash while it was written), 0 if none."""
+        path = self.path / name
+        if not path.is_file():
+            return 0
+        data = path.read_bytes()
+        return len(data) - (data.rfind(b"\n") + 1)
+
+    def drop_torn_tail(self, name: str = "records.jsonl", say=print) -> None:
+        """Cut an incomplete last line off ``name`` (every complete record is kept), saying so."""
+        torn = self.torn_tail(name)
+        if torn:
+            path = self.path / name
+            with open(path, "r+b") as f:
+                f.truncate(path.stat().st_size - torn)
+            say(f"{path}: dropped an incomplete last line ({torn} bytes, cut while being written)")
 
     def save_tensors(self, name: str, tensors: dict[str, torch.Tensor], metadata: dict[str, str] | None = None) -> Path:
         path = self.path / name
