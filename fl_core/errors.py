@@ -23,3 +23,7 @@ class EmptyPopulationError(EditError):
 
 class InvalidContributionError(ValueError):
     """An upload is malformed: NaN/Inf, wrong shape, or not the contribution on record."""
+
+
+class CorruptFileError(ValueError):
+    """A file read back from disk is not what was written (tampered, truncated or unreadable)."""

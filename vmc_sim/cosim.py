@@ -131,6 +131,8 @@ def _finish(run: RunDir, sim: CoSimulation) -> None:
         raise
     manifest = run.manifest()
     manifest.update(status="complete", summary=summary)
+    if sim.pool.store.recomputed:
+        manifest["contributions_recomputed"] = sim.pool.store.recomputed
     run._atomic_json("manifest.json", manifest)
 
 
