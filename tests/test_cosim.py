@@ -249,3 +249,24 @@ def test_failed_resume_leaves_every_file_as_it_was(broken_live_run, damage):
     with pytest.raises(ResumeError, match=expected):
         run_scenario(sc, progress=False, say=lambda s: None, run_dir=broken_dir, resume=True)
     assert files_of(broken_dir) == before
+
+
+def test_a_vehicle_with_a_nan_upload_is_quarantined_and_the_run_completes(tmp_path, monkeypatch):
+    from fl_core.clients import ClientPool
+    from fl_core.contribution import Contribution
+
+    train = ClientPool.train
+
+    def poisoned(self, client):
+        c = train(self, client)
+        if client == "n1":
+            c = Contribution(client, c.weights * float("nan"), c.fisher, c.num_samples, c.compute_s)
+        return c
+
+    monkeypatch.setattr(ClientPool, "train", poisoned)
+    run = run_scenario(scenario(trace_file(tmp_path)), out=tmp_path / "q", progress=False, say=lambda s: None)
+    rows = list(run.records())
+    assert run.manifest()["status"] == "complete"
+    hits = [r for r in rows if r["method"] == "retrain" and r.get("quarantined")]
+    assert hits and all(set(r["quarantined"]) == {"n1"} and "NaN" in r["quarantined"]["n1"] for r in hits)
+    assert len([r for r in rows if r["method"] == "retrain"]) == 8  # every request handled
