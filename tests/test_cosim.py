@@ -270,3 +270,70 @@ def test_a_vehicle_with_a_nan_upload_is_quarantined_and_the_run_completes(tmp_pa
     hits = [r for r in rows if r["method"] == "retrain" and r.get("quarantined")]
     assert hits and all(set(r["quarantined"]) == {"n1"} and "NaN" in r["quarantined"]["n1"] for r in hits)
     assert len([r for r in rows if r["method"] == "retrain"]) == 8  # every request handled
+
+
+def test_a_torn_last_record_is_dropped_and_resume_goes_on(broken_live_run, capsys):
+    sc, broken_dir, full = broken_live_run
+    with open(broken_dir / "records.jsonl", "a") as f:
+        f.write('{"method": "fsosa", "ind')
+    say = []
+    run_scenario(sc, progress=False, say=say.append, run_dir=broken_dir, resume=True)
+    assert any("incomplete" in s for s in say) and "dropped an incomplete last line" in capsys.readouterr().out
+    assert sim_records(RunDir(broken_dir)) == sim_records(full)
+    assert (broken_dir / "records.jsonl").read_text().endswith("\n")
+
+
+class InterruptedAt(DiesAt):
+    def advance(self, until):
+        if until >= self.t:
+            raise KeyboardInterrupt
+        return self.inner.advance(until)
+
+
+def test_ctrl_c_records_interrupted_and_the_resume_hint(tmp_path, monkeypatch):
+    import vmc_sim.cosim as cosim
+
+    original = cosim.open_source
+    monkeypatch.setattr(cosim, "open_source", lambda *a, **k: (lambda s, r: (InterruptedAt(s, 60.0), r))(*original(*a, **k)))
+    with pytest.raises(KeyboardInterrupt, match="continue with: vmc run --resume"):
+        run_scenario(scenario(trace_file(tmp_path)), out=tmp_path / "i", progress=False, say=lambda s: None)
+    manifest = RunDir(next((tmp_path / "i").iterdir())).manifest()
+    assert manifest["status"] == "interrupted" and "--resume" in manifest["hint"]
+
+
+def test_cli_refuses_missing_and_damaged_inputs_without_creating_anything(tmp_path, capsys):
+    from vmc_sim.cli import main
+
+    assert main(["plot", str(tmp_path / "typo_dir")]) == 2
+    assert not (tmp_path / "typo_dir").exists() and "typo_dir: no such run directory" in capsys.readouterr().err
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "manifest.json").write_text('{"config": {"name": "x", "se')
+    assert main(["run", "--resume", str(run)]) == 2
+    assert f"{run / 'manifest.json'}: not valid JSON" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("requests,message", [
+    (["-10"], r"requests\[0\] \('-10'\): client 10 is not in the client set"),
+    (["-2", "+3"], r"requests\[1\] \('\+3'\): client 3 is already in the client set"),
+    (["+9", "-3,-3"], r"requests\[1\] \('-3,-3'\): client 3 is listed twice"),
+])
+def test_oneshot_requests_are_checked_against_the_client_set_before_anything_runs(tmp_path, requests, message):
+    import yaml
+
+    from vmc_sim.config import OneShotConfig
+
+    path = tmp_path / "o.yaml"
+    path.write_text(yaml.safe_dump({"initial_clients": 8, "federated": {"num_clients": 20}, "requests": requests}))
+    with pytest.raises(ConfigError, match=rf"o.yaml: .*{message}"):
+        load_model(OneShotConfig, path)
+
+
+def test_a_trace_leave_without_a_join_is_refused_naming_the_line(tmp_path):
+    from mobility.errors import TraceError
+    from mobility.source import TraceSource
+
+    events = [MobilityEvent(1.0, "join", "v0", "rsu0", 0.0, 0.0, 1.0), MobilityEvent(2.0, "leave", "ghost", "rsu0", 0.0, 0.0, 1.0)]
+    path = write_trace(tmp_path / "t.jsonl", events, {"clock": {"begin": 0.0, "step_length": 1.0}}, end_time=3.0)
+    with pytest.raises(TraceError, match=r"t.jsonl:3: leave of vehicle 'ghost', which has not joined"):
+        TraceSource(path)

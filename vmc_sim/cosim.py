@@ -14,7 +14,7 @@ from mobility.source import MobilitySource, SumoSource, TraceSource
 from mobility.sumo import SumoConfig
 
 from .engine import CoSimulation
-from .runs import RunDir, new_run_dir
+from .runs import RunDir, new_run_dir, read_manifest
 from .scenario import Scenario
 
 
@@ -58,8 +58,6 @@ def replay_scenario(trace: str | Path, scenario_path: str | Path | None = None) 
     """The scenario of a recorded run, switched to replay ``trace`` without SUMO.
 
     Without ``scenario_path`` the scenario is read from ``manifest.json`` beside the trace."""
-    import json
-
     from .config import ConfigError, load_model
     from .scenario import load_scenario
 
@@ -72,7 +70,7 @@ def replay_scenario(trace: str | Path, scenario_path: str | Path | None = None) 
         manifest = trace.parent / "manifest.json"
         if not manifest.is_file():
             raise ConfigError(f"{trace}: no manifest.json beside the trace; give --scenario")
-        base = load_model(Scenario, None, json.loads(manifest.read_text())["config"])
+        base = load_model(Scenario, None, read_manifest(manifest)["config"])
     data = base.model_dump(mode="json")
     data["mobility"]["source"] = "trace"
     data["mobility"]["trace"] = str(trace)
@@ -128,6 +126,8 @@ def _finish(run: RunDir, sim: CoSimulation) -> None:
                         error="interrupted" if interrupted else f"{type(e).__name__}: {e}", records=sim.records,
                         hint=f"continue with: vmc run --resume {run.path}")
         run._atomic_json("manifest.json", manifest)
+        if interrupted:
+            raise KeyboardInterrupt(f"interrupted; {manifest['hint']}") from None
         raise
     manifest = run.manifest()
     manifest.update(status="complete", summary=summary)
@@ -141,7 +141,10 @@ class ResumeError(RuntimeError):
 
 
 def _resume(scenario: Scenario, path: Path, progress: bool, say) -> RunDir:
-    run = RunDir(path)
+    run = RunDir(path, create=False)
+    if run.torn_tail():
+        say(f"{run.path / 'records.jsonl'}: its last line is incomplete (cut while being written); "
+            "it is dropped when the resumed run writes, every complete record is kept")
     existing: dict[str, list[dict]] = {}
     for r in run.records():
         existing.setdefault(r["method"], []).append(r)

@@ -19,6 +19,8 @@ from typing import Any, Iterator
 import torch
 from safetensors.torch import save_file
 
+from fl_core.errors import CorruptFileError
+
 
 def versions() -> dict[str, str]:
     """Versions of the packages that decide a run's numbers."""
@@ -47,9 +49,29 @@ def new_run_dir(base: str | Path, name: str) -> Path:
     return path
 
 
+def read_manifest(path: Path) -> dict[str, Any]:
+    """``manifest.json`` at ``path``, refused naming the file if it is missing, cut or not an object."""
+    if not path.is_file():
+        raise FileNotFoundError(f"{path.parent}: not a run directory (no manifest.json)")
+    try:
+        manifest = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise CorruptFileError(f"{path}: not valid JSON ({e}); the file is cut or damaged") from None
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("config"), dict):
+        raise CorruptFileError(f"{path}: not a run manifest (no 'config' object)")
+    return manifest
+
+
 class RunDir:
-    def __init__(self, path: str | Path) -> None:
+    """A run directory; ``create=False`` opens an existing one (a missing path is an error, not
+    a new empty directory)."""
+
+    def __init__(self, path: str | Path, create: bool = True) -> None:
         self.path = Path(path)
+        if not create:
+            if not self.path.is_dir():
+                raise FileNotFoundError(f"{self.path}: no such run directory")
+            return
         self.path.mkdir(parents=True, exist_ok=True)
 
     def write_manifest(self, config: dict[str, Any], seeds: dict[str, Any], **extra: Any) -> None:
@@ -65,7 +87,8 @@ class RunDir:
         self._atomic_json("manifest.json", manifest)
 
     def manifest(self) -> dict[str, Any]:
-        return json.loads((self.path / "manifest.json").read_text())
+        """The run's manifest (an unreadable one is a :class:`CorruptFileError` naming the file)."""
+        return read_manifest(self.path / "manifest.json")
 
     def append_record(self, record: dict[str, Any], name: str = "records.jsonl") -> None:
         with open(self.path / name, "a") as f:
