@@ -61,7 +61,9 @@ def test_every_request_reaches_every_method_and_replay_is_identical(tmp_path):
         rows = [r for r in ra if r["method"] == method]
         assert [r["kind"] for r in rows][0] == "fit"
         assert len(rows) == 1 + 4 + 3  # fit, 4 arrivals, 3 departures
-        assert all(0.0 <= r["accuracy"] <= 1.0 for r in rows)
+        for before, after in zip(rows, rows[1:]):  # an untriggered request releases the same model
+            if not after["triggered"]:
+                assert after["accuracy"] == before["accuracy"]
     retrain = [r for r in ra if r["method"] == "retrain" and r["kind"] != "fit"]
     fsosa = [r for r in ra if r["method"] == "fsosa" and r["kind"] != "fit"]
     assert all(r["triggered"] for r in retrain)

@@ -47,7 +47,6 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Hashable
 
 import matplotlib
 
@@ -55,9 +54,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+import repro  # noqa: E402
+from repro import LR_NOTE, alpha_for, warm_up  # noqa: E402
 import report  # noqa: E402
 from fl_core.clients import ClientPool  # noqa: E402
-from fl_core.contribution import Contribution  # noqa: E402
 from fl_core.editors import EditReport, FixedRatio, build_editor  # noqa: E402
 from fl_core.experiment import OneShotSetup  # noqa: E402
 from fl_core.projection import ProjectionConfig  # noqa: E402
@@ -82,35 +82,12 @@ FINDINGS = (
     "rho = 0.5 is a favourable balance on all datasets.",
 )
 MB = 1e6
-LR_NOTE = ("our short runs give each client ~100-600 SGD steps against the paper's ~2,350 at K = 50; measured at "
-           "lr 0.01 on a 3,000-sample MNIST slice, K = 10, batch 16, the local models reached 16-38 % test accuracy "
-           "and F-SOSA / FedFisher 35 / 60 %, at lr 0.05 44-58 % and 71 / 84 %")
 
 
-class KeptContributions:
-    """In-memory contribution store shared by the per-rho pools: a client trains once per
-    dataset, and a pool that had to forget a departed client can still recall it."""
-
-    def __init__(self) -> None:
-        self._kept: dict[Hashable, Contribution] = {}
-
-    def get(self, client: Hashable) -> Contribution | None:
-        return self._kept.get(client)
-
-    def put(self, contribution: Contribution) -> None:
-        self._kept[contribution.client] = contribution
 
 
-def warm_up(trainer: LocalTrainer, setup: OneShotSetup) -> None:
-    """One throwaway contribution on a few samples, so that torch's one-off start-up cost is not
-    charged to whichever client happens to train first (seen: 2.8 s on a 0.01 s client)."""
-    data = setup.client_data[min(setup.client_data)]
-    trainer.contribute("warm-up", data.subset(np.arange(min(64, len(data)))))
 
 
-def alpha_for(dataset: str, alpha: float) -> float | None:
-    """FEMNIST keeps its natural split by writer (seed 000, VI-A); the others use Dirichlet."""
-    return None if dataset == "femnist" else alpha
 
 
 def request_sequence(setup: OneShotSetup, joins: int, count: int) -> tuple[list[int], list[tuple[str, int]]]:
@@ -152,7 +129,7 @@ def run_dataset(dataset: str, args: argparse.Namespace) -> tuple[list[dict], lis
     )
     trainer: LocalTrainer = setup.pool().trainer
     warm_up(trainer, setup)
-    store = KeptContributions()
+    store = repro.MemoryStore()
     projection = ProjectionConfig(tol=args.cg_tol, max_iter=args.cg_iter, damping=args.damping)
     eval_model = setup.model_fn()
 
@@ -377,25 +354,12 @@ def differences(args: argparse.Namespace) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--datasets", nargs="+", default=None, help="default: mnist femnist cifar10 (--quick: mnist)")
+    repro.common_args(p, max_train=6000, max_test=4000)
     p.add_argument("--rhos", type=float, nargs="+", default=[0.2, 0.5, 0.8, 1.0])
-    p.add_argument("--clients", type=int, default=20)
-    p.add_argument("--alpha", type=float, default=0.5)
     p.add_argument("--epochs", type=int, default=10)
-    p.add_argument("--lr", type=float, default=0.05)
-    p.add_argument("--batch-size", type=int, default=16)
-    p.add_argument("--model", default="cnn")
-    p.add_argument("--fisher", default="diagonal", choices=["diagonal", "kfac", "full"])
-    p.add_argument("--damping", type=float, default=1e-4)
-    p.add_argument("--cg-tol", type=float, default=1e-5)
-    p.add_argument("--cg-iter", type=int, default=200)
     p.add_argument("--draws", type=int, default=3, help="subset draws per rho < 1 (results are their mean)")
     p.add_argument("--joins", type=int, default=5, help="clients held back to arrive during the Fig. 4 sequence")
     p.add_argument("--requests", type=int, default=10, help="requests in the Fig. 4 sequence")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=None, help="torch threads (default: auto)")
-    p.add_argument("--max-train", type=int, default=6000)
-    p.add_argument("--max-test", type=int, default=4000)
     p.add_argument("--out", default="tools/out/fig1_fig4")
     p.add_argument("--quick", action="store_true", help="smoke size: MNIST only, 2,000 samples, K = 2, 500 test samples, 2 draws")
     args = p.parse_args(argv)
@@ -427,10 +391,8 @@ def main(argv: list[str] | None = None) -> int:
             f"({args.draws} subset draws each below 1), "
             f"train slice {args.max_train}, test {args.max_test}, seed {args.seed}" + (" (QUICK)" if args.quick else "")
             + f"; ran in {time.perf_counter() - started:.0f} s wall")
-    command = "python tools/fig1_fig4_rho.py " + " ".join(sys.argv[1:] if argv is None else argv)
-    report.write_markdown(out / "fig1_fig4.md", "Seed 000 Fig. 1 and Fig. 4: the stability level rho",
-                          command.strip(), size, markdown(fit_rows, edit_rows, checks, args))
-    print((out / "fig1_fig4.md").read_text())
+    repro.publish(out, "fig1_fig4.md", "Seed 000 Fig. 1 and Fig. 4: the stability level rho", "fig1_fig4_rho.py", argv,
+                  size, markdown(fit_rows, edit_rows, checks, args))
     return 0
 
 

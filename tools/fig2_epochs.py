@@ -46,7 +46,8 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import report  # noqa: E402
-from fig1_fig4_rho import LR_NOTE, alpha_for, warm_up  # noqa: E402
+import repro  # noqa: E402
+from repro import LR_NOTE, alpha_for, warm_up  # noqa: E402
 from fl_core.clients import ClientPool  # noqa: E402
 from fl_core.contribution import Contribution  # noqa: E402
 from fl_core.data import ArrayDataset  # noqa: E402
@@ -254,22 +255,9 @@ def markdown(rows: list[dict], checks: list[dict], args: argparse.Namespace) -> 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--datasets", nargs="+", default=None, help="default: mnist femnist cifar10 (--quick: mnist)")
+    repro.common_args(p, max_train=3500, max_test=2000)
     p.add_argument("--ks", type=int, nargs="+", default=[10, 20, 30, 50, 80], help="local epoch numbers K")
     p.add_argument("--rho", type=float, default=0.5)
-    p.add_argument("--clients", type=int, default=20)
-    p.add_argument("--alpha", type=float, default=0.5)
-    p.add_argument("--lr", type=float, default=0.05)
-    p.add_argument("--batch-size", type=int, default=16)
-    p.add_argument("--model", default="cnn")
-    p.add_argument("--fisher", default="diagonal", choices=["diagonal", "kfac", "full"])
-    p.add_argument("--damping", type=float, default=1e-4)
-    p.add_argument("--cg-tol", type=float, default=1e-5)
-    p.add_argument("--cg-iter", type=int, default=200)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=None, help="torch threads (default: auto)")
-    p.add_argument("--max-train", type=int, default=3500)
-    p.add_argument("--max-test", type=int, default=2000)
     p.add_argument("--out", default="tools/out/fig2")
     p.add_argument("--quick", action="store_true", help="smoke size: MNIST only, K in {1, 2, 3}, 1,000 samples")
     args = p.parse_args(argv)
@@ -290,10 +278,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{args.model}, K in {sorted(set(args.ks))}, lr {args.lr}, batch {args.batch_size}, {args.fisher} Fisher, "
             f"train slice {args.max_train}, test {args.max_test}, seed {args.seed}" + (" (QUICK)" if args.quick else "")
             + f"; ran in {time.perf_counter() - started:.0f} s wall")
-    command = "python tools/fig2_epochs.py " + " ".join(sys.argv[1:] if argv is None else argv)
-    report.write_markdown(out / "fig2.md", "Seed 000 Fig. 2: the local epoch number K", command.strip(), size,
-                          markdown(rows, checks, args))
-    print((out / "fig2.md").read_text())
+    repro.publish(out, "fig2.md", "Seed 000 Fig. 2: the local epoch number K", "fig2_epochs.py", argv, size,
+                  markdown(rows, checks, args))
     return 0
 
 

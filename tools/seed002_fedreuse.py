@@ -38,6 +38,7 @@ from pathlib import Path
 import torch
 
 import report
+import repro
 from fl_core.experiment import OneShotSetup
 from fl_core.rounds import RoundConfig, build_strategy
 from fl_core.rounds.accounting import Ledger
@@ -241,10 +242,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.max_train or 'all'} training samples, test {args.max_test or 'all'}, seed {args.seed} "
         f"(seed 002: 90 rounds, full training sets, weight decay 1e-4, seeds 101/202/303)"
     )
-    command = "python tools/seed002_fedreuse.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    md = report.write_markdown(out / "seed002_fedreuse.md", "Seed 002: DG-FedReuse vs Top-K FedAvg (fixed rounds)",
-                               command.strip(), size, markdown_body(summaries, repeats, args))
-    print(md.read_text())
+    repro.publish(out, "seed002_fedreuse.md", "Seed 002: DG-FedReuse vs Top-K FedAvg (fixed rounds)",
+                  "seed002_fedreuse.py", argv, size, markdown_body(summaries, repeats, args))
     return 0
 
 
