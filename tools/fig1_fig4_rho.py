@@ -30,7 +30,7 @@ is the same for every rho and draw.
 
 Full size run for ``reports/fig1_fig4/`` (about 10 minutes on the 2-core box): MNIST, FEMNIST
 and CIFAR-10 (SVHN is not in ``shared/data``), M = 20, alpha 0.5, the two-layer CNN,
-K = 10 local epochs (paper 50), lr 0.05 (paper 0.01; ``LR_NOTE`` says why), batch 16 (the paper
+K = 10 local epochs (paper 50), lr 0.05 (paper 0.01; ``LR_NOTE`` in tools/repro.py says why), batch 16 (the paper
 gives no batch size for the CNN; 16 gives four times the SGD steps of 64 per CPU second, which
 the short runs need), a diagonal Fisher (paper K-FAC: the diagonal projection is closed form, a
 K-FAC solve takes minutes here), training slices of 6,000 samples per dataset and the first
@@ -55,7 +55,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 import repro  # noqa: E402
-from repro import LR_NOTE, alpha_for, warm_up  # noqa: E402
+from repro import alpha_for, warm_up  # noqa: E402
 import report  # noqa: E402
 from fl_core.clients import ClientPool  # noqa: E402
 from fl_core.editors import EditReport, FixedRatio, build_editor  # noqa: E402
@@ -333,17 +333,9 @@ def markdown(fit_rows: list[dict], edit_rows: list[dict], checks: list[dict], ar
 
 def differences(args: argparse.Namespace) -> str:
     notes = [f"batch {args.batch_size} (the paper's CNN batch size is not stated; table2 uses 64)"]
-    if args.lr != 0.01:
-        notes.append(f"lr {args.lr} (paper 0.01: {LR_NOTE})")
     if args.epochs != 50:
         notes.append(f"K = {args.epochs} local epochs (paper 50)")
-    if args.fisher != "kfac":
-        notes.append(f"{args.fisher} Fisher (paper K-FAC)")
-    if args.max_train:
-        notes.append(f"training data sliced to {args.max_train} samples per dataset (paper: full sets; FEMNIST here "
-                     "is LEAF's 5 % sample, 14,708 images)")
-    if args.max_test:
-        notes.append(f"first {args.max_test} test samples")
+    notes += repro.protocol_notes(args, "(paper: full sets; FEMNIST here is LEAF's 5 % sample, 14,708 images)")
     notes.append("uploads are fp32 safetensors (paper: 16-bit models, compressed K-FAC), so MB are larger")
     notes.append("time is measured on a shared 2-core CPU with one torch thread; the paper's absolute seconds are "
                  "not comparable, the ratios are")
@@ -372,12 +364,7 @@ def main(argv: list[str] | None = None) -> int:
     if any(not 0 < r <= 1 for r in args.rhos):
         raise SystemExit(f"--rhos must lie in (0, 1], got {args.rhos}")
     started = time.perf_counter()
-    fit_rows, edit_rows, checks = [], [], []
-    for dataset in args.datasets:
-        f, e, c = run_dataset(dataset, args)
-        fit_rows += f
-        edit_rows += e
-        checks.append(c)
+    fit_rows, edit_rows, checks = repro.per_dataset(run_dataset, args)
     out = report.out_dir(args.out)
     report.write_csv(out / "fig1_rho_draws.csv", fit_rows)
     report.write_csv(out / "fig4_rho_editing_draws.csv", edit_rows)

@@ -18,7 +18,7 @@ Time columns as in ``tools/table2.py``: ``parallel_s`` = slowest member + solve,
 
 Full size run for ``reports/fig2/`` (about 9 minutes on the 2-core box): MNIST, FEMNIST and
 CIFAR-10 (SVHN is not in ``shared/data``), M = 20, alpha 0.5, rho 0.5, the two-layer CNN,
-K in {10, 20, 30, 50, 80}, lr 0.05 (paper 0.01; ``LR_NOTE`` in fig1_fig4_rho says why), batch 16
+K in {10, 20, 30, 50, 80}, lr 0.05 (paper 0.01; ``LR_NOTE`` in tools/repro.py says why), batch 16
 (the paper gives no batch size for the CNN; 16 gives four times the SGD steps of 64 per CPU
 second, which the small slices need), a diagonal Fisher (paper K-FAC; the diagonal projection is
 closed form, a K-FAC solve takes minutes here), training slices of 3,500 samples per dataset and
@@ -47,7 +47,7 @@ import torch  # noqa: E402
 
 import report  # noqa: E402
 import repro  # noqa: E402
-from repro import LR_NOTE, alpha_for, warm_up  # noqa: E402
+from repro import alpha_for, warm_up  # noqa: E402
 from fl_core.clients import ClientPool  # noqa: E402
 from fl_core.contribution import Contribution  # noqa: E402
 from fl_core.data import ArrayDataset  # noqa: E402
@@ -238,15 +238,8 @@ def markdown(rows: list[dict], checks: list[dict], args: argparse.Namespace) -> 
                      f"{report.pct_diff(k50['accuracy'], PAPER_K50[d][0]):+.2f} points.")
         body.append(line)
     notes = [f"batch {args.batch_size} (the paper's CNN batch size is not stated; table2 uses 64)"]
-    if args.lr != 0.01:
-        notes.append(f"lr {args.lr} (paper 0.01: {LR_NOTE})")
-    if args.fisher != "kfac":
-        notes.append(f"{args.fisher} Fisher (paper K-FAC)")
-    if args.max_train:
-        notes.append(f"training data sliced to {args.max_train} samples per dataset, so an epoch is far fewer SGD "
-                     "steps than the paper's (full sets; FEMNIST here is LEAF's 5 % sample)")
-    if args.max_test:
-        notes.append(f"first {args.max_test} test samples")
+    notes += repro.protocol_notes(args, "so an epoch is far fewer SGD steps than the paper's (full sets; FEMNIST "
+                                        "here is LEAF's 5 % sample)")
     notes.append("uploads are fp32 safetensors; seconds are from a shared 2-core CPU with one torch thread, so "
                  "only the shape of the time curve compares")
     body += ["", "Differences from the paper's protocol: " + "; ".join(notes) + "."]

@@ -204,6 +204,32 @@ def common_args(p: argparse.ArgumentParser, **defaults: Any) -> argparse.Argumen
     return p
 
 
+def protocol_notes(args: argparse.Namespace, slice_note: str) -> list[str]:
+    """How a run's learning rate, Fisher, training slice and test set differ from seed 000's protocol."""
+    notes = []
+    if args.lr != 0.01:
+        notes.append(f"lr {args.lr} (paper 0.01: {LR_NOTE})")
+    if args.fisher != "kfac":
+        notes.append(f"{args.fisher} Fisher (paper K-FAC)")
+    if args.max_train:
+        notes.append(f"training data sliced to {args.max_train} samples per dataset, {slice_note}")
+    if args.max_test:
+        notes.append(f"first {args.max_test} test samples")
+    return notes
+
+
+def per_dataset(run_dataset, args: argparse.Namespace) -> tuple[list, ...]:
+    """``run_dataset(name, args)`` over ``args.datasets``: list parts are concatenated, others
+    (one summary per dataset) collected into lists, in the order ``run_dataset`` returns them."""
+    out: tuple[list, ...] | None = None
+    for name in args.datasets:
+        parts = run_dataset(name, args)
+        out = out or tuple([] for _ in parts)
+        for acc, part in zip(out, parts):
+            acc.extend(part) if isinstance(part, list) else acc.append(part)
+    return out or ()
+
+
 def publish(out: Path, name: str, title: str, script: str, argv: list[str] | None, size: str, body: str) -> Path:
     """Write ``out/name.md`` (command line, size, machine, body) and print it."""
     command = f"python tools/{script} " + " ".join(sys.argv[1:] if argv is None else argv)

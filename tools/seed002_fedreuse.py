@@ -224,12 +224,7 @@ def main(argv: list[str] | None = None) -> int:
         args.max_train, args.max_test, args.eval_samples, args.eval_every = 600, 300, 200, 1
         args.repeats, args.repeat_clients = 3, 3
     torch.set_num_threads(1)
-    summaries, per_round, repeats = [], [], []
-    for name in args.datasets:
-        s, r, rep = run_dataset(name, args)
-        summaries += s
-        per_round += r
-        repeats.append(rep)
+    summaries, per_round, repeats = repro.per_dataset(run_dataset, args)
     out = report.out_dir(args.out)
     report.write_csv(out / "seed002_summary.csv", summaries)
     report.write_csv(out / "seed002_rounds.csv", per_round)
