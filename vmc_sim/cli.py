@@ -29,11 +29,9 @@ def _run(args: argparse.Namespace) -> int:
     if args.resume:
         from pathlib import Path
 
-        from .config import load_model
-        from .runs import read_manifest
-        from .scenario import Scenario
+        from .cosim import manifest_scenario
 
-        scenario = load_model(Scenario, None, read_manifest(Path(args.resume) / "manifest.json")["config"])
+        scenario = manifest_scenario(Path(args.resume) / "manifest.json")
         run_scenario(scenario, progress=not args.quiet, run_dir=Path(args.resume), resume=True)
         return 0
     scenario = load_scenario(args.scenario)

@@ -140,6 +140,14 @@ class FederatedSection(Strict):
     projection: ProjectionSection = ProjectionSection()
     rounds: RoundsSection = RoundsSection()
 
+    @field_validator("dataset")
+    @classmethod
+    def _dataset(cls, v: str) -> str:
+        from fl_core.data import _spec
+
+        _spec(v)  # an unknown name is refused here, naming the field, not after the run has started
+        return v
+
     @field_validator("methods")
     @classmethod
     def _methods(cls, v: list[str]) -> list[str]:

@@ -70,12 +70,22 @@ def replay_scenario(trace: str | Path, scenario_path: str | Path | None = None) 
         manifest = trace.parent / "manifest.json"
         if not manifest.is_file():
             raise ConfigError(f"{trace}: no manifest.json beside the trace; give --scenario")
-        base = load_model(Scenario, None, read_manifest(manifest)["config"])
+        base = manifest_scenario(manifest)
     data = base.model_dump(mode="json")
     data["mobility"]["source"] = "trace"
     data["mobility"]["trace"] = str(trace)
     data["name"] = f"{base.name}-replay"
     return load_model(Scenario, None, data)
+
+
+def manifest_scenario(manifest: Path) -> Scenario:
+    """The scenario recorded in a run's ``manifest.json`` (a bad one is refused naming that file)."""
+    from .config import ConfigError, load_model
+
+    try:
+        return load_model(Scenario, None, read_manifest(manifest)["config"])
+    except ConfigError as e:
+        raise ConfigError(str(e).replace("<embedded default>", f"{manifest}: config")) from None
 
 
 def run_scenario(scenario: Scenario, out: str | Path = "runs", progress: bool = True, run_dir: Path | None = None,
@@ -91,9 +101,17 @@ def run_scenario(scenario: Scenario, out: str | Path = "runs", progress: bool = 
     one and replaces it then), so a resume that fails leaves the directory as it was."""
     if resume:
         return _resume(scenario, Path(run_dir), progress, say)
-    run = RunDir(run_dir or new_run_dir(out, scenario.name))
     live = scenario.mobility.source != "trace"
-    source, rsus = open_source(scenario, run.path / "trace.jsonl" if live else None)
+    if not live:  # a bad trace is refused before a run directory exists
+        source, rsus = open_source(scenario, None)
+    try:
+        run = RunDir(run_dir or new_run_dir(out, scenario.name))
+    except BaseException:
+        if not live:
+            source.close()
+        raise
+    if live:
+        source, rsus = open_source(scenario, run.path / "trace.jsonl")
     try:
         sim = CoSimulation(scenario, source, rsus, run, progress=progress)
         _write_running(run, scenario, sim, source, rsus, None)

@@ -108,9 +108,12 @@ class RunDir:
                 if not line.strip():
                     continue
                 try:
-                    yield json.loads(line)
+                    record = json.loads(line)
                 except json.JSONDecodeError as e:
-                    raise ValueError(f"{path}:{i}: not a JSON record ({e.msg})") from None
+                    raise CorruptFileError(f"{path}:{i}: not a JSON record ({e.msg})") from None
+                if not isinstance(record, dict) or not isinstance(record.get("method"), str):
+                    raise CorruptFileError(f"{path}:{i}: not a run record (an object with a 'method')")
+                yield record
 
     def torn_tail(self, name: str = "records.jsonl") -> int:
         """Bytes of an incomplete last line (a crash while it was written), 0 if none."""
