@@ -235,8 +235,6 @@ def test_failed_resume_leaves_every_file_as_it_was(broken_live_run, damage):
     sc, broken_dir, _ = broken_live_run
     if damage == "diverged record":
         path = broken_dir / "records.jsonl"
-        import json
-
         lines = path.read_text().splitlines(keepends=True)
         last = json.loads(lines[-1])
         last["triggered"] = not last["triggered"]
