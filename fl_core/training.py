@@ -164,7 +164,7 @@ class LocalTrainer:
         if len(data) == 0:
             from .errors import InvalidContributionError
 
-            raise InvalidContributionError(f"client {client!r} has no training samples")
+            raise InvalidContributionError(f"client {client!r} has no training samples", client=client)
         model = self._fresh_model()
         t0 = time.perf_counter()
         sgd_epochs(model, data, self.config, self.streams.torch("train", client))

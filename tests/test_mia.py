@@ -110,7 +110,6 @@ def test_cli_audits_the_removed_client_of_a_oneshot_run(tmp_path, capsys):
     assert report["clients"] == ["1"] and report["n_members"] == report["n_nonmembers"] > 0
     assert {(r["model"], r["attack"]) for r in report["results"]} == {
         (m, a) for m in ("fsosa", "retrain") for a in ("loss", "confidence", "shadow")}
-    assert all(0.0 <= r["auc"] <= 1.0 for r in report["results"])
     assert "fsosa" in capsys.readouterr().out
     assert main(["audit", str(run), "--client", "0", "--attack", "loss", "--method", "retrain"]) == 0
     report = json.loads((run / "audit.json").read_text())

@@ -24,10 +24,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tools"))
 
 import report  # noqa: E402
-from paper_sequence import paper_style, unit_sizes  # noqa: E402
+from repro import paper_style, unit_sizes  # noqa: E402
 
 SMOKE_ARGS = ""  # --quick already runs on the embedded city with digits (tests/test_reproductions.py)
 PAPER = {"time_saving_pct": (-53.84, -36.66), "comm_saving_pct": (-25.76, -21.97), "mnist_comm_MB": (329.61, 424.48)}

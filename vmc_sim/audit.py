@@ -106,7 +106,7 @@ def audit_run(
     run = Path(run)
     fed, run_seed, kind = _federated(run)
     models = _load_models(run, checkpoint, methods)
-    records = list(RunDir(run).records())
+    records = list(RunDir(run, create=False).records())
     removed, final = client_sets(records)
     known = {str(c): c for r in records for key in ("added", "removed") for c in r.get(key, [])}
     notes: list[str] = []

@@ -5,7 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 
+from fl_core.errors import CorruptFileError
+from mobility.errors import TraceError
+
 from .config import ConfigError
+
+INPUT_ERRORS = (FileNotFoundError, NotADirectoryError, CorruptFileError, TraceError)
 
 
 def _print_config(model) -> int:
@@ -33,16 +38,11 @@ def _run(args: argparse.Namespace) -> int:
     from .scenario import load_scenario
 
     if args.resume:
-        import json
         from pathlib import Path
 
-        from .config import load_model
-        from .scenario import Scenario
+        from .cosim import manifest_scenario
 
-        manifest = Path(args.resume) / "manifest.json"
-        if not manifest.is_file():
-            raise FileNotFoundError(f"{args.resume}: not a run directory (no manifest.json)")
-        scenario = load_model(Scenario, None, json.loads(manifest.read_text())["config"])
+        scenario = manifest_scenario(Path(args.resume) / "manifest.json")
         if args.print_config:
             return _print_config(scenario)
         run_scenario(scenario, progress=not args.quiet, run_dir=Path(args.resume), resume=True)
@@ -135,6 +135,12 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"vmc: invalid configuration\n{e}", file=sys.stderr)
         return 2
+    except INPUT_ERRORS as e:  # a file given or read back is missing or damaged
+        print(f"vmc: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt as e:  # the run directory already says 'interrupted' and how to resume
+        print(f"vmc: {e or 'interrupted'}", file=sys.stderr)
+        return 130
     except Exception as e:  # every failure ends with one clear line; records are already on disk
         print(f"vmc: {e}", file=sys.stderr)
         return 1

@@ -207,8 +207,21 @@ class OneShotConfig(Strict):
         n = self.federated.num_clients
         if self.initial_clients > n:
             raise ValueError(f"initial_clients ({self.initial_clients}) exceeds federated.num_clients ({n})")
-        for i, r in enumerate(self.requests):
-            parse_request(r, n, where=f"requests[{i}]")
+        clients = set(range(self.initial_clients))
+        for i, r in enumerate(self.requests):  # the whole sequence against the client set it meets
+            where = f"requests[{i}] ({r!r})"
+            removed, added = parse_request(r, n, where=where)
+            for c in {c for c in removed if removed.count(c) > 1} | {c for c in added if added.count(c) > 1}:
+                raise ValueError(f"{where}: client {c} is listed twice")
+            for c in removed:
+                if c not in clients:
+                    raise ValueError(f"{where}: client {c} is not in the client set at that point")
+            for c in added:
+                if c in clients or c in removed:
+                    raise ValueError(f"{where}: client {c} is already in the client set at that point")
+            clients = (clients - set(removed)) | set(added)
+            if not clients:
+                raise ValueError(f"{where}: the request would leave no client")
         return self
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import math
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -14,7 +17,7 @@ from mobility.sumo import SumoConfig
 from .engine import CoSimulation
 from .inputs import check_inputs, sumocfg_inputs
 from .solves import unconverged_solves, warning_lines
-from .runs import RunDir, new_run_dir
+from .runs import RunDir, new_run_dir, read_manifest
 from .scenario import Scenario
 
 
@@ -60,8 +63,6 @@ def replay_scenario(trace: str | Path, scenario_path: str | Path | None = None) 
 
     Without ``scenario_path`` the scenario is read from ``manifest.json`` beside the trace, with
     the recorded run's calibrated costs pinned."""
-    import json
-
     from .config import ConfigError, load_model
     from .scenario import load_scenario
 
@@ -74,13 +75,22 @@ def replay_scenario(trace: str | Path, scenario_path: str | Path | None = None) 
         manifest = trace.parent / "manifest.json"
         if not manifest.is_file():
             raise ConfigError(f"{trace}: no manifest.json beside the trace; give --scenario")
-        recorded = json.loads(manifest.read_text())
-        base = pin_calibration(load_model(Scenario, None, recorded["config"]), recorded.get("calibration"))
+        base = pin_calibration(manifest_scenario(manifest), read_manifest(manifest).get("calibration"))
     data = base.model_dump(mode="json")
     data["mobility"]["source"] = "trace"
     data["mobility"]["trace"] = str(trace)
     data["name"] = f"{base.name}-replay"
     return load_model(Scenario, None, data)
+
+
+def manifest_scenario(manifest: Path) -> Scenario:
+    """The scenario recorded in a run's ``manifest.json`` (a bad one is refused naming that file)."""
+    from .config import ConfigError, load_model
+
+    try:
+        return load_model(Scenario, None, read_manifest(manifest)["config"])
+    except ConfigError as e:
+        raise ConfigError(str(e).replace("<embedded default>", f"{manifest}: config")) from None
 
 
 def run_scenario(scenario: Scenario, out: str | Path = "runs", progress: bool = True, run_dir: Path | None = None,
@@ -94,50 +104,38 @@ def run_scenario(scenario: Scenario, out: str | Path = "runs", progress: bool = 
     With ``resume`` the run directory's existing records are kept: the run is executed again
     from the start (SUMO and every stream are seeded, contributions come from the run's
     contribution store instead of being retrained), the recomputed records are checked
-    against the stored ones, and only the records past them are appended."""
+    against the stored ones, and only the records past them are appended. Until the resumed
+    run has re-verified every stored record and got past the recorded trace's end, it writes
+    nothing into the run directory (its new trace goes to ``trace.jsonl.resume`` beside the old
+    one and replaces it then), so a resume that fails leaves the directory as it was."""
+    if resume:
+        return _resume(scenario, Path(run_dir), progress, say)
     check_inputs(scenario)
     setup = scenario.federated.setup(scenario.seed)  # an unusable data set fails here, before SUMO starts
     created = run_dir is None
-    run = RunDir(run_dir or new_run_dir(out, scenario.name))
+    live = scenario.mobility.source != "trace"
+    if not live:  # a bad trace is refused before a run directory exists
+        source, rsus = open_source(scenario, None)
     try:
-        return _run(scenario, run, setup, progress, say, resume)
+        run = RunDir(run_dir or new_run_dir(out, scenario.name))
+    except BaseException:
+        if not live:
+            source.close()
+        raise
+    try:
+        if live:
+            source, rsus = open_source(scenario, run.path / "trace.jsonl")
+        try:
+            sim = CoSimulation(scenario, source, rsus, run, setup=setup, progress=progress)
+            _write_running(run, scenario, sim, source, rsus, None)
+            say(f"run directory: {run.path}")
+            _finish(run, sim)
+        finally:
+            source.close()
     except BaseException:
         if created and not (run.path / "records.jsonl").exists():
-            shutil.rmtree(run.path, ignore_errors=True)
+            shutil.rmtree(run.path, ignore_errors=True)  # failed before its first record: nothing to resume
         raise
-
-
-def _run(scenario: Scenario, run: RunDir, setup, progress: bool, say, resume: bool) -> RunDir:
-    existing: dict[str, list[dict]] = {}
-    if resume:
-        for r in run.records():
-            existing.setdefault(r["method"], []).append(r)
-        scenario = pin_calibration(scenario, run.manifest().get("calibration"))
-    live = scenario.mobility.source != "trace"
-    source, rsus = open_source(scenario, run.path / "trace.jsonl" if live else None, overwrite=resume)
-    try:
-        sim = CoSimulation(scenario, source, rsus, run, setup=setup, progress=progress, existing=existing)
-        seeds = sim.setup.streams.manifest()
-        seeds["sumo"] = scenario.mobility.sumo.seed
-        run.write_manifest(scenario.model_dump(mode="json"), seeds, kind="cosim", status="running",
-                           calibration=sim.calibration.as_dict() if sim.calibration else None,
-                           mobility=source.metadata, rsus=[r.to_dict() for r in rsus],
-                           resumed_after={m: len(v) for m, v in existing.items()} if resume else None)
-        say(f"run directory: {run.path}")
-        try:
-            summary = sim.run()
-        except Exception as e:
-            manifest = run.manifest()
-            manifest.update(status="failed", error=f"{type(e).__name__}: {e}", records=sim.records,
-                            hint=f"continue with: vmc run --resume {run.path}")
-            run._atomic_json("manifest.json", manifest)
-            raise
-        manifest = run.manifest()
-        manifest.update(status="complete", summary=summary,
-                        unconverged_solves=unconverged_solves(run.records()) or None)
-        run._atomic_json("manifest.json", manifest)
-    finally:
-        source.close()
     say(summarize(run))
     return run
 
@@ -153,6 +151,99 @@ def pin_calibration(scenario: Scenario, calibration: dict | None) -> Scenario:
     data["compute"]["calibration"] = {k: calibration[k] for k in
                                       ("train_s_per_sample_epoch", "fisher_s_per_sample", "solve_s_per_unit")}
     return load_model(Scenario, None, data)
+
+
+def _write_running(run: RunDir, scenario: Scenario, sim: CoSimulation, source: MobilitySource, rsus: list[Rsu],
+                   resumed_after: dict[str, int] | None) -> None:
+    seeds = sim.setup.streams.manifest()
+    seeds["sumo"] = scenario.mobility.sumo.seed
+    run.write_manifest(scenario.model_dump(mode="json"), seeds, kind="cosim", status="running",
+                       calibration=sim.calibration.as_dict() if sim.calibration else None,
+                       mobility=source.metadata, rsus=[r.to_dict() for r in rsus], resumed_after=resumed_after)
+
+
+def _finish(run: RunDir, sim: CoSimulation) -> None:
+    """Run ``sim`` and record how it ended in the manifest (failed runs say how to resume)."""
+    try:
+        summary = sim.run()
+    except BaseException as e:
+        if not sim.committed:
+            raise
+        manifest = run.manifest()
+        interrupted = isinstance(e, KeyboardInterrupt)
+        manifest.update(status="interrupted" if interrupted else "failed",
+                        error="interrupted" if interrupted else f"{type(e).__name__}: {e}", records=sim.records,
+                        hint=f"continue with: vmc run --resume {run.path}")
+        run._atomic_json("manifest.json", manifest)
+        if interrupted:
+            raise KeyboardInterrupt(f"interrupted; {manifest['hint']}") from None
+        raise
+    manifest = run.manifest()
+    manifest.update(status="complete", summary=summary,
+                    unconverged_solves=unconverged_solves(run.records()) or None)
+    if sim.pool.store.recomputed:
+        manifest["contributions_recomputed"] = sim.pool.store.recomputed
+    run._atomic_json("manifest.json", manifest)
+
+
+class ResumeError(RuntimeError):
+    """A resume failed before it changed anything: the run directory is as it was."""
+
+
+def _resume(scenario: Scenario, path: Path, progress: bool, say) -> RunDir:
+    run = RunDir(path, create=False)
+    check_inputs(scenario)
+    scenario = pin_calibration(scenario, run.manifest().get("calibration"))
+    if run.torn_tail():
+        say(f"{run.path / 'records.jsonl'}: its last line is incomplete (cut while being written); "
+            "it is dropped when the resumed run writes, every complete record is kept")
+    existing: dict[str, list[dict]] = {}
+    for r in run.records():
+        existing.setdefault(r["method"], []).append(r)
+    live = scenario.mobility.source != "trace"
+    trace, staged = run.path / "trace.jsonl", run.path / "trace.jsonl.resume"
+    source, rsus = open_source(scenario, staged if live else None, overwrite=True)
+    sim: CoSimulation | None = None
+
+    def commit() -> None:
+        if live:
+            os.replace(staged, trace)
+        run.drop_torn_tail()
+        _write_running(run, scenario, sim, source, rsus, {m: len(v) for m, v in existing.items()})
+
+    try:
+        sim = CoSimulation(scenario, source, rsus, run, progress=progress, existing=existing,
+                           commit_after=_last_time(trace) if live else -math.inf, on_commit=commit)
+        say(f"run directory: {run.path} (resuming after {sum(map(len, existing.values()))} records)")
+        _finish(run, sim)
+    except Exception as e:
+        if sim is not None and sim.committed:
+            raise
+        raise ResumeError(f"{e} (resume abandoned: {run.path} is unchanged)") from e
+    finally:
+        source.close()
+        if sim is None or not sim.committed:
+            staged.unlink(missing_ok=True)
+    say(summarize(run))
+    return run
+
+
+def _last_time(trace: Path) -> float:
+    """Time of the last complete record of a trace (-inf if there is none)."""
+    last = -math.inf
+    if not trace.is_file():
+        return last
+    with open(trace, encoding="utf-8") as f:
+        for line in f:
+            if not line.endswith("\n"):
+                break
+            try:
+                t = json.loads(line).get("time")
+            except (json.JSONDecodeError, AttributeError):
+                continue
+            if isinstance(t, (int, float)):
+                last = max(last, float(t))
+    return last
 
 
 def summarize(run: RunDir) -> str:

@@ -312,6 +312,8 @@ class CoSimulation:
         setup: OneShotSetup | None = None, progress: bool = True,
         on_record: Callable[[dict], None] | None = None,
         existing: dict[str, list[dict]] | None = None,
+        commit_after: float | None = None,
+        on_commit: Callable[[], None] | None = None,
     ) -> None:
         self.scenario, self.source, self.rsus, self.run_dir = scenario, source, rsus, run
         self.progress, self.on_record = progress, on_record
@@ -336,6 +338,13 @@ class CoSimulation:
             c = scenario.compute.calibration
             self.calibration = pinned(c) if c is not None else calibrated(fed, self.setup)
         self._written: dict[str, int] = {}
+        # a resume holds every write back (records, contributions; the caller's trace and
+        # manifest) until it has re-verified the recorded run and got past ``commit_after``
+        self.commit_after = commit_after
+        self._on_commit = on_commit
+        self._held: list[dict[str, Any]] | None = [] if commit_after is not None else None
+        if self._held is not None:
+            store.hold()
         self.vehicles = Vehicles(scenario.coordinator.withdrawal_grace)
         self.env = simpy.Environment(initial_time=source.time)
         self.end_time = source.time + scenario.duration
@@ -423,6 +432,7 @@ class CoSimulation:
                 if bar is not None:
                     bar.n = int(self.env.now - (end - sc.duration))
                     bar.refresh()
+                self._maybe_commit()
                 yield self.env.timeout(step)
         finally:
             if bar is not None:
@@ -479,12 +489,40 @@ class CoSimulation:
                         f"{old[k].get(key)!r} on disk and {row.get(key)!r} now"
                     )
             return
-        self.run_dir.append_record(row)
+        if self._held is not None:
+            self._held.append(row)
+        else:
+            self.run_dir.append_record(row)
         self.records += 1
         if self.progress_lines:
             print(progress_line(row), file=sys.stderr, flush=True)
         if self.on_record:
             self.on_record(row)
+
+    @property
+    def committed(self) -> bool:
+        """False while a resume still holds its writes back (the run directory is untouched)."""
+        return self._held is None
+
+    def _maybe_commit(self, final: bool = False) -> None:
+        """On resume: once every recorded row is re-verified and simulated time is past
+        ``commit_after`` (or the run is over), write what was held back."""
+        if self._held is None:
+            return
+        short = {m: (self._written.get(m, 0), len(v)) for m, v in self.existing.items() if self._written.get(m, 0) < len(v)}
+        if short:
+            if final:
+                m, (got, want) = next(iter(short.items()))
+                raise RuntimeError(f"resume diverged from the recorded run: {m} produced {got} records, {want} are on disk")
+            return
+        if not final and self.env.now <= self.commit_after:
+            return
+        if self._on_commit is not None:
+            self._on_commit()
+        self.pool.store.release()
+        rows, self._held = self._held, None
+        for row in rows:
+            self.run_dir.append_record(row)
 
     def run(self) -> dict[str, Any]:
         """Run until the scenario's duration is over and every queued request is handled."""
@@ -495,6 +533,7 @@ class CoSimulation:
             self._drain()
         finally:
             self.flush()
+        self._maybe_commit(final=True)
         self.save_models()
         summary = {"requests": self.requests, "records": self.records, "wall_s": time.perf_counter() - t0,
                    "sim_end": self.env.now, "trainings": self.pool.trainings}

@@ -29,7 +29,7 @@ def plot_run(path: str | Path, out: str | Path | None = None) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    run = RunDir(path)
+    run = RunDir(path, create=False)
     series = _series(run)
     if not series:
         raise ValueError(f"{path}: no request records to plot")
