@@ -77,11 +77,14 @@ def fig3_sequences(out: Path) -> None:
 def lust_case_study(out: Path) -> None:
     # VI-C: F-SOSA's bytes below Retrain's; our accounting (only the changed members) below the
     # paper's (the whole subset again on every triggered request)
+    # (equal to Retrain's when, as at this size with P = 2, F-SOSA triggers on every request)
     summary = rows(out / "summary.csv")
     retrain, fsosa = one(summary, method="retrain"), one(summary, method="fsosa")
     paper = one(summary, method="fsosa, paper accounting")
-    assert float(fsosa["total_MB"]) < float(paper["total_MB"]) < float(retrain["total_MB"])
-    assert retrain["triggered"] == retrain["requests"]
+    assert float(fsosa["total_MB"]) < float(paper["total_MB"]) <= float(retrain["total_MB"])
+    # Retrain re-fits on every request that reaches a model (not while it is withdrawn)
+    edits = [r for r in rows(out / "requests.csv") if r["method"] == "retrain" and r["kind"] not in ("fit", "suspended")]
+    assert edits and all(r["triggered"] == "1" for r in edits)
 
 
 def paper_sequence(out: Path) -> None:
