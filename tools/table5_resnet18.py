@@ -19,7 +19,7 @@ half of Table V needs a detection dataset and model that are not on these machin
 reproduced.
 
 Full size (the paper's) is far beyond a 2-core CPU (1.25 M ResNet-18 sample-steps per method and
-alpha). The committed report (``reports/table5_resnet18/``, 10 minutes on two shared cores) is a
+alpha). The committed report (``reports/table5_resnet18/``, about 6 minutes on two shared cores) is a
 size this machine allows, and at that size ResNet-18 from scratch learns nothing (every method
 at chance, 10 %): it shows the byte accounting (F-SOSA 491.23 MB vs the paper's 462.44), not
 accuracy. A size that learns is hours of CPU per alpha::
