@@ -5,11 +5,13 @@ needs it (a departing member uploads it with its request). :class:`ClientPool` p
 clients in one process: it computes contributions on demand through a :class:`LocalTrainer`,
 keeps them while the client is active, and can re-use a contribution computed earlier for
 another method of the same run (they are deterministic), charging its measured compute time.
+With a :class:`fl_core.cache.ContributionCache` it also re-uses contributions that another run
+or sweep point trained the same way.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Hashable, Mapping
+from typing import TYPE_CHECKING, Callable, Hashable, Mapping
 
 import torch
 
@@ -17,6 +19,9 @@ from .contribution import Contribution
 from .data import ArrayDataset
 from .errors import UnknownClientError
 from .store import ContributionStore
+
+if TYPE_CHECKING:
+    from .cache import ContributionCache
 from .training import LocalTrainer
 
 
@@ -28,12 +33,14 @@ class ClientPool:
         reuse: bool = True,
         store: "ContributionStore | None" = None,
         validator: Callable[[torch.Tensor], tuple[float, float]] | None = None,
+        cache: "ContributionCache | None" = None,
     ) -> None:
         self.trainer = trainer
         self.validator = validator  # the server's held-out scorer, shared by the editors on this pool
         self._data = data
         self.reuse = reuse
         self.store = store
+        self.cache = cache  # shared across runs and sweep points (content-addressed)
         self._kept: dict[Hashable, Contribution] = {}
         self.trainings = 0  # contributions actually computed (not re-used)
 
@@ -50,8 +57,14 @@ class ClientPool:
             return self._kept[client]
         contribution = self.store.get(client) if (self.reuse and self.store is not None) else None
         if contribution is None:
-            contribution = self.trainer.contribute(client, self.data_of(client))
-            self.trainings += 1
+            data = self.data_of(client)
+            key = self.cache.key(self.trainer, client, data) if (self.reuse and self.cache is not None) else None
+            contribution = self.cache.get(key, self.trainer, client) if key else None
+            if contribution is None:
+                contribution = self.trainer.contribute(client, data)
+                self.trainings += 1
+                if key:
+                    self.cache.put(key, self.trainer, contribution)
             if self.store is not None:
                 self.store.put(contribution)
         self._kept[client] = contribution

@@ -59,17 +59,24 @@ class Contribution:
 
     def validate(self, dim: int) -> None:
         """Raise :class:`InvalidContributionError` naming the client if the upload is unusable."""
+        if not self.weights.is_floating_point():
+            raise InvalidContributionError(
+                f"client {self.client!r}: model upload has dtype {self.weights.dtype}, expected floating point",
+                client=self.client,
+            )
         if self.weights.ndim != 1 or self.weights.numel() != dim:
             raise InvalidContributionError(
-                f"client {self.client!r}: model upload has shape {tuple(self.weights.shape)}, expected ({dim},)"
+                f"client {self.client!r}: model upload has shape {tuple(self.weights.shape)}, expected ({dim},)",
+                client=self.client,
             )
         if not torch.isfinite(self.weights).all():
-            raise InvalidContributionError(f"client {self.client!r}: model upload has NaN/Inf values")
+            raise InvalidContributionError(f"client {self.client!r}: model upload has NaN/Inf values", client=self.client)
         if self.fisher is not None:
             if self.fisher.dim != dim:
                 raise InvalidContributionError(
-                    f"client {self.client!r}: Fisher acts on {self.fisher.dim} parameters, expected {dim}"
+                    f"client {self.client!r}: Fisher acts on {self.fisher.dim} parameters, expected {dim}",
+                    client=self.client,
                 )
             self.fisher.check_finite(self.client)
         if self.num_samples < 1:
-            raise InvalidContributionError(f"client {self.client!r}: has no training samples")
+            raise InvalidContributionError(f"client {self.client!r}: has no training samples", client=self.client)

@@ -1,6 +1,8 @@
 """Errors of the federated core. Each names the client or field at fault; an operation that
 raises leaves the state it was called on unchanged."""
 
+from typing import Hashable
+
 
 class EditError(ValueError):
     """A request the editor cannot apply (state is left as it was)."""
@@ -22,4 +24,15 @@ class EmptyPopulationError(EditError):
 
 
 class InvalidContributionError(ValueError):
-    """An upload is malformed: NaN/Inf, wrong shape, or not the contribution on record."""
+    """An upload is malformed: NaN/Inf, wrong shape or dtype, or not the contribution on record.
+
+    ``client`` is set when the fault is the uploading client's own (its fresh upload is unusable):
+    editors then quarantine that client instead of failing the request that drew it."""
+
+    def __init__(self, message: str, client: Hashable | None = None) -> None:
+        super().__init__(message)
+        self.client = client
+
+
+class CorruptFileError(ValueError):
+    """A file read back from disk is not what was written (tampered, truncated or unreadable)."""

@@ -51,7 +51,6 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 import torch
 import torch.nn.functional as F
-from scipy.stats import rankdata
 from torch import nn
 
 from .data import ArrayDataset
@@ -127,6 +126,8 @@ def auc_score(member_scores: np.ndarray, nonmember_scores: np.ndarray) -> float:
     n1, n0 = len(member_scores), len(nonmember_scores)
     if n1 == 0 or n0 == 0:
         raise ValueError(f"AUC needs members and non-members, got {n1} and {n0}")
+    from scipy.stats import rankdata  # here, not at import: scipy.stats costs every vmc command ~1-3 s
+
     ranks = rankdata(np.concatenate([member_scores, nonmember_scores]))
     return float((ranks[:n1].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
 

@@ -86,7 +86,7 @@ Scorer = Callable[[torch.Tensor], Score]
 class ProjectionConfig:
     method: ProjectionMethod = ProjectionMethod.AUTO
     tol: float = 1e-6  # relative residual of the CG system (per block)
-    max_iter: int = 500  # per CG solve and block; Adam: steps
+    max_iter: int = 1000  # per CG solve and block (a cold K=50 K-FAC block at damping 1 needs 300-600); Adam: steps
     curvature_floor: float = 1e-12  # closed form without damping: relative to the largest entry
     damping: float = 1e-4  # fixed relative damping when no validator selects one (0 = undamped)
     dampings: tuple[float, ...] = DEFAULT_DAMPINGS  # candidates selected on the validation set

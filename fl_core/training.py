@@ -23,6 +23,10 @@ from .rng import Streams
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
+#: Bumped whenever a change here makes a contribution differ for the same inputs; part of every
+#: contribution cache key (``fl_core.cache``), so a cache never serves another version's output.
+TRAINER_VERSION = 1
+
 
 @dataclass(frozen=True)
 class TrainConfig:
@@ -160,7 +164,7 @@ class LocalTrainer:
         if len(data) == 0:
             from .errors import InvalidContributionError
 
-            raise InvalidContributionError(f"client {client!r} has no training samples")
+            raise InvalidContributionError(f"client {client!r} has no training samples", client=client)
         model = self._fresh_model()
         t0 = time.perf_counter()
         sgd_epochs(model, data, self.config, self.streams.torch("train", client))

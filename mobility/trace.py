@@ -132,13 +132,14 @@ def iter_records(path: str | os.PathLike[str]) -> Iterator[tuple[int, dict[str, 
     """Yield ``(line_number, record)`` after the header, validating as it goes.
 
     Raises TraceError naming the file and line for a truncated line, invalid JSON, an unknown
-    record type, a malformed event or states record, time going backwards, or records after
-    the end record. The header is validated by :func:`read_header` first.
+    record type, a malformed event or states record, a leave of a vehicle that has not joined,
+    time going backwards, or records after the end record. The header is validated by :func:`read_header` first.
     """
     p = Path(path)
     read_header(p)
     last_time = -math.inf
     ended_at = 0
+    joined: dict[str, int] = {}  # vehicle -> coverage areas it is in (a leave needs a join first)
     with open(p, "r", encoding="utf-8", newline="") as f:
         f.readline()
         lineno = 1
@@ -166,9 +167,13 @@ def iter_records(path: str | os.PathLike[str]) -> Iterator[tuple[int, dict[str, 
             last_time = t
             if rec["type"] == "event":
                 try:
-                    MobilityEvent.from_dict({k: v for k, v in rec.items() if k != "type"})
+                    e = MobilityEvent.from_dict({k: v for k, v in rec.items() if k != "type"})
                 except ValueError as exc:
                     raise TraceError(f"{where}: bad event: {exc}") from None
+                inside = joined.get(e.vehicle, 0) + (1 if e.kind == "join" else -1)
+                if inside < 0:
+                    raise TraceError(f"{where}: leave of vehicle {e.vehicle!r}, which has not joined")
+                joined[e.vehicle] = inside
             elif rec["type"] == "states":
                 _parse_states(rec, where)
             else:

@@ -13,7 +13,7 @@ from vmc_sim.cosim import run_scenario
 from vmc_sim.runs import RunDir
 from vmc_sim.scenario import Scenario, load_scenario
 
-HOST_KEYS = {"wall_s", "host_edit_s", "compute_s", "max_client_compute_s", "solve_s", "solve"}
+HOST_KEYS: set[str] = set()
 
 
 def trace_file(tmp_path, n_initial=6, arrivals=4, departures=3):
@@ -46,8 +46,9 @@ def scenario(trace, **over):
     return load_model(Scenario, None, data)
 
 
-def sim_records(run: RunDir):
-    return [{k: v for k, v in r.items() if k not in HOST_KEYS} for r in run.records()]
+def sim_records(run: RunDir, host=HOST_KEYS):
+    """Every record without its host-measured columns (``host_*``, and ``host``)."""
+    return [{k: v for k, v in r.items() if k not in host and not k.startswith("host_")} for r in run.records()]
 
 
 def test_every_request_reaches_every_method_and_replay_is_identical(tmp_path):
@@ -61,13 +62,51 @@ def test_every_request_reaches_every_method_and_replay_is_identical(tmp_path):
         rows = [r for r in ra if r["method"] == method]
         assert [r["kind"] for r in rows][0] == "fit"
         assert len(rows) == 1 + 4 + 3  # fit, 4 arrivals, 3 departures
-        assert all(0.0 <= r["accuracy"] <= 1.0 for r in rows)
+        for before, after in zip(rows, rows[1:]):  # an untriggered request releases the same model
+            if not after["triggered"]:
+                assert after["accuracy"] == before["accuracy"]
     retrain = [r for r in ra if r["method"] == "retrain" and r["kind"] != "fit"]
     fsosa = [r for r in ra if r["method"] == "fsosa" and r["kind"] != "fit"]
     assert all(r["triggered"] for r in retrain)
     assert sum(r["total_bytes"] for r in fsosa) < sum(r["total_bytes"] for r in retrain)
     manifest = a.manifest()
     assert manifest["status"] == "complete" and manifest["seeds"]["run_seed"] == 3
+
+
+def test_calibrated_time_does_not_depend_on_the_method_order(tmp_path):
+    """The default time model: two method orders (and two runs) give identical records, every
+    field except the host-measured ``host_*`` columns, in the same row order."""
+    trace = trace_file(tmp_path)
+    runs = []
+    for k, methods in enumerate((["fsosa", "retrain"], ["retrain", "fsosa"], ["fsosa", "retrain"])):
+        sc = scenario(trace, federated={"methods": methods}, compute={"time_model": "calibrated"})
+        assert sc.compute.time_model == "calibrated" and Scenario().compute.time_model == "calibrated"
+        runs.append(run_scenario(sc, out=tmp_path / f"o{k}", progress=False, say=lambda s: None))
+    first, swapped, again = (sim_records(r) for r in runs)
+    assert first == swapped == again
+    keys = [(r["done_time"], r["method"]) for r in first]
+    assert keys == sorted(keys)  # simulated-time order, one instant's rows by method name
+    assert all(r["compute_sim_s"] > 0 for r in first if r["kind"] == "fit")
+    assert any("host_compute_s" in r for r in list(runs[0].records()))
+    cal = runs[0].manifest()["calibration"]
+    assert cal["source"] in ("measured", "cached") and cal["train_s_per_sample_epoch"] > 0 and cal["repeats"] >= 3
+    # the fit's simulated compute is the calibrated cost of its trainees' work, nothing more
+    fit = next(r for r in first if r["method"] == "retrain" and r["kind"] == "fit")
+    per_sample = 2 * cal["train_s_per_sample_epoch"] + cal["fisher_s_per_sample"]
+    samples = fit["compute_sim_s"] / per_sample
+    assert abs(samples - round(samples)) < 1e-6 * samples
+
+
+def test_pinned_calibration_is_charged_exactly(tmp_path):
+    trace = trace_file(tmp_path)
+    costs = {"train_s_per_sample_epoch": 1e-3, "fisher_s_per_sample": 2e-3, "solve_s_per_unit": 0.5}
+    sc = scenario(trace, federated={"methods": ["fsosa"]}, compute={"time_model": "calibrated", "calibration": costs})
+    run = run_scenario(sc, out=tmp_path / "p", progress=False, say=lambda s: None)
+    assert run.manifest()["calibration"]["source"] == "pinned"
+    rows = list(run.records())
+    assert all(r["solve_sim_s"] == 0.5 * (1 + r["solve"]["products"]) for r in rows if r.get("triggered"))
+    samples = rows[0]["compute_sim_s"] / (2 * 1e-3 + 2e-3)  # 2 epochs + one Fisher pass per sample
+    assert samples > 0 and samples == pytest.approx(round(samples), abs=1e-9)
 
 
 def test_transfer_to_a_vehicle_that_left_fails_and_is_recorded(tmp_path):
@@ -157,3 +196,228 @@ def test_shipped_scenarios_validate():
     assert files
     for f in files:
         load_scenario(f)
+
+
+def emptying_trace(tmp_path):
+    """Five vehicles, all leave (the cell empties), then five new ones arrive and one leaves."""
+    events = [MobilityEvent(float(i), "join", f"v{i}", "rsu0", 20.0 * i, 10.0, 5.0) for i in range(5)]
+    t = 30.0
+    for i in range(5):
+        events.append(MobilityEvent(t, "leave", f"v{i}", "rsu0", 280.0, 0.0, 10.0))
+        t += 6.0
+    for k in range(5):
+        events.append(MobilityEvent(t, "join", f"n{k}", "rsu0", 50.0, -30.0, 8.0))
+        t += 6.0
+    events.append(MobilityEvent(t, "leave", "n0", "rsu0", 280.0, 0.0, 10.0))
+    meta = {"source": "test", "clock": {"begin": 0.0, "step_length": 1.0},
+            "rsus": [{"id": "rsu0", "x": 0.0, "y": 0.0, "radius": 300.0}], "coverage": {}}
+    return write_trace(tmp_path / "empty.jsonl", events, meta, end_time=t + 5.0)
+
+
+def test_a_cell_that_empties_suspends_every_model_and_the_run_goes_on(tmp_path):
+    trace = emptying_trace(tmp_path)
+    methods = ["fsosa", "retrain", "fedfisher", "fedavg", "finetune", "retrain_fedavg"]
+    sc = scenario(trace, duration=200.0, federated={"methods": methods, "strategies": ["fedprox", "pdf"],
+                                                    "rounds": {"rounds": 6, "min_available": 2, "clients_per_round": 3}},
+                  coordinator={"warmup": 5.0, "min_clients": 3})
+    run = run_scenario(sc, out=tmp_path / "e", progress=False, say=lambda s: None)
+    assert run.manifest()["status"] == "complete"
+    rows = list(run.records())
+    for m in methods:
+        mine = [r for r in rows if r["method"] == m]
+        kinds = [r.get("kind") for r in mine]
+        assert kinds[0] == "fit" and len(mine) == 1 + 11, (m, kinds)  # every request recorded
+        s = kinds.index("suspend")
+        suspend = mine[s]
+        assert suspend["removed"] == ["v2"] and suspend["population"] == 2 and suspend["accuracy"] is None
+        # the model's clients go with it (fine-tuning cannot remove: it still held v0 and v1)
+        assert sorted(suspend["withdrawn"]) == (["v0", "v1"] if m == "finetune" else []) + ["v2", "v3", "v4"], m
+        assert "withdrawn" in suspend["note"]
+        refit = next(r for r in mine[s:] if r.get("kind") == "fit")
+        assert refit["refit"] and refit["model_epoch"] == 1 and sorted(refit["added"]) == ["n0", "n1", "n2"]
+        assert all(r["kind"] == "suspended" for r in mine[s + 1:mine.index(refit)])
+        last = mine[-1]  # n0 leaves the refitted model (fine-tuning records that it cannot remove)
+        assert last["model_epoch"] == 1
+        assert last.get("kind") == "remove" and last["accuracy"] is not None if m != "finetune" else "unsupported" in last["note"]
+    for m in ("fedprox", "pdf"):
+        mine = [r for r in rows if r["method"] == m]
+        assert [r["kind"] for r in mine].count("suspend") == 1, m
+        assert any(r["kind"] == "round" and r["model_epoch"] == 1 for r in mine), m
+
+
+class Recording:
+    """A 'live' source for tests: replays a trace and records it to ``path`` as SUMO would."""
+
+    def __init__(self, trace, path, overwrite):
+        from mobility.source import TraceSource
+        from mobility.trace import TraceWriter
+
+        self.inner = TraceSource(trace)
+        self.writer = TraceWriter(path, self.inner.metadata, overwrite=overwrite) if path else None
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def advance(self, until):
+        events = self.inner.advance(until)
+        if self.writer is not None:
+            self.writer.write_events(events)
+            self.writer.flush()
+        return events
+
+    def close(self):
+        if self.writer is not None and not self.writer.closed:
+            self.writer.close("closed", time=self.inner.time)
+        self.inner.close()
+
+
+def files_of(path):
+    return {str(p.relative_to(path)): (p.read_bytes() if p.is_file() else None) for p in sorted(path.rglob("*"))}
+
+
+@pytest.fixture
+def broken_live_run(tmp_path, monkeypatch):
+    """A 'live' run (it records its own trace) that died at t = 60, and the full run beside it."""
+    import vmc_sim.cosim as cosim
+    from mobility.rsu import Rsu
+    from mobility.source import TraceSource
+
+    trace = trace_file(tmp_path)
+    rsus = [Rsu.from_dict(r) for r in TraceSource(trace).metadata["rsus"]]
+    sc = scenario(trace, mobility={"source": "city"})
+    dies = {"at": 60.0}
+
+    def fake_open(scenario, trace_path, overwrite=False):
+        src = Recording(trace, trace_path, overwrite)
+        return (DiesAt(src, dies["at"]) if dies["at"] else src), rsus
+
+    monkeypatch.setattr(cosim, "open_source", fake_open)
+    with pytest.raises(Exception, match="SUMO died"):
+        run_scenario(sc, out=tmp_path / "broken", progress=False, say=lambda s: None)
+    dies["at"] = None
+    full = run_scenario(sc, out=tmp_path / "full", progress=False, say=lambda s: None)
+    return sc, next((tmp_path / "broken").iterdir()), full
+
+
+def test_resume_swaps_in_the_new_trace_only_when_past_the_old_end(broken_live_run):
+    sc, broken_dir, full = broken_live_run
+    old_trace = (broken_dir / "trace.jsonl").read_text()
+    assert len(old_trace.splitlines()) < len((full.path / "trace.jsonl").read_text().splitlines())
+    run_scenario(sc, progress=False, say=lambda s: None, run_dir=broken_dir, resume=True)
+    assert (broken_dir / "trace.jsonl").read_bytes() == (full.path / "trace.jsonl").read_bytes()
+    assert not (broken_dir / "trace.jsonl.resume").exists()
+    assert sim_records(RunDir(broken_dir)) == sim_records(full)
+    assert RunDir(broken_dir).manifest()["status"] == "complete"
+
+
+@pytest.mark.parametrize("damage", ["diverged record", "truncated contribution"])
+def test_failed_resume_leaves_every_file_as_it_was(broken_live_run, damage):
+    import json
+
+    from vmc_sim.cosim import ResumeError
+
+    sc, broken_dir, _ = broken_live_run
+    if damage == "diverged record":
+        path = broken_dir / "records.jsonl"
+        lines = path.read_text().splitlines(keepends=True)
+        last = json.loads(lines[-1])
+        last["triggered"] = not last["triggered"]
+        lines[-1] = json.dumps(last) + "\n"
+        path.write_text("".join(lines))
+        expected = "diverged"
+    else:
+        victim = sorted((broken_dir / "contributions").glob("*.safetensors"))[0]
+        victim.write_bytes(victim.read_bytes()[:100])
+        expected = rf"{victim}: the stored contribution of client '.*' does not match the digest.*unchanged"
+    before = files_of(broken_dir)
+    with pytest.raises(ResumeError, match=expected):
+        run_scenario(sc, progress=False, say=lambda s: None, run_dir=broken_dir, resume=True)
+    assert files_of(broken_dir) == before
+
+
+def test_a_vehicle_with_a_nan_upload_is_quarantined_and_the_run_completes(tmp_path, monkeypatch):
+    from fl_core.clients import ClientPool
+    from fl_core.contribution import Contribution
+
+    train = ClientPool.train
+
+    def poisoned(self, client):
+        c = train(self, client)
+        if client == "n1":
+            c = Contribution(client, c.weights * float("nan"), c.fisher, c.num_samples, c.compute_s)
+        return c
+
+    monkeypatch.setattr(ClientPool, "train", poisoned)
+    run = run_scenario(scenario(trace_file(tmp_path)), out=tmp_path / "q", progress=False, say=lambda s: None)
+    rows = list(run.records())
+    assert run.manifest()["status"] == "complete"
+    hits = [r for r in rows if r["method"] == "retrain" and r.get("quarantined")]
+    assert hits and all(set(r["quarantined"]) == {"n1"} and "NaN" in r["quarantined"]["n1"] for r in hits)
+    assert len([r for r in rows if r["method"] == "retrain"]) == 8  # every request handled
+
+
+def test_a_torn_last_record_is_dropped_and_resume_goes_on(broken_live_run, capsys):
+    sc, broken_dir, full = broken_live_run
+    with open(broken_dir / "records.jsonl", "a") as f:
+        f.write('{"method": "fsosa", "ind')
+    say = []
+    run_scenario(sc, progress=False, say=say.append, run_dir=broken_dir, resume=True)
+    assert any("incomplete" in s for s in say) and "dropped an incomplete last line" in capsys.readouterr().out
+    assert sim_records(RunDir(broken_dir)) == sim_records(full)
+    assert (broken_dir / "records.jsonl").read_text().endswith("\n")
+
+
+class InterruptedAt(DiesAt):
+    def advance(self, until):
+        if until >= self.t:
+            raise KeyboardInterrupt
+        return self.inner.advance(until)
+
+
+def test_ctrl_c_records_interrupted_and_the_resume_hint(tmp_path, monkeypatch):
+    import vmc_sim.cosim as cosim
+
+    original = cosim.open_source
+    monkeypatch.setattr(cosim, "open_source", lambda *a, **k: (lambda s, r: (InterruptedAt(s, 60.0), r))(*original(*a, **k)))
+    with pytest.raises(KeyboardInterrupt, match="continue with: vmc run --resume"):
+        run_scenario(scenario(trace_file(tmp_path)), out=tmp_path / "i", progress=False, say=lambda s: None)
+    manifest = RunDir(next((tmp_path / "i").iterdir())).manifest()
+    assert manifest["status"] == "interrupted" and "--resume" in manifest["hint"]
+
+
+def test_cli_refuses_missing_and_damaged_inputs_without_creating_anything(tmp_path, capsys):
+    from vmc_sim.cli import main
+
+    assert main(["plot", str(tmp_path / "typo_dir")]) == 2
+    assert not (tmp_path / "typo_dir").exists() and "typo_dir: no such run directory" in capsys.readouterr().err
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "manifest.json").write_text('{"config": {"name": "x", "se')
+    assert main(["run", "--resume", str(run)]) == 2
+    assert f"{run / 'manifest.json'}: not valid JSON" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("requests,message", [
+    (["-10"], r"requests\[0\] \('-10'\): client 10 is not in the client set"),
+    (["-2", "+3"], r"requests\[1\] \('\+3'\): client 3 is already in the client set"),
+    (["+9", "-3,-3"], r"requests\[1\] \('-3,-3'\): client 3 is listed twice"),
+])
+def test_oneshot_requests_are_checked_against_the_client_set_before_anything_runs(tmp_path, requests, message):
+    import yaml
+
+    from vmc_sim.config import OneShotConfig
+
+    path = tmp_path / "o.yaml"
+    path.write_text(yaml.safe_dump({"initial_clients": 8, "federated": {"num_clients": 20}, "requests": requests}))
+    with pytest.raises(ConfigError, match=rf"o.yaml: .*{message}"):
+        load_model(OneShotConfig, path)
+
+
+def test_a_trace_leave_without_a_join_is_refused_naming_the_line(tmp_path):
+    from mobility.errors import TraceError
+    from mobility.source import TraceSource
+
+    events = [MobilityEvent(1.0, "join", "v0", "rsu0", 0.0, 0.0, 1.0), MobilityEvent(2.0, "leave", "ghost", "rsu0", 0.0, 0.0, 1.0)]
+    path = write_trace(tmp_path / "t.jsonl", events, {"clock": {"begin": 0.0, "step_length": 1.0}}, end_time=3.0)
+    with pytest.raises(TraceError, match=r"t.jsonl:3: leave of vehicle 'ghost', which has not joined"):
+        TraceSource(path)

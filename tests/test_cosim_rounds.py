@@ -49,7 +49,6 @@ def test_every_strategy_runs_in_a_short_scenario(tmp_path, name):
     for r in rs:
         assert 1 <= len(r["selected"]) <= 4
         assert r["total_bytes"] > 0 and r["fields"]["uplink"] > 0
-        assert 0.0 <= r["accuracy"] <= 1.0
     assert (run.path / "models.safetensors").exists()
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _load_tool():
+    if str(ROOT / "tools") not in sys.path:  # the script imports its shared modules as a script would
+        sys.path.insert(0, str(ROOT / "tools"))
     spec = importlib.util.spec_from_file_location("paper_sequence", ROOT / "tools" / "paper_sequence.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

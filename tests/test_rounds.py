@@ -71,3 +71,22 @@ def test_round_errors(setup):
         RoundConfig(client_algo="prox", prox_mu=0)
     with pytest.raises(ValueError, match="unknown multi-round strategy"):
         make(setup, "nope")
+
+
+@pytest.mark.parametrize("name", ["fedavg", "topk", "pdf"])
+def test_a_nan_update_is_quarantined_and_the_round_goes_on(setup, name):
+    s = make(setup, name, clients_per_round=8)
+    train = s.train
+
+    def poisoned(client):
+        update = train(client)
+        if client == 2:
+            update.delta = torch.full_like(update.delta, float("inf") if name == "topk" else float("nan"))
+        return update
+
+    s.train = poisoned
+    report = s.run_round(range(8))
+    assert list(report.quarantined) == [2] and "client 2: update has NaN/Inf" in report.quarantined[2]
+    assert 2 not in report.completed and 2 not in report.dropped and len(report.completed) == 7
+    assert torch.isfinite(s.weights).all()
+    assert 2 not in s.run_round(range(8)).selected  # quarantined for the rest of the run

@@ -117,9 +117,12 @@ def test_local_sweep_gathers_the_table_and_a_failing_point_does_not_stop_the_oth
     assert [(r["point"][:4], r["mobility.trace"], r["method"], r["status"]) for r in rows] == [
         ("p000", str(trace), "fsosa", "complete"), ("p001", str(tmp_path / "missing.jsonl"), "fsosa", "failed")]
     good, bad = rows
-    assert int(good["requests"]) == 3 and 0 <= int(good["triggered"]) <= 3
+    recorded = [json.loads(line) for line in (sweep_dir / good["point"] / "records.jsonl").read_text().splitlines()]
+    edits = [r for r in recorded if r["kind"] != "fit"]
+    assert int(good["requests"]) == len(edits) == 3
+    assert int(good["triggered"]) == sum(r["triggered"] for r in edits)
     assert float(good["total_MB"]) > 0 and float(good["sim_time_s"]) > 0
-    assert 0.0 <= float(good["final_accuracy"]) <= 1.0
+    assert float(good["final_accuracy"]) == pytest.approx(recorded[-1]["accuracy"])
     assert json.loads((sweep_dir / good["point"] / "manifest.json").read_text())["status"] == "complete"
     assert good["run_dir"] == str(sweep_dir / good["point"])
     assert bad["requests"] == "" and "missing.jsonl" in bad["error"]
@@ -151,3 +154,29 @@ def test_ray_sweep_on_a_local_instance(tmp_path):
     assert [(r["seed"], r["status"]) for r in rows] == [("0", "complete"), ("1", "complete")]
     assert all(int(r["requests"]) == 3 and float(r["total_MB"]) > 0 for r in rows)
     assert json.loads((result.path / "sweep.json").read_text())["engine"] == "ray"
+
+
+def test_a_calibrated_sweep_pins_one_calibration_into_every_point(tmp_path):
+    from vmc_sim.sweep import pin_calibrations
+
+    base = {**tiny_base(tmp_path / "trace.jsonl"), "compute": {"time_model": "calibrated"}}
+    points = expand(spec({"rho": [0.3, 0.5], "seed": [0, 1]}, base=base))
+    pinned, calibrations = pin_calibrations(points, quiet)
+    assert len(calibrations) == 1  # one training setup: one calibration for the whole grid
+    costs = {p.scenario.compute.calibration for p in pinned}
+    assert len(costs) == 1 and next(iter(costs)).train_s_per_sample_epoch > 0
+
+
+def test_points_share_the_contribution_cache_and_results_do_not_change(tmp_path):
+    trace = tiny_trace(tmp_path / "trace.jsonl")
+    grid = {"rho": [0.3, 0.5]}  # the same vehicles, shards and seeds at both points
+    shared = run_sweep(spec(grid, base=tiny_base(trace), workers=1), tmp_path / "shared", say=quiet)
+    alone = run_sweep(spec(grid, base=tiny_base(trace), workers=1, contribution_cache=False), tmp_path / "alone",
+                      say=quiet)
+    totals = json.loads((shared.path / "sweep.json").read_text())["contribution_cache"]
+    first, second = (p["cache"] for p in shared.points)
+    assert first["hits"] == 0 and second["hits"] > 0 and totals["hits"] == second["hits"]
+    assert totals["asked"] == first["misses"] + second["hits"] + second["misses"]
+    assert json.loads((alone.path / "sweep.json").read_text())["contribution_cache"] is None
+    keep = ("point", "method", "requests", "triggered", "total_MB", "sim_time_s", "final_accuracy")
+    assert [{k: r[k] for k in keep} for r in shared.rows] == [{k: r[k] for k in keep} for r in alone.rows]

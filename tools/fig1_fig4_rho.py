@@ -30,7 +30,7 @@ is the same for every rho and draw.
 
 Full size run for ``reports/fig1_fig4/`` (about 10 minutes on the 2-core box): MNIST, FEMNIST
 and CIFAR-10 (SVHN is not in ``shared/data``), M = 20, alpha 0.5, the two-layer CNN,
-K = 10 local epochs (paper 50), lr 0.05 (paper 0.01; ``LR_NOTE`` says why), batch 16 (the paper
+K = 10 local epochs (paper 50), lr 0.05 (paper 0.01; ``LR_NOTE`` in tools/repro.py says why), batch 16 (the paper
 gives no batch size for the CNN; 16 gives four times the SGD steps of 64 per CPU second, which
 the short runs need), a diagonal Fisher (paper K-FAC: the diagonal projection is closed form, a
 K-FAC solve takes minutes here), training slices of 6,000 samples per dataset and the first
@@ -47,7 +47,6 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Hashable
 
 import matplotlib
 
@@ -55,9 +54,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+import repro  # noqa: E402
+from repro import alpha_for, warm_up  # noqa: E402
 import report  # noqa: E402
 from fl_core.clients import ClientPool  # noqa: E402
-from fl_core.contribution import Contribution  # noqa: E402
 from fl_core.editors import EditReport, FixedRatio, build_editor  # noqa: E402
 from fl_core.experiment import OneShotSetup  # noqa: E402
 from fl_core.projection import ProjectionConfig  # noqa: E402
@@ -82,35 +82,12 @@ FINDINGS = (
     "rho = 0.5 is a favourable balance on all datasets.",
 )
 MB = 1e6
-LR_NOTE = ("our short runs give each client ~100-600 SGD steps against the paper's ~2,350 at K = 50; measured at "
-           "lr 0.01 on a 3,000-sample MNIST slice, K = 10, batch 16, the local models reached 16-38 % test accuracy "
-           "and F-SOSA / FedFisher 35 / 60 %, at lr 0.05 44-58 % and 71 / 84 %")
 
 
-class KeptContributions:
-    """In-memory contribution store shared by the per-rho pools: a client trains once per
-    dataset, and a pool that had to forget a departed client can still recall it."""
-
-    def __init__(self) -> None:
-        self._kept: dict[Hashable, Contribution] = {}
-
-    def get(self, client: Hashable) -> Contribution | None:
-        return self._kept.get(client)
-
-    def put(self, contribution: Contribution) -> None:
-        self._kept[contribution.client] = contribution
 
 
-def warm_up(trainer: LocalTrainer, setup: OneShotSetup) -> None:
-    """One throwaway contribution on a few samples, so that torch's one-off start-up cost is not
-    charged to whichever client happens to train first (seen: 2.8 s on a 0.01 s client)."""
-    data = setup.client_data[min(setup.client_data)]
-    trainer.contribute("warm-up", data.subset(np.arange(min(64, len(data)))))
 
 
-def alpha_for(dataset: str, alpha: float) -> float | None:
-    """FEMNIST keeps its natural split by writer (seed 000, VI-A); the others use Dirichlet."""
-    return None if dataset == "femnist" else alpha
 
 
 def request_sequence(setup: OneShotSetup, joins: int, count: int) -> tuple[list[int], list[tuple[str, int]]]:
@@ -152,7 +129,7 @@ def run_dataset(dataset: str, args: argparse.Namespace) -> tuple[list[dict], lis
     )
     trainer: LocalTrainer = setup.pool().trainer
     warm_up(trainer, setup)
-    store = KeptContributions()
+    store = repro.MemoryStore()
     projection = ProjectionConfig(tol=args.cg_tol, max_iter=args.cg_iter, damping=args.damping)
     eval_model = setup.model_fn()
 
@@ -356,17 +333,9 @@ def markdown(fit_rows: list[dict], edit_rows: list[dict], checks: list[dict], ar
 
 def differences(args: argparse.Namespace) -> str:
     notes = [f"batch {args.batch_size} (the paper's CNN batch size is not stated; table2 uses 64)"]
-    if args.lr != 0.01:
-        notes.append(f"lr {args.lr} (paper 0.01: {LR_NOTE})")
     if args.epochs != 50:
         notes.append(f"K = {args.epochs} local epochs (paper 50)")
-    if args.fisher != "kfac":
-        notes.append(f"{args.fisher} Fisher (paper K-FAC)")
-    if args.max_train:
-        notes.append(f"training data sliced to {args.max_train} samples per dataset (paper: full sets; FEMNIST here "
-                     "is LEAF's 5 % sample, 14,708 images)")
-    if args.max_test:
-        notes.append(f"first {args.max_test} test samples")
+    notes += repro.protocol_notes(args, "(paper: full sets; FEMNIST here is LEAF's 5 % sample, 14,708 images)")
     notes.append("uploads are fp32 safetensors (paper: 16-bit models, compressed K-FAC), so MB are larger")
     notes.append("time is measured on a shared 2-core CPU with one torch thread; the paper's absolute seconds are "
                  "not comparable, the ratios are")
@@ -377,25 +346,12 @@ def differences(args: argparse.Namespace) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--datasets", nargs="+", default=None, help="default: mnist femnist cifar10 (--quick: mnist)")
+    repro.common_args(p, max_train=6000, max_test=4000)
     p.add_argument("--rhos", type=float, nargs="+", default=[0.2, 0.5, 0.8, 1.0])
-    p.add_argument("--clients", type=int, default=20)
-    p.add_argument("--alpha", type=float, default=0.5)
     p.add_argument("--epochs", type=int, default=10)
-    p.add_argument("--lr", type=float, default=0.05)
-    p.add_argument("--batch-size", type=int, default=16)
-    p.add_argument("--model", default="cnn")
-    p.add_argument("--fisher", default="diagonal", choices=["diagonal", "kfac", "full"])
-    p.add_argument("--damping", type=float, default=1e-4)
-    p.add_argument("--cg-tol", type=float, default=1e-5)
-    p.add_argument("--cg-iter", type=int, default=200)
     p.add_argument("--draws", type=int, default=3, help="subset draws per rho < 1 (results are their mean)")
     p.add_argument("--joins", type=int, default=5, help="clients held back to arrive during the Fig. 4 sequence")
     p.add_argument("--requests", type=int, default=10, help="requests in the Fig. 4 sequence")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=None, help="torch threads (default: auto)")
-    p.add_argument("--max-train", type=int, default=6000)
-    p.add_argument("--max-test", type=int, default=4000)
     p.add_argument("--out", default="tools/out/fig1_fig4")
     p.add_argument("--quick", action="store_true", help="smoke size: MNIST only, 2,000 samples, K = 2, 500 test samples, 2 draws")
     args = p.parse_args(argv)
@@ -408,12 +364,7 @@ def main(argv: list[str] | None = None) -> int:
     if any(not 0 < r <= 1 for r in args.rhos):
         raise SystemExit(f"--rhos must lie in (0, 1], got {args.rhos}")
     started = time.perf_counter()
-    fit_rows, edit_rows, checks = [], [], []
-    for dataset in args.datasets:
-        f, e, c = run_dataset(dataset, args)
-        fit_rows += f
-        edit_rows += e
-        checks.append(c)
+    fit_rows, edit_rows, checks = repro.per_dataset(run_dataset, args)
     out = report.out_dir(args.out)
     report.write_csv(out / "fig1_rho_draws.csv", fit_rows)
     report.write_csv(out / "fig4_rho_editing_draws.csv", edit_rows)
@@ -427,10 +378,8 @@ def main(argv: list[str] | None = None) -> int:
             f"({args.draws} subset draws each below 1), "
             f"train slice {args.max_train}, test {args.max_test}, seed {args.seed}" + (" (QUICK)" if args.quick else "")
             + f"; ran in {time.perf_counter() - started:.0f} s wall")
-    command = "python tools/fig1_fig4_rho.py " + " ".join(sys.argv[1:] if argv is None else argv)
-    report.write_markdown(out / "fig1_fig4.md", "Seed 000 Fig. 1 and Fig. 4: the stability level rho",
-                          command.strip(), size, markdown(fit_rows, edit_rows, checks, args))
-    print((out / "fig1_fig4.md").read_text())
+    repro.publish(out, "fig1_fig4.md", "Seed 000 Fig. 1 and Fig. 4: the stability level rho", "fig1_fig4_rho.py", argv,
+                  size, markdown(fit_rows, edit_rows, checks, args))
     return 0
 
 

@@ -18,7 +18,7 @@ Time columns as in ``tools/table2.py``: ``parallel_s`` = slowest member + solve,
 
 Full size run for ``reports/fig2/`` (about 9 minutes on the 2-core box): MNIST, FEMNIST and
 CIFAR-10 (SVHN is not in ``shared/data``), M = 20, alpha 0.5, rho 0.5, the two-layer CNN,
-K in {10, 20, 30, 50, 80}, lr 0.05 (paper 0.01; ``LR_NOTE`` in fig1_fig4_rho says why), batch 16
+K in {10, 20, 30, 50, 80}, lr 0.05 (paper 0.01; ``LR_NOTE`` in tools/repro.py says why), batch 16
 (the paper gives no batch size for the CNN; 16 gives four times the SGD steps of 64 per CPU
 second, which the small slices need), a diagonal Fisher (paper K-FAC; the diagonal projection is
 closed form, a K-FAC solve takes minutes here), training slices of 3,500 samples per dataset and
@@ -46,7 +46,8 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import report  # noqa: E402
-from fig1_fig4_rho import LR_NOTE, alpha_for, warm_up  # noqa: E402
+import repro  # noqa: E402
+from repro import alpha_for, warm_up  # noqa: E402
 from fl_core.clients import ClientPool  # noqa: E402
 from fl_core.contribution import Contribution  # noqa: E402
 from fl_core.data import ArrayDataset  # noqa: E402
@@ -237,15 +238,8 @@ def markdown(rows: list[dict], checks: list[dict], args: argparse.Namespace) -> 
                      f"{report.pct_diff(k50['accuracy'], PAPER_K50[d][0]):+.2f} points.")
         body.append(line)
     notes = [f"batch {args.batch_size} (the paper's CNN batch size is not stated; table2 uses 64)"]
-    if args.lr != 0.01:
-        notes.append(f"lr {args.lr} (paper 0.01: {LR_NOTE})")
-    if args.fisher != "kfac":
-        notes.append(f"{args.fisher} Fisher (paper K-FAC)")
-    if args.max_train:
-        notes.append(f"training data sliced to {args.max_train} samples per dataset, so an epoch is far fewer SGD "
-                     "steps than the paper's (full sets; FEMNIST here is LEAF's 5 % sample)")
-    if args.max_test:
-        notes.append(f"first {args.max_test} test samples")
+    notes += repro.protocol_notes(args, "so an epoch is far fewer SGD steps than the paper's (full sets; FEMNIST "
+                                        "here is LEAF's 5 % sample)")
     notes.append("uploads are fp32 safetensors; seconds are from a shared 2-core CPU with one torch thread, so "
                  "only the shape of the time curve compares")
     body += ["", "Differences from the paper's protocol: " + "; ".join(notes) + "."]
@@ -254,22 +248,9 @@ def markdown(rows: list[dict], checks: list[dict], args: argparse.Namespace) -> 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--datasets", nargs="+", default=None, help="default: mnist femnist cifar10 (--quick: mnist)")
+    repro.common_args(p, max_train=3500, max_test=2000)
     p.add_argument("--ks", type=int, nargs="+", default=[10, 20, 30, 50, 80], help="local epoch numbers K")
     p.add_argument("--rho", type=float, default=0.5)
-    p.add_argument("--clients", type=int, default=20)
-    p.add_argument("--alpha", type=float, default=0.5)
-    p.add_argument("--lr", type=float, default=0.05)
-    p.add_argument("--batch-size", type=int, default=16)
-    p.add_argument("--model", default="cnn")
-    p.add_argument("--fisher", default="diagonal", choices=["diagonal", "kfac", "full"])
-    p.add_argument("--damping", type=float, default=1e-4)
-    p.add_argument("--cg-tol", type=float, default=1e-5)
-    p.add_argument("--cg-iter", type=int, default=200)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--threads", type=int, default=None, help="torch threads (default: auto)")
-    p.add_argument("--max-train", type=int, default=3500)
-    p.add_argument("--max-test", type=int, default=2000)
     p.add_argument("--out", default="tools/out/fig2")
     p.add_argument("--quick", action="store_true", help="smoke size: MNIST only, K in {1, 2, 3}, 1,000 samples")
     args = p.parse_args(argv)
@@ -290,10 +271,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{args.model}, K in {sorted(set(args.ks))}, lr {args.lr}, batch {args.batch_size}, {args.fisher} Fisher, "
             f"train slice {args.max_train}, test {args.max_test}, seed {args.seed}" + (" (QUICK)" if args.quick else "")
             + f"; ran in {time.perf_counter() - started:.0f} s wall")
-    command = "python tools/fig2_epochs.py " + " ".join(sys.argv[1:] if argv is None else argv)
-    report.write_markdown(out / "fig2.md", "Seed 000 Fig. 2: the local epoch number K", command.strip(), size,
-                          markdown(rows, checks, args))
-    print((out / "fig2.md").read_text())
+    repro.publish(out, "fig2.md", "Seed 000 Fig. 2: the local epoch number K", "fig2_epochs.py", argv, size,
+                  markdown(rows, checks, args))
     return 0
 
 

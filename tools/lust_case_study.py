@@ -24,10 +24,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tools"))
 
 import report  # noqa: E402
-from paper_sequence import paper_style, unit_sizes  # noqa: E402
+from repro import paper_style, unit_sizes  # noqa: E402
 
 SMOKE_ARGS = ""  # --quick already runs on the embedded city with digits (tests/test_reproductions.py)
 PAPER = {"time_saving_pct": (-53.84, -36.66), "comm_saving_pct": (-25.76, -21.97), "mnist_comm_MB": (329.61, 424.48)}
@@ -73,8 +72,9 @@ def method_rows(run, dataset: str) -> list[dict[str, Any]]:
             "trained": sum(len(r.get("trained") or []) for r in rows),
             **{f"{k}_MB": mb[k] for k in KINDS}, "total_MB": total, "time_s": t,
             "final_acc": 100 * acc[-1] if acc else None, "mean_acc": 100 * sum(acc) / len(acc) if acc else None,
-            "max_acc_gap_vs_retrain": (100 * max(abs(a.get("accuracy") - b.get("accuracy")) for a, b in zip(rows, base))
-                                       if acc else None),
+            "max_acc_gap_vs_retrain": (100 * max((abs(a["accuracy"] - b["accuracy"]) for a, b in zip(rows, base)
+                                                  if a.get("accuracy") is not None and b.get("accuracy") is not None),
+                                                 default=0.0) if acc else None),  # None: a withdrawn model
         })
     ref = next(r for r in out if r["method"] == "retrain")
     for r in out:

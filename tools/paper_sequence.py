@@ -33,16 +33,14 @@ from __future__ import annotations
 import argparse
 import csv
 import shutil
-import sys
 import time
 from pathlib import Path
 from typing import Any, Iterable
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:  # run as a script from anywhere
-    sys.path.insert(0, str(ROOT))
 
 from mobility.events import MobilityEvent  # noqa: E402
+from repro import paper_style, unit_sizes  # noqa: E402
 from mobility.trace import write_trace  # noqa: E402
 
 SEQUENCE = ("12+ 13+ 14+ 15+ 16+ 3- 6- 7- 17+ 18+ 19+ 1- 11- 16- 2- 20+ 21+ 22+ 4- 8- 9- "
@@ -215,28 +213,6 @@ def collect(records: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, Any]]
                 raise RuntimeError(f"{m}: request {r['index']} should be {label}, the record has "
                                    f"removed={r.get('removed')} added={r.get('added')}")
     return by
-
-
-def unit_sizes(fit: dict[str, Any]) -> dict[str, float]:
-    """Per-payload bytes (broadcast; model and Fisher upload per client) from a fit record."""
-    n = len(fit["trained"])
-    return {"broadcast": fit["bytes"]["broadcast"], "model_upload": fit["bytes"]["model_upload"] / n,
-            "fisher_upload": fit["bytes"]["fisher_upload"] / n}
-
-
-def paper_style(fsosa: list[dict[str, Any]], unit: dict[str, float]) -> list[dict[str, Any]]:
-    """The paper's accounting on our F-SOSA run: a triggered request re-collects the whole subset."""
-    out = []
-    for r in fsosa:
-        trig = bool(r.get("triggered"))
-        p = r["subset_size"] if trig else 0
-        b = {"broadcast": unit["broadcast"] if trig else 0, "model_upload": p * unit["model_upload"],
-             "fisher_upload": p * unit["fisher_upload"], "control": r["bytes"]["control"]}
-        out.append({**{k: r.get(k) for k in ("index", "kind", "triggered", "population", "subset_size", "left",
-                                             "joined", "request_time")},
-                    "method": "fsosa_paper", "bytes": b, "total_bytes": sum(b.values()), "trained": [],
-                    "makespan_s": None, "accuracy": None, "failed": []})
-    return out
 
 
 def write_csv(path: Path, runs: dict[str, list[dict[str, Any]]], paper: list[dict[str, Any]]) -> None:

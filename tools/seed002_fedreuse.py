@@ -38,6 +38,7 @@ from pathlib import Path
 import torch
 
 import report
+import repro
 from fl_core.experiment import OneShotSetup
 from fl_core.rounds import RoundConfig, build_strategy
 from fl_core.rounds.accounting import Ledger
@@ -223,12 +224,7 @@ def main(argv: list[str] | None = None) -> int:
         args.max_train, args.max_test, args.eval_samples, args.eval_every = 600, 300, 200, 1
         args.repeats, args.repeat_clients = 3, 3
     torch.set_num_threads(1)
-    summaries, per_round, repeats = [], [], []
-    for name in args.datasets:
-        s, r, rep = run_dataset(name, args)
-        summaries += s
-        per_round += r
-        repeats.append(rep)
+    summaries, per_round, repeats = repro.per_dataset(run_dataset, args)
     out = report.out_dir(args.out)
     report.write_csv(out / "seed002_summary.csv", summaries)
     report.write_csv(out / "seed002_rounds.csv", per_round)
@@ -241,10 +237,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.max_train or 'all'} training samples, test {args.max_test or 'all'}, seed {args.seed} "
         f"(seed 002: 90 rounds, full training sets, weight decay 1e-4, seeds 101/202/303)"
     )
-    command = "python tools/seed002_fedreuse.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    md = report.write_markdown(out / "seed002_fedreuse.md", "Seed 002: DG-FedReuse vs Top-K FedAvg (fixed rounds)",
-                               command.strip(), size, markdown_body(summaries, repeats, args))
-    print(md.read_text())
+    repro.publish(out, "seed002_fedreuse.md", "Seed 002: DG-FedReuse vs Top-K FedAvg (fixed rounds)",
+                  "seed002_fedreuse.py", argv, size, markdown_body(summaries, repeats, args))
     return 0
 
 

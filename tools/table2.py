@@ -28,25 +28,15 @@ DENSE's server sizes (rounds, generator and distillation steps) are ``--dense-*`
 from __future__ import annotations
 
 import argparse
-import csv
-import json
 import platform
-import sys
-import time
 from pathlib import Path
-
-import hashlib
-import math
 
 import torch
 
-from fl_core.editors import DenseConfig, DenseEditor, FixedRatio, build_editor
-from fl_core.experiment import OneShotSetup
-from fl_core.fisher import layer_specs
+import report
+
 from fl_core.partition import DirichletScheme
-from fl_core.projection import DEFAULT_DAMPINGS, ProjectionConfig, ProjectionMethod
-from fl_core.store import ContributionStore
-from fl_core.training import TrainConfig, evaluate
+from fl_core.projection import DEFAULT_DAMPINGS, ProjectionMethod
 
 PAPER = {  # seed 000, Table II (Dirichlet alpha) and Table III (FEMNIST, alpha None): (accuracy %, time s, MB)
     ("mnist", 0.1): {"fedfisher": (90.35, 43.11, 35.30), "fsosa": (91.08, 34.63, 18.46),
@@ -71,107 +61,24 @@ PAPER = {  # seed 000, Table II (Dirichlet alpha) and Table III (FEMNIST, alpha 
     ("femnist", None): {"fedfisher": (76.94, 115.89, 554.12), "fsosa": (75.71, 67.07, 289.68),
                         "fedlpa": (70.18, 18.69, 1968.70), "dense": (75.97, 138.57, 528.83)},
 }
-METHODS = ("fsosa", "fedfisher", "fedavg")
-CHOICES = METHODS + ("fedlpa", "dense")
 
+
+from repro import CHOICES, METHODS, alpha_label, damping_label, dense_config, parse_alpha, parse_damping, run  # noqa: E402
 
 SMOKE_ARGS = "--dataset digits --model mlp --cg-iter 50"  # extra arguments of the CI smoke run (tests/test_reproductions.py)
 
-def parse_alpha(text: str) -> float | None:
-    """A Dirichlet alpha, or ``writer`` for the natural split by writer (FEMNIST)."""
-    if text == "writer":
-        return None
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"alpha must be a positive number or 'writer', got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"alpha must be positive, got {value}")
-    return value
 
 
-def alpha_label(alpha: float | None) -> str:
-    return "writer" if alpha is None else f"{alpha}"
 
 
-def parse_damping(text: str) -> float:
-    """A relative damping, or ``mean`` (infinite damping: the weighted mean)."""
-    if text == "mean":
-        return math.inf
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"damping must be a number >= 0 or 'mean', got {text!r}") from None
-    if not 0 <= value < math.inf:
-        raise argparse.ArgumentTypeError(f"damping must be a finite number >= 0 or 'mean', got {text!r}")
-    return value
 
 
-def damping_label(d: float | None) -> str:
-    return "-" if d is None else ("mean" if math.isinf(d) else f"{d:g}")
 
 
-def contribution_store(setup: OneShotSetup, args: argparse.Namespace, alpha: float | None) -> ContributionStore | None:
-    """``--store``: one directory per (dataset, split, training) setting, guarded by its fingerprint."""
-    if not args.store:
-        return None
-    key = json.dumps({"dataset": args.dataset, "alpha": alpha, "scheme": args.scheme, "clients": args.clients,
-                      "model": args.model, "seed": args.seed, "train": repr(setup.train), "max_train": args.max_train,
-                      "validation": args.validation_samples}, sort_keys=True)
-    fp = hashlib.sha256(key.encode()).hexdigest()[:16]
-    return ContributionStore(Path(args.store) / fp, fp, setup.train.fisher, layer_specs(setup.model_fn()))
 
 
-def dense_config(args: argparse.Namespace) -> DenseConfig:
-    """DENSE's server sizes from the ``--dense-*`` options (None keeps the default)."""
-    sizes = {"rounds": args.dense_rounds, "generator_steps": args.dense_generator_steps,
-             "distill_steps": args.dense_distill_steps}
-    return DenseConfig(**{k: v for k, v in sizes.items() if v is not None})
 
 
-def run(args: argparse.Namespace) -> list[dict]:
-    rows = []
-    for alpha in args.alphas:
-        setup = OneShotSetup(
-            dataset=args.dataset, num_clients=args.clients, alpha=alpha, model=args.model, seed=args.seed,
-            train=TrainConfig(epochs=args.epochs, lr=args.lr, batch_size=args.batch_size, momentum=args.momentum,
-                              fisher=args.fisher, device=args.device, threads=args.threads),
-            max_train_samples=args.max_train, max_test_samples=args.max_test, scheme=args.scheme,
-            validation_samples=args.validation_samples,
-        )
-        pool = setup.pool()
-        pool.store = contribution_store(setup, args, alpha)
-        projection = ProjectionConfig(method=args.merge, tol=args.cg_tol, max_iter=args.cg_iter, damping=args.damping,
-                                      dampings=tuple(args.dampings), weighting=args.weighting,
-                                      adam_lr=args.adam_lr, check_every=args.check_every)
-        for method in args.methods:
-            if method == "dense":
-                editor = DenseEditor(pool, dense_config(args))
-            else:
-                editor = build_editor(method, pool, setup.streams.numpy("subset", method), FixedRatio(args.rho), projection)
-            t0 = time.perf_counter()
-            report = editor.fit(range(args.clients))
-            wall = time.perf_counter() - t0
-            acc, loss = evaluate(setup.model_fn(), editor.model, setup.test_set)
-            compute, slowest = report.compute_s, report.max_client_compute_s
-            solve = report.solve
-            mb = report.total_bytes / 1e6
-            parallel = slowest + report.solve_s
-            row = {
-                "dataset": args.dataset, "alpha": alpha, "method": method, "clients": args.clients,
-                "members": len(editor.members), "epochs": args.epochs, "accuracy": round(100 * acc, 2),
-                "loss": round(loss, 4), "compute_s": round(compute, 2), "parallel_s": round(parallel, 2),
-                "solve_s": round(report.solve_s, 3), "cg_iters": solve.iterations if solve else None,
-                "cg_residual": solve.residual if solve else None, "MB": round(mb, 2),
-                "damping": damping_label(solve.damping) if solve else "-",
-                "val_accuracy": round(100 * solve.validation[0], 2) if solve and solve.validation else None,
-                "stop_reason": solve.stop_reason if solve else "-", "converged": solve.converged if solve else True,
-                "acc_per_s": round(100 * acc / parallel, 3), "acc_per_MB": round(100 * acc / mb, 3),
-                "wall_s": round(wall, 1),
-            }
-            rows.append(row)
-            print(json.dumps(row), file=sys.stderr, flush=True)
-    return rows
 
 
 def markdown(rows: list[dict], args: argparse.Namespace) -> str:
@@ -255,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--adam-lr", type=float, default=1e-3)
     p.add_argument("--check-every", type=int, default=100)
     p.add_argument("--cg-tol", type=float, default=1e-6)
-    p.add_argument("--cg-iter", type=int, default=500)
+    p.add_argument("--cg-iter", type=int, default=1000)
     p.add_argument("--store", default=None, help="keep contributions in this directory (reruns train nothing)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="cpu")
@@ -278,12 +185,8 @@ def main(argv: list[str] | None = None) -> int:
         args.dense_rounds, args.dense_generator_steps = args.dense_rounds or 3, args.dense_generator_steps or 2
         args.dense_distill_steps = args.dense_distill_steps or 10
     rows = run(args)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    with open(out / "table2.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    out = report.out_dir(args.out)
+    report.write_csv(out / "table2.csv", rows)
     md = markdown(rows, args)
     (out / "table2.md").write_text(md)
     figure(rows, out / "table2.png")

@@ -309,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
         report.write_markdown(out / "table4_mia.md", "Table IV (seed 000): membership inference after unlearning",
                               "python tools/table4_mia.py " + " ".join(map(shlex.quote, argv or sys.argv[1:])),
                               "nothing ran", "\n".join(f"- {n}" for n in notes))
-        print("\n".join(notes))
+        print("\n".join(notes), file=sys.stderr)
         return 1
     summary = summarize(rows)
     report.write_csv(out / "table4_mia_requests.csv", rows)
@@ -328,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
     report.write_markdown(out / "table4_mia.md", "Table IV (seed 000): membership inference after unlearning",
                           command.strip(), size, body)
     print((out / "table4_mia.md").read_text())
-    return 0
+    return 1 if any(" failed" in n for n in notes) else 0  # a method that failed fails the run
 
 
 if __name__ == "__main__":

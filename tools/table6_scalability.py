@@ -37,20 +37,15 @@ rapid-retraining round per removal, Fine-tuning epochs from {5, 10, 15, 20}.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-TOOLS = Path(__file__).resolve().parent
-if str(TOOLS) not in sys.path:
-    sys.path.insert(0, str(TOOLS))
 
-import fig3_sequences as fig3  # noqa: E402
+import sequences as fig3  # noqa: E402
 import report  # noqa: E402
+import repro  # noqa: E402
 from fl_core.projection import ProjectionConfig  # noqa: E402
 
 # Seed 000, Table VI, MNIST columns: method -> {M: (Acc. %, T-save %, Comm. x)}.
@@ -232,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"population {m}", flush=True)
         setup = fig3.build_setup(args, m + args.requests)
         seq = fig3.draw_sequences(m + args.requests, m, args.requests, setup.streams.numpy("sequence", "table6", m))
-        store = fig3.MemoryStore()
+        store = repro.MemoryStore()
         runs = []
         for task, methods in (("IL", args.il_methods), ("UL", args.ul_methods)):
             r, n = fig3.run_task(task, methods, setup, store, seq, args.rho, projection, setup.test_set, baselines)
@@ -250,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     report.write_markdown(out / "table6.md", "Seed 000, Table VI: scalability of F-SOSA-I/U over client populations",
                           fig3.command_line("table6_scalability.py", argv), size, markdown_body(rows, notes, info))
     print((out / "table6.md").read_text())
-    return 0
+    return repro.exit_code([f"{t} {m}: {why}" for (t, m), why in notes.items() if why.startswith("failed")])
 
 
 if __name__ == "__main__":

@@ -62,10 +62,11 @@ def client_sets(records: list[dict[str, Any]]) -> tuple[list[Hashable], set[Hash
         if method is None or kind is None:
             continue  # e.g. requests that cancelled out
         clients = current.setdefault(method, set())
-        if kind == "fit":
+        if kind in ("fit", "suspend"):  # a fresh fit, or a withdrawn model (its clients go with it)
             clients.clear()
         clients.difference_update(r.get("removed", []))
-        clients.update(r.get("added", []))
+        if kind not in ("suspend", "suspended"):
+            clients.update(r.get("added", []))
         removed += [c for c in r.get("removed", []) if c not in removed]
     final = set().union(*current.values()) if current else set()
     return removed, final
@@ -105,7 +106,7 @@ def audit_run(
     run = Path(run)
     fed, run_seed, kind = _federated(run)
     models = _load_models(run, checkpoint, methods)
-    records = list(RunDir(run).records())
+    records = list(RunDir(run, create=False).records())
     removed, final = client_sets(records)
     known = {str(c): c for r in records for key in ("added", "removed") for c in r.get(key, [])}
     notes: list[str] = []

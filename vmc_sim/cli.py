@@ -5,7 +5,20 @@ from __future__ import annotations
 import argparse
 import sys
 
+from fl_core.errors import CorruptFileError
+from mobility.errors import TraceError
+
 from .config import ConfigError
+
+INPUT_ERRORS = (FileNotFoundError, NotADirectoryError, CorruptFileError, TraceError)
+
+
+def _print_config(model) -> int:
+    """The fully resolved configuration as YAML (every key, documented defaults filled in)."""
+    import yaml
+
+    print(yaml.safe_dump(model.model_dump(mode="json"), sort_keys=False, default_flow_style=None, width=100), end="")
+    return 0
 
 
 def _oneshot(args: argparse.Namespace) -> int:
@@ -13,7 +26,10 @@ def _oneshot(args: argparse.Namespace) -> int:
     from .oneshot import run_oneshot
 
     config = load_model(OneShotConfig, args.config)
-    run_oneshot(config, out=args.out)
+    if args.print_config:
+        return _print_config(config)
+    run_oneshot(config, out=args.out, say=lambda s: print(s, flush=True),
+                progress=None if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True)))
     return 0
 
 
@@ -22,19 +38,18 @@ def _run(args: argparse.Namespace) -> int:
     from .scenario import load_scenario
 
     if args.resume:
-        import json
         from pathlib import Path
 
-        from .config import load_model
-        from .scenario import Scenario
+        from .cosim import manifest_scenario
 
-        manifest = Path(args.resume) / "manifest.json"
-        if not manifest.is_file():
-            raise FileNotFoundError(f"{args.resume}: not a run directory (no manifest.json)")
-        scenario = load_model(Scenario, None, json.loads(manifest.read_text())["config"])
+        scenario = manifest_scenario(Path(args.resume) / "manifest.json")
+        if args.print_config:
+            return _print_config(scenario)
         run_scenario(scenario, progress=not args.quiet, run_dir=Path(args.resume), resume=True)
         return 0
     scenario = load_scenario(args.scenario)
+    if args.print_config:
+        return _print_config(scenario)
     run_scenario(scenario, out=args.out, progress=not args.quiet)
     return 0
 
@@ -54,18 +69,45 @@ def _plot(args: argparse.Namespace) -> int:
     return 0
 
 
+SCENARIO_HELP = """\
+scenario reference:
+  scenarios/REFERENCE.md: every section (mobility, federated, coordinator, channel, compute) and
+  key, with its default and meaning; README.md sections "The co-simulation" and "Your own SUMO
+  network". A scenario file is laid over the documented defaults, mapping by mapping: a partial
+  section keeps the section's other defaults. --print-config shows the resolved scenario.
+  Commented examples: scenarios/city.yaml (the embedded default written out) and
+  scenarios/own_network.yaml (your own SUMO network: net + route files, or a .sumocfg).
+  An unknown key is refused with the keys its section takes.
+
+examples:
+  vmc run                                   the embedded city, digits, F-SOSA vs Retrain
+  vmc run scenarios/own_network.yaml        a network of your own
+  vmc run my.yaml --print-config            the resolved scenario, nothing run
+  vmc run --resume runs/<run>               continue a run whose SUMO died
+"""
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="vmc", description="vmc-sim: vehicular co-simulation for federated learning")
     sub = p.add_subparsers(dest="command", required=True)
     o = sub.add_parser("oneshot", help="fit methods on one client set and replay an editing sequence")
     o.add_argument("config", nargs="?", help="YAML file (default: the embedded digits example)")
     o.add_argument("--out", default="runs", help="where run directories are created")
+    o.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    o.add_argument("--print-config", action="store_true", help="print the fully resolved configuration and run nothing")
     o.set_defaults(func=_oneshot)
-    r = sub.add_parser("run", help="run a co-simulation scenario (default: the embedded city)")
+    r = sub.add_parser(
+        "run", help="run a co-simulation scenario (default: the embedded city)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Run a co-simulation scenario: SUMO traffic drives join/leave requests, every method in "
+                    "federated.methods replays them, and a run directory records every request.",
+        epilog=SCENARIO_HELP)
     r.add_argument("scenario", nargs="?", help="scenario YAML (default: embedded city, digits, F-SOSA vs Retrain)")
     r.add_argument("--out", default="runs", help="where run directories are created")
     r.add_argument("--quiet", action="store_true", help="no progress bar")
     r.add_argument("--resume", metavar="RUN", help="continue a failed run directory from its last record")
+    r.add_argument("--print-config", action="store_true",
+                   help="print the fully resolved scenario (every key, defaults filled in) as YAML and run nothing")
     r.set_defaults(func=_run)
     p_replay = sub.add_parser("replay", help="rerun a recorded trace without SUMO")
     p_replay.add_argument("trace", help="a trace file (trace.jsonl of a run directory)")
@@ -96,6 +138,12 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"vmc: invalid configuration\n{e}", file=sys.stderr)
         return 2
+    except INPUT_ERRORS as e:  # a file given or read back is missing or damaged
+        print(f"vmc: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt as e:  # the run directory already says 'interrupted' and how to resume
+        print(f"vmc: {e or 'interrupted'}", file=sys.stderr)
+        return 130
     except Exception as e:  # every failure ends with one clear line; records are already on disk
         print(f"vmc: {e}", file=sys.stderr)
         return 1

@@ -57,7 +57,7 @@ class ProjectionSection(Strict):
 
     method: ProjectionMethod = ProjectionMethod.AUTO
     tol: float = Field(1e-6, gt=0)
-    max_iter: int = Field(500, gt=0)
+    max_iter: int = Field(1000, gt=0)
     damping: float = Field(1e-4, ge=0, description="fixed relative damping when no validation set selects one")
     dampings: list[float | Literal["mean"]] = Field(
         default_factory=lambda: ["mean" if math.isinf(d) else d for d in DEFAULT_DAMPINGS], min_length=1,
@@ -140,6 +140,14 @@ class FederatedSection(Strict):
     projection: ProjectionSection = ProjectionSection()
     rounds: RoundsSection = RoundsSection()
 
+    @field_validator("dataset")
+    @classmethod
+    def _dataset(cls, v: str) -> str:
+        from fl_core.data import _spec
+
+        _spec(v)  # raises "unknown dataset ...; known datasets: ..." before any data or SUMO is touched
+        return v
+
     @field_validator("methods")
     @classmethod
     def _methods(cls, v: list[str]) -> list[str]:
@@ -199,8 +207,21 @@ class OneShotConfig(Strict):
         n = self.federated.num_clients
         if self.initial_clients > n:
             raise ValueError(f"initial_clients ({self.initial_clients}) exceeds federated.num_clients ({n})")
-        for i, r in enumerate(self.requests):
-            parse_request(r, n, where=f"requests[{i}]")
+        clients = set(range(self.initial_clients))
+        for i, r in enumerate(self.requests):  # the whole sequence against the client set it meets
+            where = f"requests[{i}] ({r!r})"
+            removed, added = parse_request(r, n, where=where)
+            for c in {c for c in removed if removed.count(c) > 1} | {c for c in added if added.count(c) > 1}:
+                raise ValueError(f"{where}: client {c} is listed twice")
+            for c in removed:
+                if c not in clients:
+                    raise ValueError(f"{where}: client {c} is not in the client set at that point")
+            for c in added:
+                if c in clients or c in removed:
+                    raise ValueError(f"{where}: client {c} is already in the client set at that point")
+            clients = (clients - set(removed)) | set(added)
+            if not clients:
+                raise ValueError(f"{where}: the request would leave no client")
         return self
 
 
@@ -217,12 +238,39 @@ def parse_request(text: str, num_clients: int, where: str = "request") -> tuple[
     return removed, added
 
 
-def _format(err: ValidationError, source: str) -> str:
+def section_fields(cls: type[BaseModel], loc: tuple) -> list[str] | None:
+    """The field names of the section of ``cls`` at ``loc`` (a path of field names), if it is a model."""
+    model: Any = cls
+    for part in loc:
+        field = getattr(model, "model_fields", {}).get(part)
+        if field is None:
+            return None
+        model = field.annotation
+        for arg in getattr(model, "__args__", ()):  # X | None
+            if isinstance(arg, type) and issubclass(arg, BaseModel):
+                model = arg
+    if isinstance(model, type) and issubclass(model, BaseModel):
+        return list(model.model_fields)
+    return None
+
+
+def format_errors(err: ValidationError, source: str, cls: type[BaseModel] | None = None) -> str:
+    """One line per error: ``source: field.path: message``; an unknown key lists the section's keys."""
     lines = []
     for e in err.errors():
         loc = ".".join(str(p) for p in e["loc"]) or "<top>"
-        lines.append(f"{source}: {loc}: {e['msg']}")
+        msg = e["msg"]
+        if e["type"] == "extra_forbidden" and cls is not None:
+            section = ".".join(str(p) for p in e["loc"][:-1]) or "the top level"
+            names = section_fields(cls, tuple(e["loc"][:-1]))
+            if names is not None:
+                msg = f"unknown key; {section} takes {', '.join(names)}"
+        lines.append(f"{source}: {loc}: {msg}")
     return "\n".join(lines)
+
+
+def _format(err: ValidationError, source: str, cls: type[BaseModel] | None = None) -> str:
+    return format_errors(err, source, cls)
 
 
 def load_model(cls: type[BaseModel], path: str | Path | None, data: dict[str, Any] | None = None):
@@ -242,4 +290,4 @@ def load_model(cls: type[BaseModel], path: str | Path | None, data: dict[str, An
     try:
         return cls.model_validate(data or {})
     except ValidationError as e:
-        raise ConfigError(_format(e, source)) from None
+        raise ConfigError(_format(e, source, cls)) from None

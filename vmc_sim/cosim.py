@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import math
+import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +15,9 @@ from mobility.source import MobilitySource, SumoSource, TraceSource
 from mobility.sumo import SumoConfig
 
 from .engine import CoSimulation
-from .runs import RunDir, new_run_dir
+from .inputs import check_inputs, sumocfg_inputs
+from .solves import unconverged_solves, warning_lines
+from .runs import RunDir, new_run_dir, read_manifest
 from .scenario import Scenario
 
 
@@ -61,7 +67,8 @@ def open_source(scenario: Scenario, trace_path: Path | None, overwrite: bool = F
         src = TraceSource(m.trace)
         return src, [Rsu.from_dict(r) for r in src.metadata.get("rsus", [])]
     sumo, inputs = sumo_config(scenario)
-    rsus = place_rsus(m.rsu_config(), inputs.get("net_file"))
+    net = inputs.get("net_file") or (sumocfg_inputs(m.config_file)["net_file"] if m.config_file else None)
+    rsus = place_rsus(m.rsu_config(), net)
     src = SumoSource(sumo, rsus, m.coverage_config(), trace=trace_path, overwrite_trace=overwrite,
                      metadata={"scenario": scenario.name, "density": m.density})
     return src, rsus
@@ -70,9 +77,8 @@ def open_source(scenario: Scenario, trace_path: Path | None, overwrite: bool = F
 def replay_scenario(trace: str | Path, scenario_path: str | Path | None = None) -> Scenario:
     """The scenario of a recorded run, switched to replay ``trace`` without SUMO.
 
-    Without ``scenario_path`` the scenario is read from ``manifest.json`` beside the trace."""
-    import json
-
+    Without ``scenario_path`` the scenario is read from ``manifest.json`` beside the trace, with
+    the recorded run's calibrated costs pinned."""
     from .config import ConfigError, load_model
     from .scenario import load_scenario
 
@@ -85,7 +91,7 @@ def replay_scenario(trace: str | Path, scenario_path: str | Path | None = None) 
         manifest = trace.parent / "manifest.json"
         if not manifest.is_file():
             raise ConfigError(f"{trace}: no manifest.json beside the trace; give --scenario")
-        base = load_model(Scenario, None, json.loads(manifest.read_text())["config"])
+        base = pin_calibration(manifest_scenario(manifest), read_manifest(manifest).get("calibration"))
     data = base.model_dump(mode="json")
     data["mobility"]["source"] = "trace"
     data["mobility"]["trace"] = str(trace)
@@ -93,44 +99,167 @@ def replay_scenario(trace: str | Path, scenario_path: str | Path | None = None) 
     return load_model(Scenario, None, data)
 
 
+def manifest_scenario(manifest: Path) -> Scenario:
+    """The scenario recorded in a run's ``manifest.json`` (a bad one is refused naming that file)."""
+    from .config import ConfigError, load_model
+
+    try:
+        return load_model(Scenario, None, read_manifest(manifest)["config"])
+    except ConfigError as e:
+        raise ConfigError(str(e).replace("<embedded default>", f"{manifest}: config")) from None
+
+
 def run_scenario(scenario: Scenario, out: str | Path = "runs", progress: bool = True, run_dir: Path | None = None,
                  say=print, resume: bool = False) -> RunDir:
     """Run ``scenario`` into a new run directory and return it (records are written as they come).
 
+    Before anything runs, every file the scenario names is checked (:func:`vmc_sim.inputs.check_inputs`)
+    and the data set is loaded; a run that fails before its first record removes the run
+    directory it created (nothing is left behind to resume).
+
     With ``resume`` the run directory's existing records are kept: the run is executed again
     from the start (SUMO and every stream are seeded, contributions come from the run's
     contribution store instead of being retrained), the recomputed records are checked
-    against the stored ones, and only the records past them are appended."""
-    run = RunDir(run_dir or new_run_dir(out, scenario.name))
-    existing: dict[str, list[dict]] = {}
+    against the stored ones, and only the records past them are appended. Until the resumed
+    run has re-verified every stored record and got past the recorded trace's end, it writes
+    nothing into the run directory (its new trace goes to ``trace.jsonl.resume`` beside the old
+    one and replaces it then), so a resume that fails leaves the directory as it was."""
     if resume:
-        for r in run.records():
-            existing.setdefault(r["method"], []).append(r)
+        return _resume(scenario, Path(run_dir), progress, say)
+    check_inputs(scenario)
+    setup = scenario.federated.setup(scenario.seed)  # an unusable data set fails here, before SUMO starts
+    created = run_dir is None
     live = scenario.mobility.source != "trace"
-    source, rsus = open_source(scenario, run.path / "trace.jsonl" if live else None, overwrite=resume)
+    if not live:  # a bad trace is refused before a run directory exists
+        source, rsus = open_source(scenario, None)
     try:
-        sim = CoSimulation(scenario, source, rsus, run, progress=progress, existing=existing)
-        seeds = sim.setup.streams.manifest()
-        seeds["sumo"] = scenario.mobility.sumo.seed
-        run.write_manifest(scenario.model_dump(mode="json"), seeds, kind="cosim", status="running",
-                           mobility=source.metadata, rsus=[r.to_dict() for r in rsus],
-                           resumed_after={m: len(v) for m, v in existing.items()} if resume else None)
-        say(f"run directory: {run.path}")
+        run = RunDir(run_dir or new_run_dir(out, scenario.name))
+    except BaseException:
+        if not live:
+            source.close()
+        raise
+    try:
+        if live:
+            source, rsus = open_source(scenario, run.path / "trace.jsonl")
         try:
-            summary = sim.run()
-        except Exception as e:
-            manifest = run.manifest()
-            manifest.update(status="failed", error=f"{type(e).__name__}: {e}", records=sim.records,
-                            hint=f"continue with: vmc run --resume {run.path}")
-            run._atomic_json("manifest.json", manifest)
-            raise
-        manifest = run.manifest()
-        manifest.update(status="complete", summary=summary)
-        run._atomic_json("manifest.json", manifest)
-    finally:
-        source.close()
+            sim = CoSimulation(scenario, source, rsus, run, setup=setup, progress=progress)
+            _write_running(run, scenario, sim, source, rsus, None)
+            say(f"run directory: {run.path}")
+            _finish(run, sim)
+        finally:
+            source.close()
+    except BaseException:
+        if created and not (run.path / "records.jsonl").exists():
+            shutil.rmtree(run.path, ignore_errors=True)  # failed before its first record: nothing to resume
+        raise
     say(summarize(run))
     return run
+
+
+def pin_calibration(scenario: Scenario, calibration: dict | None) -> Scenario:
+    """``scenario`` with the calibrated costs of ``calibration`` (a manifest's entry) pinned, so a
+    resumed or replayed run charges exactly what the original did."""
+    if not calibration or scenario.compute.time_model != "calibrated" or scenario.compute.calibration is not None:
+        return scenario
+    from .config import load_model
+
+    data = scenario.model_dump(mode="json")
+    data["compute"]["calibration"] = {k: calibration[k] for k in
+                                      ("train_s_per_sample_epoch", "fisher_s_per_sample", "solve_s_per_unit")}
+    return load_model(Scenario, None, data)
+
+
+def _write_running(run: RunDir, scenario: Scenario, sim: CoSimulation, source: MobilitySource, rsus: list[Rsu],
+                   resumed_after: dict[str, int] | None) -> None:
+    seeds = sim.setup.streams.manifest()
+    seeds["sumo"] = scenario.mobility.sumo.seed
+    run.write_manifest(scenario.model_dump(mode="json"), seeds, kind="cosim", status="running",
+                       calibration=sim.calibration.as_dict() if sim.calibration else None,
+                       mobility=source.metadata, rsus=[r.to_dict() for r in rsus], resumed_after=resumed_after)
+
+
+def _finish(run: RunDir, sim: CoSimulation) -> None:
+    """Run ``sim`` and record how it ended in the manifest (failed runs say how to resume)."""
+    try:
+        summary = sim.run()
+    except BaseException as e:
+        if not sim.committed:
+            raise
+        manifest = run.manifest()
+        interrupted = isinstance(e, KeyboardInterrupt)
+        manifest.update(status="interrupted" if interrupted else "failed",
+                        error="interrupted" if interrupted else f"{type(e).__name__}: {e}", records=sim.records,
+                        hint=f"continue with: vmc run --resume {run.path}")
+        run._atomic_json("manifest.json", manifest)
+        if interrupted:
+            raise KeyboardInterrupt(f"interrupted; {manifest['hint']}") from None
+        raise
+    manifest = run.manifest()
+    manifest.update(status="complete", summary=summary,
+                    unconverged_solves=unconverged_solves(run.records()) or None)
+    if sim.pool.store.recomputed:
+        manifest["contributions_recomputed"] = sim.pool.store.recomputed
+    run._atomic_json("manifest.json", manifest)
+
+
+class ResumeError(RuntimeError):
+    """A resume failed before it changed anything: the run directory is as it was."""
+
+
+def _resume(scenario: Scenario, path: Path, progress: bool, say) -> RunDir:
+    run = RunDir(path, create=False)
+    check_inputs(scenario)
+    scenario = pin_calibration(scenario, run.manifest().get("calibration"))
+    if run.torn_tail():
+        say(f"{run.path / 'records.jsonl'}: its last line is incomplete (cut while being written); "
+            "it is dropped when the resumed run writes, every complete record is kept")
+    existing: dict[str, list[dict]] = {}
+    for r in run.records():
+        existing.setdefault(r["method"], []).append(r)
+    live = scenario.mobility.source != "trace"
+    trace, staged = run.path / "trace.jsonl", run.path / "trace.jsonl.resume"
+    source, rsus = open_source(scenario, staged if live else None, overwrite=True)
+    sim: CoSimulation | None = None
+
+    def commit() -> None:
+        if live:
+            os.replace(staged, trace)
+        run.drop_torn_tail()
+        _write_running(run, scenario, sim, source, rsus, {m: len(v) for m, v in existing.items()})
+
+    try:
+        sim = CoSimulation(scenario, source, rsus, run, progress=progress, existing=existing,
+                           commit_after=_last_time(trace) if live else -math.inf, on_commit=commit)
+        say(f"run directory: {run.path} (resuming after {sum(map(len, existing.values()))} records)")
+        _finish(run, sim)
+    except Exception as e:
+        if sim is not None and sim.committed:
+            raise
+        raise ResumeError(f"{e} (resume abandoned: {run.path} is unchanged)") from e
+    finally:
+        source.close()
+        if sim is None or not sim.committed:
+            staged.unlink(missing_ok=True)
+    say(summarize(run))
+    return run
+
+
+def _last_time(trace: Path) -> float:
+    """Time of the last complete record of a trace (-inf if there is none)."""
+    last = -math.inf
+    if not trace.is_file():
+        return last
+    with open(trace, encoding="utf-8") as f:
+        for line in f:
+            if not line.endswith("\n"):
+                break
+            try:
+                t = json.loads(line).get("time")
+            except (json.JSONDecodeError, AttributeError):
+                continue
+            if isinstance(t, (int, float)):
+                last = max(last, float(t))
+    return last
 
 
 def summarize(run: RunDir) -> str:
@@ -138,18 +267,37 @@ def summarize(run: RunDir) -> str:
     totals: dict[str, dict[str, float]] = {}
     for r in run.records():
         t = totals.setdefault(r["method"], {"n": 0, "trig": 0, "MB": 0.0, "latency": 0.0, "compute": 0.0,
-                                             "acc": float("nan"), "failed": 0})
+                                             "acc": float("nan"), "failed": 0, "suspended": 0})
         t["n"] += 1
         t["trig"] += int(bool(r.get("triggered")))
         t["MB"] += r.get("total_bytes", 0) / 1e6
         t["latency"] += r.get("latency_s", 0.0)
         t["compute"] += r.get("compute_sim_s", 0.0)
         t["failed"] += len(r.get("failed", []))
+        t["suspended"] += int(r.get("kind") == "suspend")
         if "accuracy" in r:
-            t["acc"] = r["accuracy"]
+            t["acc"] = float("nan") if r["accuracy"] is None else r["accuracy"]
     lines = ["", f"{'method':<10} {'requests':>8} {'triggered':>9} {'MB':>10} {'sim compute s':>13} "
                  f"{'sum latency s':>13} {'failed':>6} {'final acc %':>11}"]
     for m, t in totals.items():
         lines.append(f"{m:<10} {t['n']:>8} {t['trig']:>9} {t['MB']:>10.2f} {t['compute']:>13.1f} "
                      f"{t['latency']:>13.1f} {t['failed']:>6} {100 * t['acc']:>11.2f}")
+    for m, t in totals.items():
+        if t["suspended"]:
+            end = "; it was withdrawn at the end (final acc nan)" if t["acc"] != t["acc"] else ""
+            lines.append(f"note: {m}: the model was withdrawn {t['suspended']} time(s) when coverage fell below "
+                         f"coordinator.min_clients (records of kind 'suspend'){end}")
+    try:
+        manifest = run.manifest()
+    except (OSError, ValueError):
+        manifest = {}
+    cache = (manifest.get("summary") or {}).get("contribution_cache")
+    if cache:
+        lines.append(f"contribution cache: {cache['hits']} of {cache['hits'] + cache['misses']} contributions loaded "
+                     f"(hit rate {100 * cache['hit_rate']:.0f} %), {cache['misses']} trained; {cache['path']}")
+    try:
+        tol = float(manifest["config"]["federated"]["projection"]["tol"])
+    except (KeyError, TypeError, ValueError):
+        tol = float("nan")
+    lines += warning_lines(unconverged_solves(run.records()), tol)
     return "\n".join(lines)

@@ -23,6 +23,7 @@ coverage (the withdrawal is issued before it disconnects), at its last known pos
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Hashable
@@ -31,8 +32,10 @@ import simpy
 
 from fl_core.clients import ClientPool
 from fl_core.fisher import layer_specs
+from fl_core.cache import ContributionCache
 from fl_core.store import ContributionStore
 from fl_core.editors import Editor, EditReport, UnsupportedRequestError, build_editor
+from fl_core.errors import EmptyPopulationError
 from fl_core.experiment import OneShotSetup
 from fl_core.rng import derive_seed
 from fl_core.training import LocalTrainer, evaluate
@@ -40,6 +43,7 @@ from mobility.events import MobilityEvent
 from mobility.rsu import Rsu
 from mobility.source import MobilitySource
 
+from .calibration import Calibration, calibrated, host_columns, pinned
 from .channel import ChannelConfig, RsuChannel
 from .rounds import RoundWorld
 from .transfers import broadcast, device_job, upload
@@ -99,10 +103,22 @@ class Vehicles:
 
 
 class World:
-    """One method's coordinator, channels and shared device (None: on-board training)."""
+    """One method's coordinator, channels and shared device (None: on-board training).
+
+    Suspension: when a request would leave fewer than ``coordinator.min_clients`` vehicles (or
+    the editor finds it would leave no client), the model is withdrawn instead (unlearning a
+    model down to nothing means withdrawing it): the request is recorded as ``kind: suspend``
+    with the withdrawn clients, and the world waits. Requests while suspended are recorded as
+    ``kind: suspended``; once ``min_clients`` vehicles are present again, a fresh editor fits
+    them (``kind: fit``, ``refit: true``) and the run goes on. ``model_epoch`` in every record
+    counts the models: 0 for the first, +1 after each suspension.
+    """
 
     def __init__(self, env: simpy.Environment, name: str, editor: Editor, sim: "CoSimulation") -> None:
         self.env, self.name, self.editor, self.sim = env, name, editor, sim
+        self.present: set[str] = set()  # the vehicles this world's requests say are present
+        self.suspended = False
+        self.epoch = 0
         self.queue: simpy.Store = simpy.Store(env)
         cfg = sim.channel_cfg
         self.channels = {r.id: RsuChannel(cfg, (r.x, r.y), rsu_id=r.id, env=env) for r in sim.rsus}
@@ -125,24 +141,73 @@ class World:
     def handle(self, batch: list[Request]):
         t_request = batch[0].time
         host0 = time.perf_counter()
+        min_clients = self.sim.scenario.coordinator.min_clients
+        present = set(self.present)
+        for r in batch:
+            present = (present - set(r.removed)) | set(r.added)
+        extra: dict[str, Any] = {}
         if batch[0].kind == "fit":
+            self.present = set(batch[0].added)
             report = self.editor.fit(batch[0].added)
-            removed, added = [], batch[0].added
+        elif self.suspended:
+            self.present = present
+            if len(present) < min_clients:
+                self.sim.record(self, batch, None, self._suspended_note(present, min_clients), t_request)
+                return
+            self.editor = self.sim.new_editor(self.name, self.epoch)
+            report = self.editor.fit(sorted(present))
+            self.suspended = False
+            extra = {"refit": True, "note": f"fresh fit: {len(present)} vehicles present again "
+                                             f"(coordinator.min_clients = {min_clients})"}
         else:
+            if len(present) < min_clients:
+                self.present = present
+                self.suspend(batch, t_request, f"{len(present)} vehicle(s) would remain, fewer than "
+                                                f"coordinator.min_clients = {min_clients}")
+                return
             removed, added = self._net(batch)
             if not removed and not added:
+                self.present = present
                 self.sim.record(self, batch, None, {"note": "requests cancel out"}, t_request)
                 return
             kind = "remove" if (len(removed) == 1 and not added) else "add" if (len(added) == 1 and not removed) else "batch"
             try:
                 report = self.editor.batch(removed, added, kind=kind)
             except UnsupportedRequestError as e:  # e.g. fine-tuning cannot remove: recorded, state unchanged
+                self.present = present
                 self.sim.record(self, batch, None, {"note": f"unsupported: {e}"}, t_request)
                 return
+            except EmptyPopulationError as e:  # e.g. fewer clients than a fixed subset size
+                self.present = present
+                self.suspend(batch, t_request, str(e))
+                return
+            self.present = present
         host_s = time.perf_counter() - host0
         timing = yield from self.play(report)
         timing["host_edit_s"] = host_s
+        timing.update(extra)
         self.sim.record(self, batch, report, timing, t_request)
+
+    def suspend(self, batch: list[Request], t_request: float, reason: str) -> None:
+        """Withdraw the model: its clients' contributions go with it; wait for enough vehicles."""
+        withdrawn = sorted(self.editor.clients, key=str)
+        departed = {v for r in batch for v in r.removed}
+        for c in departed:
+            self.sim.pool.forget(c)
+        self.epoch += 1
+        self.suspended = True
+        self.editor = self.sim.new_editor(self.name, self.epoch)  # unfitted until the fresh fit
+        self.sim.record(self, batch, None, {
+            "kind": "suspend", "triggered": True, "withdrawn": withdrawn, "population": len(self.present),
+            "removed": sorted(departed, key=str), "added": sorted({v for r in batch for v in r.added}, key=str),
+            "accuracy": None, "makespan_s": 0.0, **_no_bytes(),
+            "note": f"model withdrawn: {reason}; a fresh fit follows once enough vehicles are present",
+        }, t_request)
+
+    def _suspended_note(self, present: set, min_clients: int) -> dict[str, Any]:
+        return {"kind": "suspended", "triggered": False, "population": len(present), "accuracy": None,
+                "makespan_s": 0.0, **_no_bytes(),
+                "note": f"model withdrawn: {len(present)} vehicle(s) present, coordinator.min_clients = {min_clients}"}
 
     def _net(self, batch: list[Request]) -> tuple[list[str], list[str]]:
         clients = set(self.editor.clients)
@@ -200,6 +265,29 @@ class World:
         yield from upload(self.env, self.channels, self.sim.vehicles, client, nbytes, timing)
 
 
+def _no_bytes() -> dict[str, Any]:
+    """The byte fields of a record that moved nothing (a withdrawal: the model is dropped, not unlearned)."""
+    from fl_core.payload import ByteKind
+
+    return {"bytes": {k.value: 0 for k in ByteKind}, "total_bytes": 0, "subset_size": 0, "trained": []}
+
+
+def progress_line(row: dict[str, Any]) -> str:
+    """One line per record for a log (``vmc run`` with its output piped)."""
+    kind = row.get("kind") or row.get("note", "")
+    parts = [f"[t={row.get('done_time', 0.0):.0f} s] {row.get('method')} #{row.get('index')} {kind}"]
+    if row.get("triggered") is not None:
+        parts.append("triggered" if row.get("triggered") else "no change")
+    solve = row.get("solve")
+    if isinstance(solve, dict) and not solve.get("converged", True):
+        parts.append(f"solve stopped before its tolerance (residual {solve.get('residual', float('nan')):.1e})")
+    if row.get("accuracy") is not None:
+        parts.append(f"acc {100 * row['accuracy']:.2f} %")
+    if row.get("host_edit_s") is not None:
+        parts.append(f"host {row['host_edit_s']:.2f} s")
+    return ", ".join(parts)
+
+
 def vehicle_shard(seed: int, vehicle: Hashable, num_shards: int) -> int:
     """The data shard vehicle ``vehicle`` holds: a hash of (run seed, vehicle id), never of arrival order."""
     return derive_seed(seed, "shard", vehicle) % num_shards
@@ -224,9 +312,12 @@ class CoSimulation:
         setup: OneShotSetup | None = None, progress: bool = True,
         on_record: Callable[[dict], None] | None = None,
         existing: dict[str, list[dict]] | None = None,
+        commit_after: float | None = None,
+        on_commit: Callable[[], None] | None = None,
     ) -> None:
         self.scenario, self.source, self.rsus, self.run_dir = scenario, source, rsus, run
         self.progress, self.on_record = progress, on_record
+        self.progress_lines = progress and not sys.stderr.isatty()  # piped: a line per record, not a bar
         fed = scenario.federated
         self.setup = setup or fed.setup(scenario.seed)
         self.channel_cfg: ChannelConfig = scenario.channel_config()
@@ -238,27 +329,54 @@ class CoSimulation:
             run.path / "contributions", _fingerprint(scenario), self.setup.train.fisher,
             layer_specs(self.setup.model_fn()),
         )
-        self.pool = ClientPool(trainer, lambda v: shards[self.shard_of(v)], store=store)
+        cache_dir = scenario.compute.contribution_cache
+        self.cache = ContributionCache(cache_dir) if cache_dir else None
+        self.pool = ClientPool(trainer, lambda v: shards[self.shard_of(v)], store=store, cache=self.cache)
         self.existing = existing or {}
+        self.calibration: Calibration | None = None
+        if scenario.compute.time_model == "calibrated":
+            c = scenario.compute.calibration
+            self.calibration = pinned(c) if c is not None else calibrated(fed, self.setup)
         self._written: dict[str, int] = {}
+        # a resume holds every write back (records, contributions; the caller's trace and
+        # manifest) until it has re-verified the recorded run and got past ``commit_after``
+        self.commit_after = commit_after
+        self._on_commit = on_commit
+        self._held: list[dict[str, Any]] | None = [] if commit_after is not None else None
+        if self._held is not None:
+            store.hold()
         self.vehicles = Vehicles(scenario.coordinator.withdrawal_grace)
         self.env = simpy.Environment(initial_time=source.time)
         self.end_time = source.time + scenario.duration
-        self.worlds = [
-            World(self.env, m, build_editor(m, self.pool, self.setup.streams.numpy("subset", m), fed.rule(),
-                                            fed.projection.build(), rounds=fed.rounds.build()), self)
-            for m in fed.methods
-        ]
+        self.worlds = [World(self.env, m, self.new_editor(m), self) for m in fed.methods]
         self.round_worlds = [RoundWorld(self.env, m, self) for m in fed.strategies]
+        self._pending: list[tuple[str, dict[str, Any]]] = []
         self.requests = 0
         self.records = 0
         self._test = self.setup.test_set
 
+    def new_editor(self, method: str, epoch: int = 0) -> Editor:
+        """A fresh editor of ``method``; model ``epoch`` > 0 (after a suspension) gets its own
+        subset-sampling stream."""
+        fed = self.scenario.federated
+        keys = (method,) if epoch == 0 else (method, "epoch", epoch)
+        return build_editor(method, self.pool, self.setup.streams.numpy("subset", *keys), fed.rule(),
+                            fed.projection.build(), rounds=fed.rounds.build())
+
     def compute_seconds(self, client: str, report: EditReport | None = None) -> float:
-        """Simulated duration of one client's training (+ Fisher) job for ``report``: what the
-        editor measured for it (``client_compute_s``, multi-round editors), else the pool's
-        contribution's measured time, or the device model."""
+        """Simulated duration of one client's training (+ Fisher) job for ``report``.
+
+        calibrated: the calibrated costs times the client's work (its sample-epochs in
+        ``client_work`` for the multi-round editors, else its samples x the configured epochs
+        plus one Fisher pass); measured: what the editor measured for it (``client_compute_s``),
+        else the pool's contribution's measured time; device: the device model."""
         c = self.scenario.compute
+        if c.time_model == "calibrated":
+            cal = self.calibration
+            if report is not None and client in report.client_work:
+                return cal.train_s_per_sample_epoch * report.client_work[client]
+            n = len(self.pool.data_of(client))
+            return cal.client_seconds(n, self.setup.train.epochs, fisher=self.setup.train.fisher.value != "none")
         if c.time_model == "measured":
             if report is not None and client in report.client_compute_s:
                 return report.client_compute_s[client]
@@ -267,8 +385,12 @@ class CoSimulation:
         return c.seconds_per_sample_epoch * n * (self.setup.train.epochs + c.fisher_factor)
 
     def solve_seconds(self, report: EditReport) -> float:
-        """Simulated duration of the coordinator's solve (measured, or the device model)."""
+        """Simulated duration of the coordinator's solve (calibrated, measured, or the device
+        model). A request without a Fisher solve (multi-round server steps, an untriggered
+        edit) costs nothing under the calibrated model."""
         c = self.scenario.compute
+        if c.time_model == "calibrated":
+            return 0.0 if report.solve is None else self.calibration.solve_seconds(report.solve.products)
         if c.time_model == "measured" or report.solve is None:
             return report.solve_s
         return c.seconds_per_solve_iteration * max(1, report.solve.iterations)
@@ -310,6 +432,7 @@ class CoSimulation:
                 if bar is not None:
                     bar.n = int(self.env.now - (end - sc.duration))
                     bar.refresh()
+                self._maybe_commit()
                 yield self.env.timeout(step)
         finally:
             if bar is not None:
@@ -323,9 +446,10 @@ class CoSimulation:
             "request_time": t_request,
             "done_time": self.env.now,
             "latency_s": self.env.now - t_request,
+            "model_epoch": world.epoch,
         }
         if report is not None:
-            d = report.as_dict()
+            d = host_columns(report.as_dict())
             d.pop("transfers")
             d.pop("method")
             row.update(d)
@@ -340,6 +464,19 @@ class CoSimulation:
         return self._test
 
     def emit(self, method: str, row: dict[str, Any]) -> None:
+        """Queue one record of ``method``; records are written in simulated-time order, those of one
+        instant by method name (so the file's row order does not depend on the methods' order)."""
+        if self._pending and self._pending[0][1].get("done_time") != row.get("done_time"):
+            self.flush()
+        self._pending.append((method, row))
+
+    def flush(self) -> None:
+        """Write every queued record (the rows of one simulated instant)."""
+        pending, self._pending = sorted(self._pending, key=lambda mr: mr[0]), []
+        for method, row in pending:
+            self._write(method, row)
+
+    def _write(self, method: str, row: dict[str, Any]) -> None:
         """Append one record of ``method`` (on resume: check it against the one on disk instead)."""
         k = self._written.get(method, 0)
         self._written[method] = k + 1
@@ -352,20 +489,57 @@ class CoSimulation:
                         f"{old[k].get(key)!r} on disk and {row.get(key)!r} now"
                     )
             return
-        self.run_dir.append_record(row)
+        if self._held is not None:
+            self._held.append(row)
+        else:
+            self.run_dir.append_record(row)
         self.records += 1
+        if self.progress_lines:
+            print(progress_line(row), file=sys.stderr, flush=True)
         if self.on_record:
             self.on_record(row)
+
+    @property
+    def committed(self) -> bool:
+        """False while a resume still holds its writes back (the run directory is untouched)."""
+        return self._held is None
+
+    def _maybe_commit(self, final: bool = False) -> None:
+        """On resume: once every recorded row is re-verified and simulated time is past
+        ``commit_after`` (or the run is over), write what was held back."""
+        if self._held is None:
+            return
+        short = {m: (self._written.get(m, 0), len(v)) for m, v in self.existing.items() if self._written.get(m, 0) < len(v)}
+        if short:
+            if final:
+                m, (got, want) = next(iter(short.items()))
+                raise RuntimeError(f"resume diverged from the recorded run: {m} produced {got} records, {want} are on disk")
+            return
+        if not final and self.env.now <= self.commit_after:
+            return
+        if self._on_commit is not None:
+            self._on_commit()
+        self.pool.store.release()
+        rows, self._held = self._held, None
+        for row in rows:
+            self.run_dir.append_record(row)
 
     def run(self) -> dict[str, Any]:
         """Run until the scenario's duration is over and every queued request is handled."""
         t0 = time.perf_counter()
         self.env.process(self.mobility())
-        self.env.run(until=self.source.time + self.scenario.duration)
-        self._drain()
+        try:
+            self.env.run(until=self.source.time + self.scenario.duration)
+            self._drain()
+        finally:
+            self.flush()
+        self._maybe_commit(final=True)
         self.save_models()
-        return {"requests": self.requests, "records": self.records, "wall_s": time.perf_counter() - t0,
-                "sim_end": self.env.now}
+        summary = {"requests": self.requests, "records": self.records, "wall_s": time.perf_counter() - t0,
+                   "sim_end": self.env.now, "trainings": self.pool.trainings}
+        if self.cache is not None:
+            summary["contribution_cache"] = {"path": str(self.cache.root), **self.cache.stats.as_dict()}
+        return summary
 
     def save_models(self) -> None:
         """Every method's final model as ``models.safetensors`` (``<method>.weights``), for ``vmc audit``."""

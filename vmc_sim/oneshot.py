@@ -11,9 +11,13 @@ from fl_core.training import evaluate
 
 from .config import OneShotConfig, parse_request
 from .runs import RunDir, new_run_dir
+from .solves import unconverged_solves, warning_lines
 
 
-def run_oneshot(config: OneShotConfig, out: str | Path = "runs", say: Callable[[str], None] = print) -> RunDir:
+def run_oneshot(config: OneShotConfig, out: str | Path = "runs", say: Callable[[str], None] = print,
+                progress: Callable[[str], None] | None = None) -> RunDir:
+    """Fit every method, replay the requests, record each; ``progress`` (e.g. a stderr writer)
+    gets a line before every fit or edit starts, so long work shows even when output is piped."""
     fed = config.federated
     setup = fed.setup(config.seed)
     run = RunDir(new_run_dir(out, config.name))
@@ -29,16 +33,27 @@ def run_oneshot(config: OneShotConfig, out: str | Path = "runs", say: Callable[[
     for index, (kind, removed, added) in enumerate(requests):
         label = "fit" if kind == "fit" else ",".join([f"-{c}" for c in removed] + [f"+{c}" for c in added])
         for method, editor in editors.items():
+            if progress is not None:
+                what = f"fitting on {len(removed)} clients" if kind == "fit" else "editing"
+                progress(f"[{index + 1}/{len(requests)}] {label}: {method}: {what} ...")
             report = editor.fit(removed) if kind == "fit" else editor.batch(removed, added, kind=_kind(removed, added))
             acc, loss = evaluate(setup.model_fn(), editor.model, setup.test_set)
             record = {"index": index, "request": label, **report.as_dict(), "accuracy": acc, "loss": loss,
                       "members": sorted(editor.members)}
             record.pop("transfers")
             run.append_record(record)
+            solve = "" if report.solve is None or report.solve.converged else \
+                f"  solve stopped at residual {report.solve.residual:.1e}"
             say(f"{index:>3} {label:<12} {method:<10} {str(report.triggered):<5} {100 * acc:>6.2f} "
-                f"{report.total_bytes / 1e6:>8.3f} {report.compute_s:>9.2f} {report.solve_s:>8.3f}")
+                f"{report.total_bytes / 1e6:>8.3f} {report.compute_s:>9.2f} {report.solve_s:>8.3f}{solve}")
     run.save_tensors("models.safetensors", {f"{m}.weights": e.model for m, e in editors.items()})
+    found = unconverged_solves(run.records())
+    manifest = run.manifest()
+    manifest.update(status="complete", unconverged_solves=found or None)
+    run._atomic_json("manifest.json", manifest)
     say(_summary(run))
+    for line in warning_lines(found, fed.projection.tol):
+        say(line)
     return run
 
 

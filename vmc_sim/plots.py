@@ -15,7 +15,8 @@ def _series(run: RunDir) -> dict[str, dict[str, list[float]]]:
             continue
         s = out.setdefault(r["method"], {"index": [], "acc": [], "bytes": [], "time": []})
         s["index"].append(r["index"])
-        s["acc"].append(100 * r.get("accuracy", float("nan")))
+        acc = r.get("accuracy")
+        s["acc"].append(float("nan") if acc is None else 100 * acc)  # None: the model was withdrawn
         s["bytes"].append((s["bytes"][-1] if s["bytes"] else 0.0) + r.get("total_bytes", 0) / 1e6)
         s["time"].append((s["time"][-1] if s["time"] else 0.0) + r.get("makespan_s", 0.0))
     return out
@@ -28,7 +29,7 @@ def plot_run(path: str | Path, out: str | Path | None = None) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    run = RunDir(path)
+    run = RunDir(path, create=False)
     series = _series(run)
     if not series:
         raise ValueError(f"{path}: no request records to plot")

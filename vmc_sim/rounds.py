@@ -27,6 +27,7 @@ import simpy
 from fl_core.rounds import RoundReport, RoundStrategy, build_strategy
 from fl_core.training import evaluate
 
+from .calibration import host_columns
 from .channel import RsuChannel
 from .transfers import broadcast, device_job, upload
 
@@ -53,6 +54,9 @@ class RoundWorld:
         self.started = env.event()
         self.rounds_done = 0
         self.participants: set[Hashable] = set()
+        self.present: set[Hashable] = set()  # the vehicles the requests say are present
+        self.suspended = False
+        self.epoch = 0
         env.process(self.requests())
         env.process(self.loop())
 
@@ -62,25 +66,67 @@ class RoundWorld:
 
     # -- processes -----------------------------------------------------------------------------
     def requests(self):
-        """Wait for the first fit request, then turn departures into unlearning requests."""
+        """Wait for the first fit request, then turn departures into unlearning requests.
+
+        A departure that leaves fewer than ``coordinator.min_clients`` vehicles withdraws the model
+        (``kind: suspend``; the strategy restarts from W0, ``model_epoch`` + 1); rounds open again
+        once that many vehicles are present."""
+        min_clients = self.sim.scenario.coordinator.min_clients
         while True:
             req: "Request" = yield self.queue.get()
             if req.kind == "fit" and not self.started.triggered:
+                self.present = set(req.added)
                 self.started.succeed(req.time)
-            elif req.kind == "edit" and self.section.unlearn_on_departure and hasattr(self.strategy, "unlearn"):
+                continue
+            if req.kind != "edit":
+                continue
+            self.present = (self.present - set(req.removed)) | set(req.added)
+            if self.suspended:
+                if len(self.present) >= min_clients:
+                    self.suspended = False
+                continue
+            if len(self.present) < min_clients:
+                with self.lock.request() as held:
+                    yield held
+                    self.suspend(req, min_clients)
+                continue
+            if self.section.unlearn_on_departure and hasattr(self.strategy, "unlearn"):
                 gone = [v for v in req.removed if v in self.participants]
                 if gone:
                     yield from self.unlearn(req, gone)
 
+    def suspend(self, req: "Request", min_clients: int) -> None:
+        """Withdraw the model: record it and restart the strategy from W0 (a fresh fit)."""
+        withdrawn = sorted(self.participants, key=str)
+        row: dict[str, Any] = {
+            "method": self.name, "kind": "suspend", "index": self.strategy.round, "request": req.index,
+            "request_time": req.time, "done_time": self.env.now, "latency_s": self.env.now - req.time,
+            "model_epoch": self.epoch, "triggered": True, "withdrawn": withdrawn,
+            "removed": list(req.removed), "added": list(req.added), "population": len(self.present),
+            "accuracy": None, "makespan_s": 0.0, "total_bytes": 0,
+            "note": f"model withdrawn: {len(self.present)} vehicle(s) present, fewer than coordinator.min_clients = "
+                    f"{min_clients}; rounds start again from W0 once enough vehicles are present",
+        }
+        self.sim.emit(self.name, row)
+        setup = self.sim.setup
+        self.strategy = build_strategy(self.name, setup.model_fn, setup.w0, self.sim.pool.data_of,
+                                       self.section.build(), setup.streams)
+        self.participants = set()
+        self.rounds_done = 0
+        self.epoch += 1
+        self.suspended = True
+
     def loop(self):
         """Rounds back to back while enough vehicles are in coverage, until traffic ends (a round
-        open at that moment is finished)."""
+        open at that moment is finished); at most ``rounds.rounds`` per model (a fresh model
+        after a suspension gets as many again)."""
         yield self.started
         step = self.sim.scenario.mobility.sumo.step_length
         limit = self.section.rounds
-        while (limit is None or self.rounds_done < limit) and self.env.now < self.sim.end_time:
+        while self.env.now < self.sim.end_time:
             available = sorted(self.sim.vehicles.covered)
-            if len(available) < self.section.min_available:
+            if self.suspended or len(available) < self.section.min_available or \
+                    (limit is not None and self.rounds_done >= limit):
                 yield self.env.timeout(step)
                 continue
             t0 = self.env.now
@@ -112,14 +158,21 @@ class RoundWorld:
         return (yield from broadcast(self.env, self.channels, self.sim.vehicles, clients, nbytes, timing))
 
     def _seconds(self, update) -> float:
-        """Simulated device time of one local update: measured, or the scenario's device model
-        (a reused DG-FedReuse update costs no training under the device model)."""
+        """Simulated device time of one local update: calibrated (the calibrated cost per
+        sample-epoch), measured, or the scenario's device model (a reused DG-FedReuse update
+        costs no training under the calibrated and device models)."""
         c = self.sim.scenario.compute
         if c.time_model == "measured":
             return update.compute_s
         if update.extra.get("path") == "reused":
             return 0.0
-        return c.seconds_per_sample_epoch * update.num_samples * self.section.local_epochs
+        return self._per_sample_epoch() * update.num_samples * self.section.local_epochs
+
+    def _per_sample_epoch(self) -> float:
+        c = self.sim.scenario.compute
+        if c.time_model == "calibrated":
+            return self.sim.calibration.train_s_per_sample_epoch
+        return c.seconds_per_sample_epoch
 
     def _train_upload(self, client: Hashable, timing: dict, dropped: set):
         report = self.strategy._require_open()
@@ -136,20 +189,31 @@ class RoundWorld:
         with self.lock.request() as held:
             yield held
             t0 = self.env.now
-            available = sorted(self.sim.vehicles.covered - set(targets))
+            # the retained candidates: vehicles in coverage that took part in this model's rounds
+            available = sorted((self.sim.vehicles.covered & self.participants) - set(targets), key=str)
             result = self.strategy.unlearn(targets, available=available or None)
             timing: dict[str, Any] = {"queue_s": 0.0, "compute_sim_s": 0.0, "transfer_s": 0.0, "failed": []}
             for report in result.reports:
                 size = {t["client"]: t["bytes"] for t in report.transfers if t["kind"] == "broadcast"}
                 got = yield from self._broadcast(list(report.selected), size, timing)
-                per = report.compute_s / max(1, len(report.completed))
-                procs = [self.env.process(self._replay_client(report, c, per, timing)) for c in sorted(got, key=str)]
+                procs = [self.env.process(self._replay_client(report, c, self._unlearn_seconds(report, c), timing))
+                         for c in sorted(got, key=str)]
                 if procs:
                     yield simpy.AllOf(self.env, procs)
             self.participants.difference_update(targets)
             merged = _merge(result.reports, self.strategy.name, self.strategy.round)
             merged.extra["unlearn"] = {"targets": list(targets), "selected": list(result.selected)}
             self._record("unlearn", merged, timing, t0, request=req.index, request_time=req.time)
+
+    def _unlearn_seconds(self, report: RoundReport, client: Hashable) -> float:
+        """Device time of one participant of an unlearning round: its measured share of the round's
+        compute (measured), or its work at the calibrated / device cost per sample-epoch."""
+        if self.sim.scenario.compute.time_model == "measured":
+            return report.compute_s / max(1, len(report.completed))
+        work = report.client_work.get(client)
+        if work is None:
+            work = len(self.sim.pool.data_of(client)) * self.section.local_epochs
+        return self._per_sample_epoch() * work
 
     def _replay_client(self, report: RoundReport, client: Hashable, seconds: float, timing: dict):
         uplink = sum(t["bytes"] for t in report.transfers if t["client"] == client and t["kind"] != "broadcast")
@@ -159,12 +223,12 @@ class RoundWorld:
     # -- records ---------------------------------------------------------------------------------
     def _record(self, kind: str, report: RoundReport, timing: dict, t0: float,
                 request: int | None = None, request_time: float | None = None) -> None:
-        d = report.as_dict()
+        d = host_columns(report.as_dict())
         d.pop("transfers")
         d.pop("method")
         row: dict[str, Any] = {"method": self.name, "kind": kind, "index": report.round, "request": request,
                                "request_time": t0 if request_time is None else request_time,
-                               "done_time": self.env.now, "latency_s": self.env.now - t0}
+                               "done_time": self.env.now, "latency_s": self.env.now - t0, "model_epoch": self.epoch}
         row.update(d)
         if self.sim.scenario.coordinator.evaluate:
             acc, loss = evaluate(self.eval_model, self.strategy.weights, self.sim.test_set)
@@ -183,6 +247,8 @@ def _merge(reports: list[RoundReport], name: str, round_index: int) -> RoundRepo
         for k, v in r.fields.items():
             out.fields[k] += v
         out.compute_s += r.compute_s
+        for c, w in r.client_work.items():
+            out.client_work[c] = out.client_work.get(c, 0) + w
         out.max_client_compute_s = max(out.max_client_compute_s, r.max_client_compute_s)
         out.wall_s += r.wall_s
         out.selected = tuple(dict.fromkeys(out.selected + r.selected))

@@ -19,6 +19,8 @@ from typing import Any, Iterator
 import torch
 from safetensors.torch import save_file
 
+from fl_core.errors import CorruptFileError
+
 
 def versions() -> dict[str, str]:
     """Versions of the packages that decide a run's numbers."""
@@ -47,9 +49,29 @@ def new_run_dir(base: str | Path, name: str) -> Path:
     return path
 
 
+def read_manifest(path: Path) -> dict[str, Any]:
+    """``manifest.json`` at ``path``, refused naming the file if it is missing, cut or not an object."""
+    if not path.is_file():
+        raise FileNotFoundError(f"{path.parent}: not a run directory (no manifest.json)")
+    try:
+        manifest = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise CorruptFileError(f"{path}: not valid JSON ({e}); the file is cut or damaged") from None
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("config"), dict):
+        raise CorruptFileError(f"{path}: not a run manifest (no 'config' object)")
+    return manifest
+
+
 class RunDir:
-    def __init__(self, path: str | Path) -> None:
+    """A run directory; ``create=False`` opens an existing one (a missing path is an error, not
+    a new empty directory)."""
+
+    def __init__(self, path: str | Path, create: bool = True) -> None:
         self.path = Path(path)
+        if not create:
+            if not self.path.is_dir():
+                raise FileNotFoundError(f"{self.path}: no such run directory")
+            return
         self.path.mkdir(parents=True, exist_ok=True)
 
     def write_manifest(self, config: dict[str, Any], seeds: dict[str, Any], **extra: Any) -> None:
@@ -65,26 +87,50 @@ class RunDir:
         self._atomic_json("manifest.json", manifest)
 
     def manifest(self) -> dict[str, Any]:
-        return json.loads((self.path / "manifest.json").read_text())
+        """The run's manifest (an unreadable one is a :class:`CorruptFileError` naming the file)."""
+        return read_manifest(self.path / "manifest.json")
 
     def append_record(self, record: dict[str, Any], name: str = "records.jsonl") -> None:
+        """Append one record. It reaches the operating system at once (a killed process loses
+        nothing); it is synced to disk with the next manifest write, not one fsync per record."""
         with open(self.path / name, "a") as f:
             f.write(json.dumps(record, default=_jsonable) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
 
     def records(self, name: str = "records.jsonl") -> Iterator[dict[str, Any]]:
+        """The complete records (a last line cut without its newline by a crash is skipped)."""
         path = self.path / name
         if not path.exists():
             return
         with open(path) as f:
             for i, line in enumerate(f, 1):
+                if not line.endswith("\n"):
+                    return
                 if not line.strip():
                     continue
                 try:
-                    yield json.loads(line)
+                    record = json.loads(line)
                 except json.JSONDecodeError as e:
-                    raise ValueError(f"{path}:{i}: not a JSON record ({e.msg})") from None
+                    raise CorruptFileError(f"{path}:{i}: not a JSON record ({e.msg})") from None
+                if not isinstance(record, dict) or not isinstance(record.get("method"), str):
+                    raise CorruptFileError(f"{path}:{i}: not a run record (an object with a 'method')")
+                yield record
+
+    def torn_tail(self, name: str = "records.jsonl") -> int:
+        """Bytes of an incomplete last line (a crash while it was written), 0 if none."""
+        path = self.path / name
+        if not path.is_file():
+            return 0
+        data = path.read_bytes()
+        return len(data) - (data.rfind(b"\n") + 1)
+
+    def drop_torn_tail(self, name: str = "records.jsonl", say=print) -> None:
+        """Cut an incomplete last line off ``name`` (every complete record is kept), saying so."""
+        torn = self.torn_tail(name)
+        if torn:
+            path = self.path / name
+            with open(path, "r+b") as f:
+                f.truncate(path.stat().st_size - torn)
+            say(f"{path}: dropped an incomplete last line ({torn} bytes, cut while being written)")
 
     def save_tensors(self, name: str, tensors: dict[str, torch.Tensor], metadata: dict[str, str] | None = None) -> Path:
         path = self.path / name
@@ -94,8 +140,15 @@ class RunDir:
         return path
 
     def _atomic_json(self, name: str, obj: Any) -> None:
+        """Replace ``name`` atomically, after syncing the record files it describes."""
+        for records in self.path.glob("*.jsonl"):
+            with open(records, "rb") as f:
+                os.fsync(f.fileno())
         tmp = self.path / (name + ".tmp")
-        tmp.write_text(json.dumps(obj, indent=2, default=_jsonable))
+        with open(tmp, "w") as f:
+            f.write(json.dumps(obj, indent=2, default=_jsonable))
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(tmp, self.path / name)
 
 

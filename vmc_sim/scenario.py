@@ -27,6 +27,37 @@ from .config import FederatedSection, Strict, TrainSection, load_model
 from .device import SharedDevice
 
 
+SCENARIO_DEFAULTS: dict[str, Any] = {
+    "federated": {"dataset": "digits", "num_clients": 16, "alpha": 0.5, "model": "mlp", "rho": 0.5,
+                  "methods": ["fsosa", "retrain"],
+                  "train": {"epochs": 20, "lr": 0.05, "batch_size": 32, "fisher": "diagonal"}},
+    "mobility": {"rsus": {"placement": "auto", "count": 1, "radius": 200.0}, "coverage": {"state_interval": 5.0}},
+}
+"""The documented defaults of a scenario where they differ from a section's own defaults (the
+embedded default scenario: digits on a small MLP, 20 local epochs, a diagonal Fisher, one RSU of
+200 m). A scenario file is read as these defaults with the file's keys laid over them, mapping
+by mapping: ``federated: {rho: 0.3}`` changes rho and keeps every other documented default.
+Lists are replaced, not merged. Giving ``federated.subset_size`` (fixed P) drops the default
+``rho``."""
+
+
+def overlay(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """``over`` laid over ``base``: mappings merged key by key, anything else replaced."""
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = overlay(base[k], v) if isinstance(v, dict) and isinstance(base.get(k), dict) else v
+    return out
+
+
+def with_documented_defaults(data: dict[str, Any]) -> dict[str, Any]:
+    """A scenario mapping completed with :data:`SCENARIO_DEFAULTS`."""
+    out = overlay(SCENARIO_DEFAULTS, data)
+    fed = data.get("federated")
+    if isinstance(fed, dict) and fed.get("subset_size") is not None and "rho" not in fed:
+        out["federated"] = {**out["federated"], "rho": None}
+    return out
+
+
 def _dataclass_checker(cls: type, section: str):
     names = {f.name for f in dc_fields(cls)}
 
@@ -59,8 +90,8 @@ class MobilitySection(Strict):
     trace: str | None = None
     density: float = Field(1.0, gt=0, description="demand factor for city, files and lust (SUMO's --scale)")
     sumo: SumoSection = SumoSection()
-    rsus: dict[str, Any] = Field(default_factory=lambda: {"placement": "auto", "count": 1, "radius": 200.0})
-    coverage: dict[str, Any] = Field(default_factory=lambda: {"state_interval": 5.0})
+    rsus: dict[str, Any] = Field(default_factory=lambda: dict(SCENARIO_DEFAULTS["mobility"]["rsus"]))
+    coverage: dict[str, Any] = Field(default_factory=lambda: dict(SCENARIO_DEFAULTS["mobility"]["coverage"]))
 
     _city = field_validator("city")(lambda cls, v: _dataclass_checker(CityConfig, "mobility.city")(v))
     _rsus = field_validator("rsus")(lambda cls, v: _dataclass_checker(RsuConfig, "mobility.rsus")(v))
@@ -86,7 +117,9 @@ class MobilitySection(Strict):
 
 class CoordinatorSection(Strict):
     warmup: float = Field(60.0, ge=0, description="simulated seconds before the first fit")
-    min_clients: int = Field(4, ge=1, description="clients needed in coverage for the first fit")
+    min_clients: int = Field(4, ge=1, description="clients needed in coverage for a model: the first fit, and a "
+                                                  "fresh fit after a suspension; a request that would leave fewer "
+                                                  "withdraws the model (kind: suspend) and the run goes on")
     window: float = Field(0.0, ge=0, description="0: one request at a time; > 0: gather a batch over this window")
     evaluate: bool = True
     max_requests: int | None = Field(None, gt=0, description="stop after this many requests")
@@ -95,14 +128,30 @@ class CoordinatorSection(Strict):
     )
 
 
+class CalibrationCosts(Strict):
+    """Pinned costs of the calibrated time model (see :mod:`vmc_sim.calibration`)."""
+
+    train_s_per_sample_epoch: float = Field(gt=0, description="local training: s per sample per epoch")
+    fisher_s_per_sample: float = Field(ge=0, description="Fisher pass: s per sample")
+    solve_s_per_unit: float = Field(ge=0, description="coordinator solve: s per (1 + operator products)")
+
+
 class ComputeSection(Strict):
     mode: Literal["shared_gpu", "onboard"] = "shared_gpu"
-    time_model: Literal["measured", "device"] = "measured"
+    time_model: Literal["calibrated", "measured", "device"] = Field(
+        "calibrated", description="calibrated: per-sample costs measured once per process after a warm-up "
+                                  "(deterministic); measured: each job's host time; device: the fixed model below")
+    calibration: CalibrationCosts | None = Field(
+        None, description="calibrated: pin the costs (e.g. from a manifest's 'calibration'); null = measure them")
     seconds_per_sample_epoch: float = Field(2.3e-4, gt=0, description="device model: s per sample per epoch")
     fisher_factor: float = Field(1.0, ge=0, description="device model: Fisher pass cost in epochs")
     seconds_per_solve_iteration: float = Field(1e-3, ge=0, description="device model: coordinator CG iteration")
     batch_max_jobs: int = Field(1, ge=1, description="shared_gpu: queued jobs run together, at most this many")
     batch_overlap: float = Field(0.0, ge=0, le=1, description="shared_gpu: 0 = a batch costs its jobs' sum, 1 = its longest")
+    contribution_cache: str | None = Field(
+        None, description="directory of the content-addressed contribution cache shared by runs and sweep points "
+                          "(fl_core.cache): a contribution trained the same way before is loaded, not trained, and "
+                          "charged the same simulated compute; null = off (vmc sweep turns it on)")
 
     def device(self, env: simpy.Environment) -> SharedDevice | None:
         """The shared accelerator of one world, or None when every vehicle trains on board."""
@@ -116,20 +165,179 @@ class Scenario(Strict):
     seed: int = Field(0, ge=0)
     duration: float = Field(600.0, gt=0, description="simulated seconds of traffic after mobility begins")
     mobility: MobilitySection = MobilitySection()
-    federated: FederatedSection = FederatedSection(
-        dataset="digits", num_clients=16, alpha=0.5, model="mlp", rho=0.5, methods=["fsosa", "retrain"],
-        train=TrainSection(epochs=20, lr=0.05, batch_size=32, fisher="diagonal"),
-    )
+    federated: FederatedSection = FederatedSection.model_validate(SCENARIO_DEFAULTS["federated"])
     coordinator: CoordinatorSection = CoordinatorSection()
     channel: dict[str, Any] = Field(default_factory=dict)
     compute: ComputeSection = ComputeSection()
 
     _channel = field_validator("channel")(lambda cls, v: _dataclass_checker(ChannelConfig, "channel")(v))
 
+    @model_validator(mode="before")
+    @classmethod
+    def _documented_defaults(cls, data: Any) -> Any:
+        return with_documented_defaults(data) if isinstance(data, dict) else data
+
     def channel_config(self) -> ChannelConfig:
         return ChannelConfig(**self.channel)
 
 
 def load_scenario(path: str | Path | None) -> Scenario:
-    """Validate a scenario file (None: the embedded default)."""
-    return load_model(Scenario, path)
+    """Validate a scenario file (None: the embedded default); its relative file paths are read
+    relative to the file's directory (:func:`vmc_sim.inputs.resolve_paths`)."""
+    scenario = load_model(Scenario, path)
+    if path is None:
+        return scenario
+    from .inputs import resolve_paths
+
+    data = resolve_paths(scenario.model_dump(mode="json"), Path(path).resolve().parent)
+    return _validate(data, path)
+
+
+def _validate(data: dict[str, Any], path: str | Path) -> Scenario:
+    from pydantic import ValidationError
+
+    from .config import ConfigError, format_errors
+
+    try:
+        return Scenario.model_validate(data)
+    except ValidationError as e:
+        raise ConfigError(format_errors(e, str(path), Scenario)) from None
+
+
+MEANINGS: dict[str, str] = {
+    "name": "names the run directory (<out>/<name>-<UTC stamp>)",
+    "seed": "the run seed: data partition, W0, subset sampling, local training",
+    "mobility.source": "city (embedded grid), files (your SUMO network), lust (the LuST rebuild), trace (a recorded run)",
+    "mobility.net_file": "source files: a SUMO network (<net>), relative to the scenario file",
+    "mobility.route_files": "source files: route files (<routes>) for net_file",
+    "mobility.config_file": "source files: a .sumocfg (instead of, or besides, net_file and route_files)",
+    "mobility.trace": "source trace: a trace.jsonl of an earlier run",
+    "mobility.sumo.backend": "libsumo (in process) or traci (a SUMO child process)",
+    "mobility.sumo.step_length": "simulated seconds per SUMO step",
+    "mobility.sumo.seed": "SUMO's random seed",
+    "mobility.sumo.begin": "SUMO begin time in seconds (null: 0, or the LuST window's start)",
+    "mobility.sumo.time_to_teleport": "SUMO --time-to-teleport (null: SUMO's default)",
+    "mobility.sumo.extra_args": "more SUMO command-line options",
+    "mobility.city.junctions_x": "grid junctions along x", "mobility.city.junctions_y": "grid junctions along y",
+    "mobility.city.spacing": "metres between junctions", "mobility.city.lanes": "lanes per direction",
+    "mobility.city.max_speed": "m/s", "mobility.city.traffic_lights": "signalised junctions",
+    "mobility.city.period": "seconds between departures (randomTrips period)",
+    "mobility.city.demand_scale": "departures x this factor ('density' in sweeps)",
+    "mobility.city.duration": "seconds of generated demand", "mobility.city.min_distance": "metres, shortest trip",
+    "mobility.city.fringe_factor": "preference for trips starting at the fringe",
+    "mobility.city.seed": "seed of the generated demand",
+    "mobility.rsus.placement": "auto (road-graph centrality) or explicit (positions)",
+    "mobility.rsus.positions": "explicit: [{id, x, y, radius}] in network metres, or {lon, lat}",
+    "mobility.rsus.count": "auto: how many RSUs", "mobility.rsus.region": "auto: [xmin, ymin, xmax, ymax] to place in",
+    "mobility.rsus.central_fraction": "auto: share of the network's central region considered",
+    "mobility.rsus.min_spacing": "auto: metres between RSUs (null: twice the radius)",
+    "mobility.rsus.radius": "metres of coverage", "mobility.rsus.centrality_samples": "auto: sampled sources for centrality",
+    "mobility.rsus.seed": "auto: sampling seed", "mobility.rsus.id_prefix": "RSU ids are <prefix><k>",
+    "mobility.coverage.membership": "union: a vehicle in any RSU's range is covered",
+    "mobility.coverage.v2v_range": "metres of V2V relaying (null: none)", "mobility.coverage.v2v_max_hops": "V2V hops",
+    "mobility.coverage.precision": "decimals kept for positions and speeds",
+    "mobility.coverage.state_interval": "simulated seconds between recorded member positions",
+    "federated.dataset": "digits (built in), mnist, fashion_mnist, femnist, cifar10, cifar100, svhn, emnist[-split]",
+    "federated.data_root": "where dataset files are (null: $VMC_DATA, ../shared/data, torchvision folders)",
+    "federated.model": "mlp (one hidden layer of 32), cnn (the paper's), resnet18",
+    "federated.max_train_samples": "a random slice of the training set (null: all)",
+    "federated.max_test_samples": "the first N test images (null: all)",
+    "federated.train.epochs": "local epochs K", "federated.train.lr": "local SGD learning rate",
+    "federated.train.batch_size": "local mini-batch", "federated.train.fisher": "diagonal, kfac, full or none",
+    "federated.train.fisher_batch": "samples per Fisher batch", "federated.train.upload_dtype": "float32, float16 or bfloat16",
+    "federated.train.device": "cpu, cuda or auto",
+    "federated.projection.method": "auto (closed form for diagonal, else CG on F), closed_form, cg_f, cg_f2, adam",
+    "federated.projection.tol": "relative residual at which a CG solve stops",
+    "federated.projection.max_iter": "CG iterations at most (a solve stopped here is reported)",
+    "federated.projection.precondition": "Kronecker preconditioner for CG on F",
+    "federated.projection.warm_start": "start CG from the previous solve", "federated.projection.fast_products":
+        "float32 K-FAC products, finished in float64", "federated.projection.curvature_floor": "curvature below this is zero",
+    "federated.rounds.clients_per_round": "participants drawn per round", "federated.rounds.local_epochs": "epochs per round",
+    "federated.rounds.lr": "local learning rate", "federated.rounds.batch_size": "local mini-batch",
+    "federated.rounds.momentum": "local SGD momentum", "federated.rounds.server_lr": "server step size",
+    "federated.rounds.weighted": "aggregate weighted by sample count",
+    "coordinator.evaluate": "record test accuracy and loss after every request",
+    "compute.mode": "shared_gpu: each method's jobs queue for one device; onboard: every vehicle trains on its own unit",
+}
+
+
+def scenario_reference() -> str:
+    """``scenarios/REFERENCE.md``: every section and key of a scenario, its default (the
+    documented defaults resolved) and its meaning, generated from the schema."""
+    import json
+    from dataclasses import MISSING
+
+    from pydantic import BaseModel
+
+    from .config import ProjectionSection, RoundsSection
+
+    defaults = Scenario().model_dump(mode="json")
+    sections: list[tuple[str, type]] = [
+        ("", Scenario), ("mobility", MobilitySection), ("mobility.sumo", SumoSection),
+        ("mobility.city", CityConfig), ("mobility.rsus", RsuConfig), ("mobility.coverage", CoverageConfig),
+        ("federated", FederatedSection), ("federated.train", TrainSection),
+        ("federated.projection", ProjectionSection), ("federated.rounds", RoundsSection),
+        ("coordinator", CoordinatorSection), ("channel", ChannelConfig), ("compute", ComputeSection),
+        ("compute.calibration", CalibrationCosts),
+    ]
+
+    def at(path: str) -> Any:
+        node: Any = defaults
+        for part in filter(None, path.split(".")):
+            node = node.get(part) if isinstance(node, dict) else None
+        return node
+
+    def show(v: Any) -> str:
+        text = v if isinstance(v, str) else json.dumps(v)
+        return f"`{text}`".replace("|", "\\|")
+
+    lines = [
+        "# Scenario reference",
+        "",
+        "Generated from the schema by `vmc_sim.scenario.scenario_reference()` (a test keeps this file in",
+        "step). A scenario file is read as the documented defaults below with the file's keys laid over",
+        "them, mapping by mapping: `federated: {rho: 0.3}` changes rho and keeps every other default;",
+        "lists are replaced. `vmc run SCENARIO --print-config` prints the fully resolved scenario.",
+        "An unknown key is refused with the keys its section takes. Relative file paths are read",
+        "relative to the scenario file. Examples: `city.yaml` (the default written out),",
+        "`own_network.yaml` (your own SUMO network).",
+    ]
+    for path, cls in sections:
+        title = path or "top level"
+        lines += ["", f"## {title}", "", "| key | default | meaning |", "|---|---|---|"]
+        base = at(path) if path else defaults
+        if isinstance(cls, type) and issubclass(cls, BaseModel):
+            for name, f in cls.model_fields.items():
+                sub = f.annotation
+                nested = isinstance(sub, type) and issubclass(sub, BaseModel)
+                if nested or (path == "" and name in ("mobility", "federated", "coordinator", "channel", "compute")):
+                    default, meaning = "(section)", f"see `{(path + '.' if path else '') + name}` below"
+                elif isinstance(base, dict) and name in base:
+                    default, meaning = show(base[name]), f.description or ""
+                elif f.is_required():
+                    default, meaning = "(required)", f.description or ""
+                else:
+                    default, meaning = show(f.get_default(call_default_factory=True)), f.description or ""
+                if name in ("city", "rsus", "coverage", "lust") and path == "mobility":
+                    default = "(section)" if name != "lust" else show(base.get(name, {}))
+                    meaning = f"see `mobility.{name}` below" if name != "lust" else \
+                        "LuST rebuild options (`mobility.lust.LustConfig`); source lust only"
+                if name == "calibration" and path == "compute":
+                    default, meaning = "`null`", (f.description or "") + "; see `compute.calibration` below"
+                key = (path + "." if path else "") + name
+                lines.append(f"| `{name}` | {default} | {meaning or MEANINGS.get(key, '')} |")
+        else:  # a dataclass of a lower layer, given as a mapping
+            for f in dc_fields(cls):
+                if f.name == "cache_dir":
+                    continue
+                if isinstance(base, dict) and f.name in base:
+                    value = base[f.name]
+                elif f.default is not MISSING:
+                    value = f.default
+                elif f.default_factory is not MISSING:  # type: ignore[misc]
+                    value = f.default_factory()  # type: ignore[misc]
+                else:
+                    value = None
+                meaning = MEANINGS.get(f"{path}.{f.name}", "see vmc_sim/channel.py" if path == "channel" else "")
+                lines.append(f"| `{f.name}` | {show(value)} | {meaning} |")
+    return "\n".join(lines) + "\n"

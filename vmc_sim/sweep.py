@@ -36,7 +36,7 @@ import re
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable, Literal
@@ -87,6 +87,10 @@ class SweepSpec(Strict):
     engine: Literal["local", "ray"] = "local"
     workers: int = Field(2, gt=0, description="points run at once (local pool; Ray: CPUs of a local instance)")
     address: str | None = Field(None, description="Ray cluster to join (engine ray); null = start a local one")
+    contribution_cache: bool = Field(
+        True, description="points share one content-addressed contribution cache in the sweep directory, so a "
+                          "vehicle another point already trained the same way is loaded, not retrained "
+                          "(a point whose scenario names its own compute.contribution_cache keeps it)")
 
     @field_validator("name")
     @classmethod
@@ -251,8 +255,34 @@ def inert_axes(spec: SweepSpec, points: Iterable[GridPoint]) -> list[str]:
     return notes
 
 
+def pin_calibrations(points: list[GridPoint], say: Callable[[str], None] = print
+                     ) -> tuple[list[GridPoint], list[dict[str, Any]]]:
+    """Calibrate once here, per distinct training setup, and pin the costs into every point that
+    uses the calibrated time model without pinned costs: every point of the sweep is then charged
+    the same costs per unit of work (its points run in separate processes)."""
+    from .calibration import calibrated, calibration_key
+    from .cosim import pin_calibration
+
+    done: dict[str, Any] = {}
+    out = []
+    for p in points:
+        sc = p.scenario
+        if sc.compute.time_model != "calibrated" or sc.compute.calibration is not None:
+            out.append(p)
+            continue
+        key = calibration_key(sc.federated)
+        if key not in done:
+            done[key] = calibrated(sc.federated, sc.federated.setup(sc.seed))
+            c = done[key]
+            say(f"calibrated {sc.federated.model}/{sc.federated.dataset}: {c.train_s_per_sample_epoch:.3g} s per "
+                f"sample-epoch, {c.fisher_s_per_sample:.3g} s per Fisher sample, {c.solve_s_per_unit:.3g} s per solve unit")
+        out.append(replace(p, scenario=pin_calibration(sc, done[key].as_dict())))
+    return out, [{"key": json.loads(k), **c.as_dict()} for k, c in done.items()]
+
+
 def method_totals(run: RunDir) -> list[dict[str, Any]]:
-    """Per method of a run directory: editing requests (the first fit excluded) and how many
+    """Per method of a run directory: requests (the first fit excluded; a fresh fit after a
+    withdrawal counts, as do the withdrawals) and how many
     triggered a change; over every record (fit included, like ``summarize`` and Fig. 6): MB,
     simulated time (sum of ``makespan_s``) and failed transfers; mean latency of the editing
     requests and the last recorded accuracy."""
@@ -264,7 +294,7 @@ def method_totals(run: RunDir) -> list[dict[str, Any]]:
         m = r["method"]
         t = totals.setdefault(m, {"method": m, "requests": 0, "triggered": 0, "total_MB": 0.0, "sim_time_s": 0.0,
                                   "mean_latency_s": math.nan, "final_accuracy": math.nan, "failed_transfers": 0})
-        if r.get("kind") != "fit":
+        if r.get("kind") != "fit" or r.get("refit"):  # a fresh fit after a withdrawal answers a request
             t["requests"] += len(r.get("requests") or [r.get("index")])
             t["triggered"] += int(bool(r.get("triggered")))
             latencies.setdefault(m, []).append(float(r.get("latency_s", 0.0)))
@@ -293,14 +323,16 @@ def _run_point(task: dict[str, Any]) -> dict[str, Any]:
     except Exception as e:  # a failed point is recorded, the sweep goes on
         status, error = "failed", f"{type(e).__name__}: {e}"
     rows: list[dict[str, Any]] = []
+    cache = None
     if run_dir.is_dir():
         try:
             rows = method_totals(RunDir(run_dir))
+            cache = (RunDir(run_dir).manifest().get("summary") or {}).get("contribution_cache")
         except (OSError, ValueError) as e:
             error = f"{error}; records unreadable: {e}" if error else f"records unreadable: {e}"
             status = "failed"
     return {"id": task["id"], "status": status, "error": error, "rows": rows,
-            "wall_s": time.perf_counter() - t0, "host": platform.node()}
+            "wall_s": time.perf_counter() - t0, "host": platform.node(), "cache": cache}
 
 
 def _failure(task: dict[str, Any], exc: BaseException) -> dict[str, Any]:
@@ -500,21 +532,26 @@ def run_sweep(spec: SweepSpec, out: str | Path = "runs", *, base_dir: str | Path
     points = expand(spec, base_dir, where)
     for note in inert_axes(spec, points):
         say(f"note: {note}")
+    points, calibrations = pin_calibrations(points, say)
     path = new_run_dir(out, spec.name).resolve()
+    if spec.contribution_cache:
+        points = [_with_cache(p, path / "contribution_cache") for p in points]
     run_dirs = {p.id: path / p.id for p in points}
     columns = _grid_columns(spec)
     results: dict[str, dict[str, Any]] = {}
     manifest: dict[str, Any] = {
         "name": spec.name, "created": datetime.now(timezone.utc).isoformat(), "status": "running",
         "engine": engine, "workers": workers, "address": address, "spec": spec.model_dump(mode="json"),
-        "axes": spec.axes(), "versions": versions(), "results": "results.csv", "plot": None, "points": [],
+        "axes": spec.axes(), "versions": versions(), "results": "results.csv", "plot": None,
+        "calibrations": calibrations, "points": [],
     }
 
     def write_state() -> None:
         manifest["points"] = [
             {"id": p.id, "values": p.values, "overrides": p.overrides, "run_dir": str(run_dirs[p.id]),
-             **{k: results.get(p.id, {}).get(k) for k in ("status", "error", "wall_s", "host")}}
+             **{k: results.get(p.id, {}).get(k) for k in ("status", "error", "wall_s", "host", "cache")}}
             for p in points]
+        manifest["contribution_cache"] = cache_totals(results.values())
         for entry in manifest["points"]:
             entry["status"] = entry["status"] or "pending"
         tmp = path / "sweep.json.tmp"
@@ -526,7 +563,9 @@ def run_sweep(spec: SweepSpec, out: str | Path = "runs", *, base_dir: str | Path
         results[result["id"]] = result
         tail = f": {result['error']}" if result["error"] else ""
         wall = _fmt(result["wall_s"], ".1f")
-        say(f"[{len(results)}/{len(points)}] {result['id']}: {result['status']} ({wall} s){tail}")
+        c = result.get("cache")
+        hits = f", {c['hits']}/{c['hits'] + c['misses']} contributions from the cache" if c else ""
+        say(f"[{len(results)}/{len(points)}] {result['id']}: {result['status']} ({wall} s{hits}){tail}")
         write_state()
 
     write_state()
@@ -551,8 +590,32 @@ def run_sweep(spec: SweepSpec, out: str | Path = "runs", *, base_dir: str | Path
         write_state()
     result = SweepResult(path, manifest["points"], rows, columns)
     say(result.table())
+    totals = manifest.get("contribution_cache")
+    if totals:
+        say(f"contribution cache: {totals['hits']} of {totals['asked']} contributions loaded instead of trained "
+            f"(hit rate {100 * totals['hit_rate']:.0f} %); {path / 'contribution_cache'}")
     say(f"results: {path / 'results.csv'}" + (f", plot: {path / 'sweep.png'}" if manifest["plot"] else ""))
     return result
+
+
+def _with_cache(point: GridPoint, directory: Path) -> GridPoint:
+    """``point`` with the sweep's shared contribution cache, unless its scenario names one."""
+    compute = point.scenario.compute
+    if compute.contribution_cache is not None:
+        return point
+    scenario = point.scenario.model_copy(
+        update={"compute": compute.model_copy(update={"contribution_cache": str(directory)})})
+    return replace(point, scenario=scenario)
+
+
+def cache_totals(results: Iterable[dict[str, Any]]) -> dict[str, Any] | None:
+    """The points' cache use summed: hits, asked, trained (misses) and the hit rate; None if unused."""
+    used = [r["cache"] for r in results if r.get("cache")]
+    if not used:
+        return None
+    hits, misses = sum(c["hits"] for c in used), sum(c["misses"] for c in used)
+    return {"hits": hits, "asked": hits + misses, "trained": misses,
+            "rejected": sum(c.get("rejected", 0) for c in used), "hit_rate": round(hits / max(1, hits + misses), 4)}
 
 
 def _json_safe(obj: Any) -> Any:

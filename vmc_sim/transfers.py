@@ -25,7 +25,7 @@ def broadcast(env: simpy.Environment, channels: dict[str, RsuChannel], vehicles,
     got: set[Hashable] = set()
     for rsu, group in sorted(by_rsu.items()):
         reach = [c for c in group if vehicles.reachable(c)]
-        for c in set(group) - set(reach):
+        for c in sorted(set(group) - set(reach), key=str):  # a set's order varies with the process's hash seed
             timing["failed"].append({"client": c, "tag": "broadcast", "reason": "left_coverage"})
         if not reach or rsu not in channels:
             continue

@@ -5,6 +5,16 @@ An editor holds a model that tracks a changing client set. ``fit`` trains on an 
 request against the current client set first (unknown client, duplicate, empty set) and time
 the edit; subclasses implement ``_fit`` and ``_edit``. A request that raises leaves the
 editor as it was.
+
+Quarantine. A client whose fresh upload is unusable (NaN/Inf, wrong shape or dtype: an
+:class:`InvalidContributionError` naming it) never blocks the request that drew it: it is taken
+out of the client set as if it had left (or, if it was arriving, as if it had not come), its
+reason kept in ``quarantined`` and in the report, and the request completes. The sampling
+editors (F-SOSA family) do this inside the edit, with the departure coupling applied to the
+subset just drawn (see ``FSOSAEditor._apply_quarantining``); editors whose every client
+contributes retry the request without that client here.
+If the request cannot be applied without that client (a fixed subset size ``P`` and fewer than
+``P`` clients left), it is refused as it would be had the client left, the error naming both.
 """
 
 from __future__ import annotations
@@ -16,7 +26,7 @@ from typing import Any, Hashable, Iterable, Sequence
 
 import torch
 
-from ..errors import DuplicateClientError, EditError, EmptyPopulationError, UnknownClientError
+from ..errors import DuplicateClientError, EditError, EmptyPopulationError, InvalidContributionError, UnknownClientError
 from ..payload import ByteKind
 from ..projection import SolveInfo
 from ..sampler import ordered
@@ -41,9 +51,11 @@ class EditReport:
     compute_s: float = 0.0  # local training + Fisher, summed over the clients that trained
     max_client_compute_s: float = 0.0  # the slowest client (parallel on-board training)
     client_compute_s: dict = field(default_factory=dict)  # client -> its measured compute (when not pool-based)
+    client_work: dict = field(default_factory=dict)  # client -> its local training in sample-epochs (when not pool-based)
     solve_s: float = 0.0
     wall_s: float = 0.0
     solve: SolveInfo | None = None
+    quarantined: dict = field(default_factory=dict)  # client -> why its upload was refused
 
     def charge(self, kind: ByteKind, nbytes: int, client: Hashable | None = None) -> None:
         """Account one transfer of ``nbytes`` of ``kind`` (to or from ``client``; None = all)."""
@@ -72,16 +84,30 @@ class Editor(ABC):
         self.clients: set[Hashable] = set()
         self.model: torch.Tensor | None = None
         self.history_len = 0
+        self.quarantined: dict[Hashable, str] = {}  # client -> why it was taken out
 
     # -- template ----------------------------------------------------------------------------
     def fit(self, clients: Iterable[Hashable]) -> EditReport:
-        """Train on an initial client set."""
+        """Train on an initial client set (clients with unusable uploads are quarantined)."""
         clients = list(clients)
         if not clients:
             raise EmptyPopulationError(f"{self.name}: cannot fit on an empty client set")
         if len(set(clients)) != len(clients):
             raise DuplicateClientError(f"{self.name}: the initial client set lists a client twice")
-        return self._timed(EditReport(self.name, "fit", added=tuple(ordered(clients))), lambda r: self._fit(clients, r))
+        request, quarantined = tuple(ordered(clients)), {}
+        while True:
+            if not clients:
+                raise EmptyPopulationError(f"{self.name}: every initial client was quarantined: {quarantined!r}")
+            try:
+                report = self._timed(EditReport(self.name, "fit", added=request), lambda r: self._fit(clients, r))
+            except InvalidContributionError as e:
+                if e.client not in clients or e.client in quarantined:
+                    raise
+                clients = [c for c in clients if c != e.client]
+                self._quarantine(e, quarantined)
+                continue
+            self._quarantined(report, quarantined)
+            return report
 
     def remove(self, client: Hashable) -> EditReport:
         """A departing client withdraws its contribution."""
@@ -95,8 +121,47 @@ class Editor(ABC):
         """Departures and arrivals handled together (one solve at most)."""
         removed, added = list(removed), list(added)
         self._validate(removed, added)
-        report = EditReport(self.name, kind, removed=tuple(removed), added=tuple(added))
-        return self._timed(report, lambda r: self._edit(removed, added, r))
+        quarantined: dict[Hashable, str] = {}
+        while True:
+            report = EditReport(self.name, kind, removed=tuple(removed), added=tuple(added))
+            if not removed and not added:  # the request's only arrival was quarantined
+                report.population = len(self.clients)
+                report.subset_size = len(getattr(self, "members", ()))
+            else:
+                try:
+                    report = self._timed(report, lambda r: self._edit(removed, added, r))
+                except EditError as e:
+                    if not quarantined:
+                        raise
+                    raise type(e)(f"{e} (with {self._named(quarantined)} quarantined)") from e
+                except InvalidContributionError as e:
+                    c = e.client
+                    if c is None or c in removed or c in quarantined or not (c in added or c in self.clients):
+                        raise
+                    if c in added:
+                        added.remove(c)
+                    else:
+                        removed.append(c)
+                    self._quarantine(e, quarantined)
+                    continue
+            self._quarantined(report, quarantined)
+            return report
+
+    def _quarantined(self, report: EditReport, earlier: dict[Hashable, str]) -> None:
+        """Record the clients quarantined by this request (by a retry here or by the editor)."""
+        report.quarantined = {**earlier, **report.quarantined}
+        self.quarantined.update(report.quarantined)
+        pool = getattr(self, "pool", None)
+        for c in report.quarantined:
+            if pool is not None:
+                pool.forget(c)
+
+    @staticmethod
+    def _named(quarantined: dict[Hashable, str]) -> str:
+        return "; ".join(f"client {c!r}: {why}" for c, why in quarantined.items())
+
+    def _quarantine(self, error: InvalidContributionError, into: dict[Hashable, str]) -> None:
+        into[error.client] = str(error)
 
     # -- hooks -------------------------------------------------------------------------------
     @abstractmethod
@@ -121,7 +186,8 @@ class Editor(ABC):
             raise DuplicateClientError(f"{self.name}: addition lists a client twice: {added!r}")
         for c in removed:
             if c not in self.clients:
-                raise UnknownClientError(f"{self.name}: client {c!r} is not in the current client set")
+                why = f" (quarantined: {self.quarantined[c]})" if c in self.quarantined else ""
+                raise UnknownClientError(f"{self.name}: client {c!r} is not in the current client set{why}")
         for c in added:
             if c in self.clients or c in removed:
                 raise DuplicateClientError(f"{self.name}: client {c!r} is already in the client set")

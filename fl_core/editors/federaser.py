@@ -121,6 +121,7 @@ class FedEraserEditor(MultiRoundEditor):
                     report.compute_s += fresh.compute_s
                     report.max_client_compute_s = max(report.max_client_compute_s, fresh.compute_s)
                     report.client_compute_s[c] = report.client_compute_s.get(c, 0.0) + fresh.compute_s
+                    report.client_work[c] = report.client_work.get(c, 0) + fresh.num_samples * self.calibration_epochs
                     report.trained = tuple(ordered(set(report.trained) | {c}))
                     calibrated.append(self._as_update(c, t, self.calibrate(self.stored[t][c].delta, fresh.delta)))
             t0 = time.perf_counter()

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from ..clients import ClientPool
+from ..errors import EditError, InvalidContributionError
 from ..fisher import FisherSum
 from ..payload import ByteKind, control_size
 from ..projection import ProjectionConfig, project
@@ -85,11 +86,11 @@ class FSOSAEditor(Editor):
         try:
             change = self.sampler.initialize(clients)
             self.stats = self._new_stats()
-            self._apply_change(change, report, removed=[])
+            self._apply_quarantining(change, report, removed=[], before=set())
         except Exception:
             self._restore(snapshot)
             raise
-        self.clients = set(clients)
+        self.clients = set(clients) - set(report.quarantined)
 
     # -- Algorithms 2-4 ----------------------------------------------------------------------
     def _edit(self, removed: list[Hashable], added: list[Hashable], report: EditReport) -> None:
@@ -102,14 +103,43 @@ class FSOSAEditor(Editor):
             else:
                 change = self.sampler.batch(removed, added)
             report.charge(ByteKind.CONTROL, control_size({"removed": removed, "added": added}))
-            self._apply_change(change, report, removed=removed)
+            self._apply_quarantining(change, report, removed, before=snapshot[1])
         except Exception:
             self._restore(snapshot)
             raise
-        self.clients = (self.clients - set(removed)) | set(added)
+        self.clients = ((self.clients - set(removed)) | set(added)) - set(report.quarantined)
         self.holders -= set(removed)
         for c in removed:
             self.pool.forget(c)
+
+    def _apply_quarantining(self, change: SubsetChange, report: EditReport, removed: list[Hashable],
+                            before: set[Hashable]) -> None:
+        """:meth:`_apply_change`, with a joining client whose upload is unusable quarantined: it
+        leaves the subset just drawn by the departure coupling (exact for that uniform subset),
+        and the net change from ``before`` is applied instead. The random state is not rewound:
+        the quarantine depends on the draws, so reusing them would bias the next ones."""
+        while True:
+            snapshot = self._snapshot()
+            sent = (dict(report.bytes), len(report.transfers), report.compute_s, report.max_client_compute_s)
+            try:
+                self._apply_change(change, report, removed)
+                return
+            except InvalidContributionError as e:
+                c = e.client
+                if c is None or c not in change.joined:
+                    raise
+                drawn = (set(self.sampler.clients), set(self.sampler.members), self.sampler.rng.bit_generator.state)
+                self._restore(snapshot)
+                self.sampler.clients, self.sampler.members, self.sampler.rng.bit_generator.state = drawn
+                report.bytes, report.compute_s, report.max_client_compute_s = sent[0], sent[2], sent[3]
+                del report.transfers[sent[1]:]
+                try:
+                    self.sampler.remove(c)
+                except EditError as err:
+                    raise type(err)(f"{err} (with client {c!r} quarantined: {e})") from err
+                report.quarantined[c] = str(e)
+                members = self.sampler.members
+                change = SubsetChange(left=tuple(ordered(before - members)), joined=tuple(ordered(members - before)))
 
     def _apply_change(self, change: SubsetChange, report: EditReport, removed: list[Hashable]) -> None:
         report.left, report.joined = change.left, change.joined

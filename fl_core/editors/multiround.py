@@ -54,6 +54,8 @@ def absorb(report: EditReport, rr: RoundReport) -> None:
     report.max_client_compute_s = max(report.max_client_compute_s, rr.max_client_compute_s)
     for c, s in rr.client_compute_s.items():
         report.client_compute_s[c] = report.client_compute_s.get(c, 0.0) + s
+    for c, w in rr.client_work.items():
+        report.client_work[c] = report.client_work.get(c, 0) + w
     report.trained = tuple(ordered(set(report.trained) | set(rr.completed)))
     report.subset_size = len(rr.selected)
 

@@ -29,14 +29,14 @@ class RetrainEditor(FSOSAEditor):
             self.stats = self._new_stats()
             change = SubsetChange(left=(), joined=tuple(ordered(members)))
             self.sampler.members = set(members)
-            self._apply_change(change, report, removed=[])
+            self._apply_quarantining(change, report, removed=[], before=set())
         except Exception:
             self._restore(snapshot)
             raise
 
     def _fit(self, clients: list[Hashable], report: EditReport) -> None:
         self._refit(set(clients), report)
-        self.clients = set(clients)
+        self.clients = set(clients) - set(report.quarantined)
 
     def _edit(self, removed: list[Hashable], added: list[Hashable], report: EditReport) -> None:
         old = set(self.sampler.members)
@@ -45,6 +45,6 @@ class RetrainEditor(FSOSAEditor):
         self._refit(new_clients, report)
         report.left = tuple(ordered(old - self.sampler.members))
         report.joined = tuple(ordered(self.sampler.members - old))
-        self.clients = new_clients
+        self.clients = new_clients - set(report.quarantined)
         for c in removed:
             self.pool.forget(c)

@@ -48,7 +48,7 @@ class FisherRep(ABC):
 
         for name, t in self.tensors().items():
             if not torch.isfinite(t).all():
-                raise InvalidContributionError(f"client {client!r}: Fisher tensor {name!r} has NaN/Inf")
+                raise InvalidContributionError(f"client {client!r}: Fisher tensor {name!r} has NaN/Inf", client=client)
 
     def cast(self, dtype: torch.dtype) -> "FisherRep":
         """The same representation stored in ``dtype`` (the upload precision: a float16 upload is

@@ -96,7 +96,8 @@ def iterate_layer_batches(
             logits = model(xb)
             with torch.no_grad():
                 probs = torch.softmax(logits.double(), dim=1)
-                y = torch.multinomial(probs, 1, generator=generator).squeeze(1)
+                # drawn on the CPU from the CPU stream, so a CUDA model samples the labels a CPU model would
+                y = torch.multinomial(probs.cpu(), 1, generator=generator).squeeze(1).to(logits.device)
             loss = F.cross_entropy(logits, y, reduction="sum")
             loss.backward()
             yield [LayerBatch(s, store[s.name]["a"], store[s.name]["g"]) for s in specs]

@@ -35,7 +35,7 @@ class DiagonalFisher(FisherRep):
     def compute(cls, model: nn.Module, x: torch.Tensor, batch_size: int, generator: torch.Generator) -> "DiagonalFisher":
         """Exact per-sample squared gradients, without materialising them for linear layers."""
         specs = layer_specs(model)
-        total = torch.zeros(sum(s.size for s in specs), dtype=torch.float64)
+        total = torch.zeros(sum(s.size for s in specs), dtype=torch.float64, device=x.device)
         for layers in iterate_layer_batches(model, x, batch_size, generator):
             for lb in layers:
                 a, g = lb.a, lb.g  # per-batch contractions in the model's dtype, the running sum in float64
@@ -44,7 +44,7 @@ class DiagonalFisher(FisherRep):
                 else:
                     block = (torch.einsum("nol,nil->noi", g, a) ** 2).sum(0)
                 total[lb.spec.offset : lb.spec.offset + lb.spec.size] += block.reshape(-1).double()
-        return cls((total / x.shape[0]).float())
+        return cls((total / x.shape[0]).float().cpu())
 
 
 class DiagonalSum(FisherSum):

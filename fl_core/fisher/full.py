@@ -40,13 +40,13 @@ class FullFisher(FisherRep):
         d = sum(s.size for s in specs)
         if d > MAX_FULL_DIM:
             raise ValueError(f"full Fisher of a {d}-parameter model is too large (limit {MAX_FULL_DIM})")
-        total = torch.zeros(d, d, dtype=torch.float64)
+        total = torch.zeros(d, d, dtype=torch.float64, device=x.device)
         for layers in iterate_layer_batches(model, x, batch_size, generator):
             per_sample = torch.cat(
                 [torch.einsum("nol,nil->noi", lb.g.double(), lb.a.double()).flatten(1) for lb in layers], dim=1
             )
             total += per_sample.T @ per_sample
-        return cls((total / x.shape[0]).float())
+        return cls((total / x.shape[0]).float().cpu())
 
 
 class FullSum(FisherSum):

@@ -95,8 +95,8 @@ class KFACFisher(FisherRep):
     def compute(cls, model: nn.Module, x: torch.Tensor, batch_size: int, generator: torch.Generator) -> "KFACFisher":
         specs = layer_specs(model)
         acc = [
-            (torch.zeros(s.in_features, s.in_features, dtype=torch.float64),
-             torch.zeros(s.out_features, s.out_features, dtype=torch.float64))
+            (torch.zeros(s.in_features, s.in_features, dtype=torch.float64, device=x.device),
+             torch.zeros(s.out_features, s.out_features, dtype=torch.float64, device=x.device))
             for s in specs
         ]
         positions = [1] * len(specs)
@@ -107,7 +107,7 @@ class KFACFisher(FisherRep):
                 acc[i][0].add_(torch.einsum("nil,njl->ij", a, a).double())
                 acc[i][1].add_(torch.einsum("nol,npl->op", g, g).double())
         n = x.shape[0]
-        factors = [(_symmetric(a / (n * pos)).float(), _symmetric(g / n).float()) for (a, g), pos in zip(acc, positions)]
+        factors = [(_symmetric(a / (n * pos)).float().cpu(), _symmetric(g / n).float().cpu()) for (a, g), pos in zip(acc, positions)]
         return cls(specs, factors)
 
 

@@ -5,7 +5,10 @@ A round is four verbs: :meth:`RoundStrategy.begin` draws the participants from t
 clients and broadcasts the global weights; :meth:`RoundStrategy.update` trains one participant
 and encodes its uplink; :meth:`RoundStrategy.finish` aggregates the updates that arrived (a
 participant that left mid-round is a dropout and simply does not arrive) and steps the server
-optimizer. Subclasses override the hooks ``select``, ``encode`` and ``aggregate`` (and may add
+optimizer. An update with NaN/Inf values or the wrong shape is never aggregated: its client is
+quarantined (it sent its uplink, which is charged, but it leaves the client set for the rest of the
+run, recorded in the round's report with the reason) and the round goes on without it.
+Subclasses override the hooks ``select``, ``encode`` and ``aggregate`` (and may add
 state in ``finish``). :meth:`RoundStrategy.run_round` chains the verbs for scripts.
 """
 
@@ -39,12 +42,14 @@ class RoundReport:
     selected: tuple = ()
     completed: tuple = ()
     dropped: tuple = ()
+    quarantined: dict = field(default_factory=dict)  # client -> why its update was refused
     bytes: dict[str, int] = field(default_factory=lambda: {k.value: 0 for k in ByteKind})
     fields: dict[str, float] = field(default_factory=lambda: {"uplink": 0.0, "downlink": 0.0})
     transfers: list[dict[str, Any]] = field(default_factory=list)
     compute_s: float = 0.0
     max_client_compute_s: float = 0.0
     client_compute_s: dict = field(default_factory=dict)  # client -> its measured local compute
+    client_work: dict = field(default_factory=dict)  # client -> its local training in sample-epochs (deterministic)
     wall_s: float = 0.0
     train_loss: float = float("nan")
     extra: dict[str, Any] = field(default_factory=dict)
@@ -100,6 +105,7 @@ class RoundStrategy:
         self._model: nn.Module | None = None
         self._open: RoundReport | None = None
         self._updates: list[ClientUpdate] = []
+        self.quarantined: dict[Hashable, str] = {}  # client -> why it was taken out
 
     # -- data and model ------------------------------------------------------------------------
     def data_of(self, client: Hashable) -> ArrayDataset:
@@ -153,7 +159,7 @@ class RoundStrategy:
         """Open a round: draw participants among ``available`` and broadcast the weights to them."""
         if self._open is not None:
             raise EditError(f"{self.name}: round {self.round} is still open; finish it first")
-        available = list(available)
+        available = [c for c in available if c not in self.quarantined]
         if not available:
             raise EmptyPopulationError(f"{self.name}: no client is available for round {self.round}")
         report = RoundReport(self.name, self.round, available=len(available))
@@ -171,7 +177,7 @@ class RoundStrategy:
         report = self._require_open()
         if client not in report.selected:
             raise UnknownClientError(f"{self.name}: client {client!r} is not a participant of round {self.round}")
-        if any(u.client == client for u in self._updates):
+        if any(u.client == client for u in self._updates) or client in report.quarantined:
             raise EditError(f"{self.name}: client {client!r} already sent its update in round {self.round}")
         update = self.train(client)
         encoded = self.encode(update)
@@ -182,15 +188,32 @@ class RoundStrategy:
         report.compute_s += update.compute_s
         report.max_client_compute_s = max(report.max_client_compute_s, update.compute_s)
         report.client_compute_s[client] = report.client_compute_s.get(client, 0.0) + update.compute_s
-        self._updates.append(update)
+        report.client_work[client] = report.client_work.get(client, 0) + update.num_samples * self.config.local_epochs
+        why = self._invalid(update)
+        if why is not None:
+            report.quarantined[client] = f"client {client!r}: {why}"
+            self.quarantined[client] = report.quarantined[client]
+        else:
+            self._updates.append(update)
         return update
+
+    def _invalid(self, update: ClientUpdate) -> str | None:
+        """Why ``update`` cannot be aggregated (None if it can)."""
+        delta = update.delta
+        if not delta.is_floating_point():
+            return f"update has dtype {delta.dtype}, expected floating point"
+        if delta.shape != self.weights.shape:
+            return f"update has shape {tuple(delta.shape)}, expected {tuple(self.weights.shape)}"
+        if not torch.isfinite(delta).all():
+            return "update has NaN/Inf values"
+        return None
 
     def finish(self, dropped: Iterable[Hashable] = ()) -> RoundReport:
         """Close the round: drop ``dropped`` participants' updates, aggregate the rest, step."""
         report = self._require_open()
         dropped = set(dropped)
         arrived = [u for u in self._updates if u.client not in dropped]
-        report.dropped = tuple(ordered(set(report.selected) - {u.client for u in arrived}))
+        report.dropped = tuple(ordered(set(report.selected) - {u.client for u in arrived} - set(report.quarantined)))
         report.completed = tuple(u.client for u in arrived)
         if arrived:
             self.weights = self.server.step(self.weights, self.aggregate(arrived))

@@ -1,0 +1,302 @@
+"""Generated malformed inputs: scenarios, traces, run directories, contribution files and uploads.
+
+For each bad input: the error is one clear line naming the file, field or client; the command
+exits 2 (bad input) or 1 (the run failed), and no file of an existing run directory changes
+(nor is a new one created). ``bench/RESULTS.md`` states how many distinct bad inputs this module
+tries (``test_count``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from fl_core.contribution import Contribution
+from fl_core.editors import FixedRatio, build_editor
+from fl_core.errors import DuplicateClientError, UnknownClientError
+from vmc_sim.cli import main
+from vmc_sim.cosim import run_scenario
+
+from test_cosim import files_of, scenario, trace_file
+
+
+def base_scenario(trace) -> dict:
+    return {"name": "f", "seed": 3, "duration": 120.0, "mobility": {"source": "trace", "trace": str(trace)},
+            "federated": {"dataset": "digits", "num_clients": 12, "model": "mlp", "rho": 0.5, "methods": ["fsosa"],
+                          "train": {"epochs": 1, "lr": 0.05, "fisher": "diagonal"}},
+            "coordinator": {"warmup": 5.0, "min_clients": 4}, "compute": {"time_model": "device"}}
+
+
+# -- scenarios: (dotted field, bad value) --------------------------------------------------------
+SCENARIO_CASES = [
+    ("duration", -5.0), ("duration", "long"), ("seed", -1), ("seed", 1.5), ("name", None),
+    ("federated.num_clients", 0), ("federated.rho", 1.5), ("federated.rho", 0.0), ("federated.methods", ["nope"]),
+    ("federated.methods", "fsosa"), ("federated.strategies", ["nope"]), ("federated.dataset", "imagenet"),
+    ("federated.model", "transformer"), ("federated.train.epochs", 0), ("federated.train.lr", -0.1),
+    ("federated.train.fisher", "hessian"), ("federated.train.batch_size", 0), ("federated.alpha", -1.0),
+    ("federated.unknown", 1), ("mobility.source", "satellite"), ("mobility.trace", None),
+    ("mobility.sumo.step_length", 0.0), ("coordinator.window", -1.0), ("coordinator.min_clients", -3),
+    ("coordinator.warmup", "soon"), ("channel.bandwidth_hz", -1.0), ("channel", [1, 2]), ("compute.mode", "cloud"),
+    ("compute.time_model", "guess"), ("unknown_section", {"a": 1}),
+]
+
+
+def put(data: dict, dotted: str, value) -> None:
+    *path, last = dotted.split(".")
+    for key in path:
+        data = data.setdefault(key, {})
+    data[last] = value
+
+
+@pytest.mark.parametrize("field,value", SCENARIO_CASES, ids=[f"{f}={v!r}" for f, v in SCENARIO_CASES])
+def test_bad_scenario_field(tmp_path, capsys, field, value):
+    data = base_scenario(trace_file(tmp_path))
+    put(data, field, value)
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(data))
+    assert main(["run", str(path), "--out", str(tmp_path / "runs"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    top = field.split(".")[0]
+    assert "bad.yaml" in err and top in err, err
+    assert not (tmp_path / "runs").exists()
+
+
+SCENARIO_FILES = {
+    "not yaml": "federated: [unclosed\n", "a list": "- 1\n- 2\n", "a number": "3\n", "binary": "\x00\x01\x02",
+}
+
+
+@pytest.mark.parametrize("name", list(SCENARIO_FILES))
+def test_unreadable_scenario_file(tmp_path, capsys, name):
+    path = tmp_path / "bad.yaml"
+    path.write_text(SCENARIO_FILES[name])
+    assert main(["run", str(path), "--out", str(tmp_path / "runs")]) == 2
+    assert "bad.yaml" in capsys.readouterr().err and not (tmp_path / "runs").exists()
+
+
+# -- traces: a valid trace, then one line damaged -----------------------------------------------
+def damage_trace(lines: list[str], how: str) -> list[str]:
+    event = json.loads(lines[2])
+    if how == "truncated last line":
+        return lines[:-1] + [lines[-1][:-7]]
+    if how == "not json":
+        return lines[:2] + ["{oops\n"] + lines[3:]
+    if how == "empty line":
+        return lines[:2] + ["\n"] + lines[2:]
+    if how == "unknown record type":
+        return lines[:2] + [json.dumps({**event, "type": "teleport"}) + "\n"] + lines[3:]
+    if how == "time backwards":
+        return lines[:3] + [json.dumps({**event, "time": -1.0}) + "\n"] + lines[3:]
+    if how == "time NaN":
+        return lines[:2] + [json.dumps({**event, "time": math.nan}) + "\n"] + lines[3:]
+    if how == "time missing":
+        return lines[:2] + [json.dumps({k: v for k, v in event.items() if k != "time"}) + "\n"] + lines[3:]
+    if how == "bad event kind":
+        return lines[:2] + [json.dumps({**event, "kind": "teleport"}) + "\n"] + lines[3:]
+    if how == "event without vehicle":
+        return lines[:2] + [json.dumps({k: v for k, v in event.items() if k != "vehicle"}) + "\n"] + lines[3:]
+    if how == "leave without join":
+        return lines[:2] + [json.dumps({**event, "kind": "leave", "vehicle": "ghost"}) + "\n"] + lines[3:]
+    if how == "record after end":
+        return lines + [lines[2]]
+    if how == "no header":
+        return lines[1:]
+    if how == "empty file":
+        return []
+    if how == "wrong format":
+        return [json.dumps({"type": "header", "format": "other", "version": 1, "meta": {}}) + "\n"] + lines[1:]
+    if how == "future version":
+        return [json.dumps({**json.loads(lines[0]), "version": 99}) + "\n"] + lines[1:]
+    if how == "meta not an object":
+        return [json.dumps({**json.loads(lines[0]), "meta": [1]}) + "\n"] + lines[1:]
+    if how == "states member malformed":
+        return lines[:3] + [json.dumps({"type": "states", "time": event["time"], "members": [["v0", "rsu0"]]}) + "\n"] + lines[3:]
+    raise AssertionError(how)
+
+
+TRACE_CASES = ["truncated last line", "not json", "empty line", "unknown record type", "time backwards", "time NaN",
+               "time missing", "bad event kind", "event without vehicle", "leave without join", "record after end",
+               "no header", "empty file", "wrong format", "future version", "meta not an object",
+               "states member malformed"]
+
+
+@pytest.mark.parametrize("how", TRACE_CASES)
+def test_bad_trace(tmp_path, capsys, how):
+    good = trace_file(tmp_path)
+    lines = good.read_text().splitlines(keepends=True)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("".join(damage_trace(lines, how)))
+    sc = tmp_path / "sc.yaml"
+    sc.write_text(yaml.safe_dump(base_scenario(good)))
+    assert main(["replay", str(bad), "--scenario", str(sc), "--out", str(tmp_path / "runs"), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "bad.jsonl" in err, err
+    assert not (tmp_path / "runs").exists()
+
+
+# -- run directories: a finished run, then one file damaged, then --resume ----------------------
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("run")
+    run = run_scenario(scenario(trace_file(tmp)), out=tmp / "runs", progress=False, say=lambda s: None)
+    return run.path
+
+
+def damage_run(path, how):
+    manifest = path / "manifest.json"
+    records = path / "records.jsonl"
+    contributions = sorted((path / "contributions").glob("*.safetensors"))
+    if how == "manifest truncated":
+        manifest.write_text(manifest.read_text()[:50])
+    elif how == "manifest not an object":
+        manifest.write_text("[1, 2]")
+    elif how == "manifest without config":
+        manifest.write_text(json.dumps({"status": "failed"}))
+    elif how == "manifest config invalid":
+        m = json.loads(manifest.read_text())
+        m["config"]["federated"]["rho"] = 7
+        manifest.write_text(json.dumps(m))
+    elif how == "manifest missing":
+        manifest.unlink()
+    elif how == "record not json":
+        lines = records.read_text().splitlines(keepends=True)
+        records.write_text("".join(lines[:2] + ["{nope\n"] + lines[3:]))
+    elif how == "record not an object":
+        lines = records.read_text().splitlines(keepends=True)
+        records.write_text("".join(lines[:2] + ["[1, 2]\n"] + lines[3:]))
+    elif how == "record changed":
+        lines = records.read_text().splitlines(keepends=True)
+        r = json.loads(lines[3])
+        r["left"] = ["nobody"]
+        records.write_text("".join(lines[:3] + [json.dumps(r) + "\n"] + lines[4:]))
+    elif how == "contribution truncated":
+        contributions[0].write_bytes(contributions[0].read_bytes()[:64])
+    elif how == "contribution bytes flipped":
+        data = bytearray(contributions[0].read_bytes())
+        data[-5] ^= 0xFF
+        contributions[0].write_bytes(bytes(data))
+    elif how == "contribution replaced by another":
+        contributions[0].write_bytes(contributions[1].read_bytes())
+    elif how == "contribution index truncated":
+        index = path / "contributions" / "index.json"
+        index.write_text(index.read_text()[:40])
+    elif how == "contribution index not an object":
+        (path / "contributions" / "index.json").write_text("[]")
+    else:
+        raise AssertionError(how)
+
+
+RUN_CASES = ["manifest truncated", "manifest not an object", "manifest without config", "manifest config invalid",
+             "manifest missing", "record not json", "record not an object", "record changed",
+             "contribution truncated", "contribution bytes flipped", "contribution replaced by another",
+             "contribution index truncated", "contribution index not an object"]
+
+
+@pytest.mark.parametrize("how", RUN_CASES)
+def test_damaged_run_directory_is_left_as_it_was(finished_run, tmp_path, capsys, how):
+    path = tmp_path / "run"
+    shutil.copytree(finished_run, path)
+    damage_run(path, how)
+    before = files_of(path)
+    rc = main(["run", "--resume", str(path), "--quiet"])
+    err = capsys.readouterr().err.strip()
+    assert rc in (1, 2) and err.startswith("vmc: "), (rc, err)
+    named = {"manifest config": "manifest.json: config: federated.rho", "manifest": "manifest.json", "record": "records.jsonl", "contribution index": "index.json",
+             "contribution": ".safetensors"}
+    word = next(v for k, v in named.items() if how.startswith(k))
+    assert word in err or (how == "record changed" and "diverged" in err), err
+    assert files_of(path) == before
+
+
+# -- uploads: editors quarantine invalid uploads, refuse unknown / duplicate clients ------------
+def bad_upload(good: Contribution, how: str) -> Contribution:
+    w = good.weights.clone()
+    if how == "nan":
+        w[3] = math.nan
+    elif how == "inf":
+        w[0] = math.inf
+    elif how == "-inf":
+        w[-1] = -math.inf
+    elif how == "short":
+        w = w[:-1]
+    elif how == "2-d":
+        w = w.reshape(1, -1)
+    elif how == "int dtype":
+        w = w.to(torch.int64)
+    elif how == "fisher nan":
+        f = good.fisher.from_tensors({k: torch.full_like(t, math.nan) for k, t in good.fisher.tensors().items()},
+                                     good.fisher)
+        return Contribution(good.client, w, f, good.num_samples)
+    elif how == "no samples":
+        return Contribution(good.client, w, good.fisher, 0)
+    return Contribution(good.client, w, good.fisher, good.num_samples)
+
+
+UPLOAD_CASES = ["nan", "inf", "-inf", "short", "2-d", "int dtype", "fisher nan", "no samples"]
+
+
+class OneBadPool:
+    def __init__(self, inner, bad, how):
+        self.inner, self.bad, self.how, self.trainer = inner, bad, how, inner.trainer
+        self.data_of = inner.data_of
+
+    def train(self, c):
+        good = self.inner.train(c)
+        return bad_upload(good, self.how) if c == self.bad else good
+
+    def recall(self, c):
+        return self.inner.recall(c)
+
+    def forget(self, c):
+        self.inner.forget(c)
+
+
+@pytest.mark.parametrize("how", UPLOAD_CASES)
+def test_invalid_upload_is_quarantined_naming_the_client(tiny, how):
+    editor = build_editor("fsosa", OneBadPool(tiny.pool("diagonal"), 7, how), np.random.default_rng(0), FixedRatio(1.0))
+    editor.fit(range(6))
+    model = editor.model.clone()
+    report = editor.add(7)  # rho = 1: the arrival always joins, so its upload is always checked
+    assert list(report.quarantined) == [7] and "client 7" in report.quarantined[7]
+    assert editor.clients == set(range(6)) and torch.equal(editor.model, model)
+
+
+REQUEST_CASES = [("remove unknown", [42], []), ("add present", [], [3]), ("remove twice", [1, 1], []),
+                 ("add twice", [], [8, 8]), ("remove and re-add", [2], [2]), ("remove everyone", list(range(6)), [])]
+
+
+@pytest.mark.parametrize("name,removed,added", REQUEST_CASES, ids=[c[0] for c in REQUEST_CASES])
+def test_bad_request_names_the_client_and_changes_nothing(tiny, name, removed, added):
+    editor = build_editor("fsosa", tiny.pool("diagonal"), np.random.default_rng(0), FixedRatio(0.5))
+    editor.fit(range(6))
+    members, model = set(editor.members), editor.model.clone()
+    with pytest.raises((UnknownClientError, DuplicateClientError, ValueError)) as err:
+        editor.batch(removed, added)
+    assert name == "remove everyone" or f"client {(removed or added)[0]}" in str(err.value) or "twice" in str(err.value)
+    assert editor.clients == set(range(6)) and editor.members == members and torch.equal(editor.model, model)
+
+
+ONESHOT_CASES = [["-10"], ["+3"], ["-3,-3"], ["+50"], ["3"], ["-x"], ["+8", "+8"], ["-0,-1,-2,-3,-4,-5,-6,-7"]]
+
+
+@pytest.mark.parametrize("requests", ONESHOT_CASES, ids=["|".join(c) for c in ONESHOT_CASES])
+def test_bad_oneshot_requests_are_refused_before_anything_runs(tmp_path, capsys, requests):
+    path = tmp_path / "o.yaml"
+    path.write_text(yaml.safe_dump({"initial_clients": 8, "federated": {"num_clients": 20, "dataset": "digits"},
+                                    "requests": requests}))
+    assert main(["oneshot", str(path), "--out", str(tmp_path / "runs")]) == 2
+    assert "o.yaml" in capsys.readouterr().err and not (tmp_path / "runs").exists()
+
+
+def test_count():
+    """The number of distinct bad inputs above (stated in bench/RESULTS.md)."""
+    n = (len(SCENARIO_CASES) + len(SCENARIO_FILES) + len(TRACE_CASES) + len(RUN_CASES) + len(UPLOAD_CASES)
+         + len(REQUEST_CASES) + len(ONESHOT_CASES))
+    print(f"fuzz: {n} distinct bad inputs")
+    assert n == 86  # the figure stated in bench/RESULTS.md: change both together

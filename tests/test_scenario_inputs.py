@@ -1,0 +1,141 @@
+"""Scenario files from a user's point of view: their own SUMO network, unknown keys, files
+checked before anything runs, and no run directory left by a run that never recorded."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from vmc_sim.cli import main
+from vmc_sim.config import ConfigError
+from vmc_sim.cosim import run_scenario
+from vmc_sim.inputs import check_inputs, root_tag
+from vmc_sim.scenario import load_scenario
+
+ROOT = Path(__file__).resolve().parent.parent
+OWN = ROOT / "scenarios" / "own_network"
+
+
+def write(tmp_path, text: str, name: str = "s.yaml") -> Path:
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def test_the_shipped_own_network_scenario_resolves_its_files_relative_to_itself(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # not the scenario's directory
+    sc = load_scenario(ROOT / "scenarios" / "own_network.yaml")
+    assert Path(sc.mobility.net_file) == OWN / "town.net.xml"
+    assert [Path(p) for p in sc.mobility.route_files] == [OWN / "town.rou.xml"]
+    check_inputs(sc)
+    assert root_tag(OWN / "town.net.xml") == "net" and root_tag(OWN / "town.sumocfg") == "configuration"
+
+
+def test_a_sumocfg_alone_is_enough(tmp_path):
+    shutil.copytree(OWN, tmp_path / "net")
+    p = write(tmp_path, "mobility:\n  source: files\n  config_file: net/town.sumocfg\n")
+    check_inputs(load_scenario(p))
+    (tmp_path / "net" / "town.net.xml").unlink()
+    with pytest.raises(ConfigError, match=r"mobility.config_file: the net-file it names does not exist"):
+        check_inputs(load_scenario(p))
+
+
+def test_an_unknown_key_lists_the_keys_of_its_section(tmp_path):
+    with pytest.raises(ConfigError) as e:
+        load_scenario(write(tmp_path, "federated:\n  rho: 0.3\n  epochs: 3\n"))
+    msg = str(e.value)
+    assert "federated.epochs: unknown key; federated takes" in msg
+    assert "num_clients" in msg and "train" in msg and "methods" in msg
+    with pytest.raises(ConfigError, match=r"federated.train.epoch: unknown key; federated.train takes epochs, lr"):
+        load_scenario(write(tmp_path, "federated:\n  train: {epoch: 3}\n"))
+    with pytest.raises(ConfigError, match=r"colour: unknown key; the top level takes name, seed, duration"):
+        load_scenario(write(tmp_path, "colour: red\n"))
+    with pytest.raises(ConfigError, match=r"mobility.rsus.*unknown field\(s\) \['radios'\]; mobility.rsus takes"):
+        load_scenario(write(tmp_path, "mobility:\n  rsus: {radios: 100}\n"))
+
+
+@pytest.mark.parametrize("text, pattern", [
+    ("mobility:\n  source: files\n  net_file: nowhere.net.xml\n  route_files: [nowhere.rou.xml]\n",
+     r"mobility.net_file: file not found: .*nowhere.net.xml"),
+    (f"mobility:\n  source: files\n  net_file: {OWN}/town.rou.xml\n  route_files: [{OWN}/town.net.xml]\n",
+     r"mobility.net_file: .*town.rou.xml is a route file \(<routes>\), not a SUMO network \(<net>\); "
+     r"did you swap net_file and route_files\?"),
+    (f"mobility:\n  source: files\n  net_file: {OWN}/town.net.xml\n  route_files: [{OWN}/town.net.xml]\n",
+     r"mobility.route_files\[0\]: .* is a SUMO network \(<net>\), not a route file"),
+    (f"mobility:\n  source: files\n  config_file: {OWN}/town.net.xml\n",
+     r"mobility.config_file: .* is a SUMO network \(<net>\), not a SUMO configuration"),
+    ("mobility:\n  source: trace\n  trace: gone.jsonl\n", r"mobility.trace: file not found"),
+])
+def test_files_are_checked_before_anything_runs_and_no_run_directory_is_left(tmp_path, text, pattern):
+    out = tmp_path / "runs"
+    rc = main(["run", str(write(tmp_path, text)), "--out", str(out), "--quiet"])
+    assert rc == 2
+    with pytest.raises(ConfigError, match=pattern):
+        run_scenario(load_scenario(tmp_path / "s.yaml"), out=out, progress=False, say=lambda s: None)
+    assert not out.exists() or not any(out.iterdir())
+
+
+def test_an_unknown_dataset_is_refused_when_the_file_is_read(tmp_path):
+    with pytest.raises(ConfigError, match=r"federated.dataset: .*unknown dataset 'mnsit'; known datasets: .*mnist"):
+        load_scenario(write(tmp_path, "federated:\n  dataset: mnsit\n"))
+
+
+def test_a_run_that_fails_before_its_first_record_leaves_no_run_directory(tmp_path, monkeypatch):
+    import vmc_sim.cosim as cosim
+
+    def broken(*a, **k):
+        raise RuntimeError("SUMO could not start (injected)")
+
+    monkeypatch.setattr(cosim, "open_source", broken)
+    out = tmp_path / "runs"
+    with pytest.raises(RuntimeError, match="injected"):
+        run_scenario(load_scenario(None), out=out, progress=False, say=lambda s: None)
+    assert not out.exists() or not any(out.iterdir())
+
+
+def test_run_help_points_to_the_scenario_reference(capsys):
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    text = capsys.readouterr().out
+    assert "scenarios/REFERENCE.md" in text and "scenarios/own_network.yaml" in text and "--print-config" in text
+
+
+def test_a_partial_section_keeps_the_documented_defaults(tmp_path):
+    from vmc_sim.scenario import Scenario
+
+    sc = load_scenario(write(tmp_path, "federated:\n  rho: 0.3\nmobility:\n  rsus: {count: 2}\n"))
+    d = Scenario()
+    assert sc.federated.rho == 0.3
+    assert (sc.federated.num_clients, sc.federated.train.epochs, sc.federated.train.lr) == (16, 20, 0.05)
+    assert sc.federated.train.fisher == d.federated.train.fisher and sc.federated.model == "mlp"
+    assert sc.federated.model_dump() == d.federated.model_copy(update={"rho": 0.3}).model_dump()
+    assert sc.mobility.rsus == {"placement": "auto", "count": 2, "radius": 200.0}
+    fixed = load_scenario(write(tmp_path, "federated: {subset_size: 5}\n"))
+    assert fixed.federated.rho is None and fixed.federated.subset_size == 5
+    with pytest.raises(ConfigError, match="either rho"):
+        load_scenario(write(tmp_path, "federated: {subset_size: 5, rho: 0.5}\n"))
+
+
+def test_print_config_shows_the_resolved_scenario_and_runs_nothing(tmp_path, capsys):
+    import yaml
+
+    path = write(tmp_path, "name: partial\nfederated:\n  rho: 0.3\n")
+    out = tmp_path / "runs"
+    assert main(["run", str(path), "--print-config", "--out", str(out)]) == 0
+    printed = yaml.safe_load(capsys.readouterr().out)
+    assert printed == load_scenario(path).model_dump(mode="json")
+    assert printed["federated"]["train"]["epochs"] == 20 and printed["compute"]["time_model"] == "calibrated"
+    assert not out.exists()
+    again = write(tmp_path, yaml.safe_dump(printed), "again.yaml")
+    assert load_scenario(again) == load_scenario(path)
+
+
+def test_the_scenario_reference_is_generated_from_the_schema():
+    from vmc_sim.scenario import scenario_reference
+
+    text = (ROOT / "scenarios" / "REFERENCE.md").read_text()
+    assert text == scenario_reference(), "regenerate: python -c 'from vmc_sim.scenario import scenario_reference; " \
+                                         "open(\"scenarios/REFERENCE.md\", \"w\").write(scenario_reference())'"
+    assert "| `num_clients` | `16` |" in text and "| `radius` | `200.0` |" in text

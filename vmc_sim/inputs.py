@@ -1,0 +1,125 @@
+"""The files a scenario names, resolved and checked before anything runs.
+
+Relative paths in a scenario file (``mobility.net_file``, ``route_files``, ``config_file``,
+``trace``) are read relative to the scenario file's directory; a path that exists only relative
+to the working directory is taken from there (as before). :func:`check_inputs` then opens every
+named file and refuses, naming the field, a file that is missing, that is not the kind of SUMO
+file the field takes (``<net>`` for ``net_file``, ``<routes>`` for ``route_files``,
+``<configuration>`` for ``config_file``; swapped net and route files are recognised), or a
+``.sumocfg`` whose network cannot be found.
+"""
+
+from __future__ import annotations
+
+import gzip
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+from .config import ConfigError
+
+FILE_FIELDS = ("net_file", "config_file", "trace")
+EXPECTED = {"net_file": ("net",), "route_files": ("routes", "additional"), "config_file": ("configuration", "sumoConfiguration")}
+KIND = {"net": "a SUMO network (<net>)", "routes": "a route file (<routes>)", "additional": "an additional file",
+        "configuration": "a SUMO configuration (.sumocfg)", "sumoConfiguration": "a SUMO configuration (.sumocfg)"}
+
+
+def _resolve(path: str, base: Path) -> str:
+    p = Path(path).expanduser()
+    if p.is_absolute():
+        return str(p)
+    here = base / p
+    if here.exists() or not p.exists():
+        return str(here.resolve())
+    return str(p.resolve())  # relative to the working directory (the old reading)
+
+
+def resolve_paths(data: dict[str, Any], base_dir: str | Path) -> dict[str, Any]:
+    """``data`` (a scenario mapping) with its relative mobility file paths resolved against ``base_dir``."""
+    m = data.get("mobility")
+    if not isinstance(m, dict):
+        return data
+    base = Path(base_dir)
+    for key in FILE_FIELDS:
+        if isinstance(m.get(key), str):
+            m[key] = _resolve(m[key], base)
+    if isinstance(m.get("route_files"), list):
+        m["route_files"] = [_resolve(p, base) if isinstance(p, str) else p for p in m["route_files"]]
+    return data
+
+
+def root_tag(path: str | Path) -> str | None:
+    """The first element's tag of an XML file (gzip allowed), or None if it is not XML."""
+    path = Path(path)
+    opener = gzip.open if path.suffix == ".gz" else open
+    try:
+        with opener(path, "rb") as f:
+            for _, elem in ET.iterparse(f, events=("start",)):
+                return elem.tag.rsplit("}", 1)[-1]
+    except (ET.ParseError, OSError, EOFError):
+        return None
+    return None
+
+
+def _check_file(field: str, path: str, where: str) -> str | None:
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"{where}: mobility.{field}: file not found: {path}")
+    tag = root_tag(p)
+    key = field.split("[")[0]
+    if tag in EXPECTED[key]:
+        return tag
+    what = KIND.get(tag, f"an XML file with root <{tag}>" if tag else "not an XML file")
+    hint = ""
+    if key == "net_file" and tag == "routes" or key == "route_files" and tag == "net":
+        hint = "; did you swap net_file and route_files?"
+    raise ConfigError(f"{where}: mobility.{field}: {path} is {what}, not {KIND[EXPECTED[key][0]]}{hint}")
+
+
+def sumocfg_inputs(config_file: str | Path) -> dict[str, Any]:
+    """The net and route files a ``.sumocfg`` names (resolved against its directory)."""
+    base = Path(config_file).resolve().parent
+    out: dict[str, Any] = {"net_file": None, "route_files": []}
+    try:
+        tree = ET.parse(config_file)
+    except (ET.ParseError, OSError):
+        return out
+    for el in tree.getroot().iter():
+        tag = el.tag.rsplit("}", 1)[-1]
+        value = el.get("value")
+        if value is None:
+            continue
+        if tag == "net-file":
+            out["net_file"] = str(base / value.strip())
+        elif tag == "route-files":
+            out["route_files"] = [str(base / v.strip()) for v in value.split(",") if v.strip()]
+    return out
+
+
+def check_inputs(scenario, where: str = "scenario") -> None:
+    """Refuse, naming the field, any file of ``scenario`` that is missing or of the wrong kind."""
+    m = scenario.mobility
+    if m.source == "trace":
+        if not Path(m.trace).is_file():
+            raise ConfigError(f"{where}: mobility.trace: file not found: {m.trace}")
+        return
+    if m.source != "files":
+        return
+    if m.config_file:
+        _check_file("config_file", m.config_file, where)
+        named = sumocfg_inputs(m.config_file)
+        if not m.net_file:
+            if not named["net_file"]:
+                if m.rsu_config().placement == "auto":
+                    raise ConfigError(f"{where}: mobility.config_file: {m.config_file} names no net-file, and "
+                                      "mobility.rsus.placement 'auto' needs the network: give mobility.net_file")
+            elif not Path(named["net_file"]).is_file():
+                raise ConfigError(f"{where}: mobility.config_file: the net-file it names does not exist: "
+                                  f"{named['net_file']}")
+        for r in named["route_files"]:
+            if not Path(r).is_file():
+                raise ConfigError(f"{where}: mobility.config_file: a route file it names does not exist: {r}")
+    if m.net_file:
+        _check_file("net_file", m.net_file, where)
+    for i, r in enumerate(m.route_files):
+        _check_file(f"route_files[{i}]", r, where)
