@@ -24,6 +24,7 @@ from fl_core.editors import DenseConfig, DenseEditor, FixedRatio, build_editor
 from fl_core.experiment import OneShotSetup
 from fl_core.fisher import layer_specs
 from fl_core.projection import ProjectionConfig
+from fl_core.rng import derive_seed
 from fl_core.store import ContributionStore
 from fl_core.training import LocalTrainer, TrainConfig, evaluate
 
@@ -143,6 +144,15 @@ def dense_config(args: argparse.Namespace) -> DenseConfig:
     return DenseConfig(**{k: v for k, v in sizes.items() if v is not None})
 
 
+def subset_stream(setup: OneShotSetup, args: argparse.Namespace, method: str) -> np.random.Generator:
+    """The stream of ``method``'s subset draw: the run seed's, or ``--subset-seed``'s (same split and
+    contributions, another draw of F-SOSA's members)."""
+    subset_seed = getattr(args, "subset_seed", None)
+    if subset_seed is None:
+        return setup.streams.numpy("subset", method)
+    return np.random.default_rng(derive_seed(subset_seed, "subset", method))
+
+
 def run(args: argparse.Namespace) -> list[dict]:
     """Table II/III/V rows: every one-shot method fitted on each alpha's split (tools/table2.py, tools/table5_resnet18.py)."""
     rows = []
@@ -163,7 +173,7 @@ def run(args: argparse.Namespace) -> list[dict]:
             if method == "dense":
                 editor = DenseEditor(pool, dense_config(args))
             else:
-                editor = build_editor(method, pool, setup.streams.numpy("subset", method), FixedRatio(args.rho), projection)
+                editor = build_editor(method, pool, subset_stream(setup, args, method), FixedRatio(args.rho), projection)
             t0 = time.perf_counter()
             report = editor.fit(range(args.clients))
             wall = time.perf_counter() - t0
@@ -174,7 +184,8 @@ def run(args: argparse.Namespace) -> list[dict]:
             parallel = slowest + report.solve_s
             row = {
                 "dataset": args.dataset, "alpha": alpha, "method": method, "clients": args.clients,
-                "members": len(editor.members), "epochs": args.epochs, "accuracy": round(100 * acc, 2),
+                "members": len(editor.members), "subset_seed": getattr(args, "subset_seed", None),
+                "member_ids": sorted(int(c) for c in editor.members), "epochs": args.epochs, "accuracy": round(100 * acc, 2),
                 "loss": round(loss, 4), "compute_s": round(compute, 2), "parallel_s": round(parallel, 2),
                 "solve_s": round(report.solve_s, 3), "cg_iters": solve.iterations if solve else None,
                 "cg_residual": solve.residual if solve else None, "MB": round(mb, 2),

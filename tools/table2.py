@@ -85,6 +85,7 @@ def markdown(rows: list[dict], args: argparse.Namespace) -> str:
     lines = [
         f"Table {'III' if args.dataset == 'femnist' else 'II'} reproduction: {args.dataset}, M={args.clients}, rho={args.rho}, K={args.epochs} epochs, "
         f"lr={args.lr}, batch {args.batch_size}, momentum {args.momentum}, {args.model}, Fisher {args.fisher}, seed {args.seed}"
+        + (f", subset drawn with seed {args.subset_seed}" if args.subset_seed is not None else "")
         + (" (QUICK size)" if args.quick else ""),
         f"Split: {'by writer' if args.dataset == 'femnist' else f'Dirichlet, {args.scheme} scheme'}; "
         f"{args.validation_samples} training samples held out as the server's validation set. Merge: {args.merge}, "
@@ -165,6 +166,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cg-iter", type=int, default=1000)
     p.add_argument("--store", default=None, help="keep contributions in this directory (reruns train nothing)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--subset-seed", type=int, default=None,
+                   help="draw F-SOSA's subset from this seed, keeping --seed's split and contributions")
     p.add_argument("--device", default="cpu")
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: auto)")
     p.add_argument("--max-train", type=int, default=None)
