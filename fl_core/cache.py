@@ -29,7 +29,7 @@ from .store import ContributionStore
 from .training import TRAINER_VERSION, LocalTrainer
 
 #: Training settings that change where or how fast a contribution is computed, not what it is.
-_NOT_IN_KEY = ("device", "threads")
+_NOT_IN_KEY = ("device", "threads", "fisher_rank")  # the cache keeps whole factors
 #: The client label entries are stored under (an entry serves whichever client asks with its key).
 _LABEL = "cached"
 

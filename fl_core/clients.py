@@ -11,6 +11,7 @@ or sweep point trained the same way.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Callable, Hashable, Mapping
 
 import torch
@@ -67,8 +68,18 @@ class ClientPool:
                     self.cache.put(key, self.trainer, contribution)
             if self.store is not None:
                 self.store.put(contribution)
+        contribution = self._upload_form(contribution)
         self._kept[client] = contribution
         return contribution
+
+    def _upload_form(self, contribution: Contribution) -> Contribution:
+        """The contribution as uploaded: with ``train.fisher_rank``, its K-FAC factors in low-rank
+        form. Stores and caches keep the whole factors, so runs that differ only in the rank
+        share their trainings."""
+        rank = self.trainer.config.fisher_rank
+        if rank is None or contribution.fisher is None:
+            return contribution
+        return replace(contribution, fisher=contribution.fisher.compress(rank), _digest=None)
 
     def recall(self, client: Hashable) -> Contribution:
         """What a member sends again so it can be subtracted (recomputed if it was not kept)."""

@@ -42,6 +42,7 @@ class TrainConfig:
     fisher: FisherKind = FisherKind.KFAC
     fisher_batch: int = 128
     upload_dtype: str = "float32"
+    fisher_rank: int | None = None  # K-FAC upload: top-r eigenpairs per factor (None: whole factors)
     device: str = "cpu"
     threads: int | None = None  # torch intra-op threads; None = auto (see ``apply_threads``)
 
@@ -56,6 +57,11 @@ class TrainConfig:
             raise ValueError(f"train.lr must be > 0, got {self.lr}")
         if self.upload_dtype not in DTYPES:
             raise ValueError(f"train.upload_dtype must be one of {sorted(DTYPES)}, got {self.upload_dtype!r}")
+        if self.fisher_rank is not None:
+            if self.fisher_rank < 1:
+                raise ValueError(f"train.fisher_rank must be >= 1 (or null), got {self.fisher_rank}")
+            if self.fisher is not FisherKind.KFAC:
+                raise ValueError(f"train.fisher_rank compresses K-FAC uploads; train.fisher is {self.fisher.value!r}")
 
 
 SMALL_MODEL_PARAMS = 200_000

@@ -320,3 +320,18 @@ def test_float16_uploads_halve_the_bytes_and_stay_exact(tiny):
     editor.fit(range(8))
     edit_sequence(editor, np.random.default_rng(9))
     assert_same_statistics(editor.stats, fresh_stats(tiny, half_pool, editor.members))
+
+
+def test_low_rank_uploads_cost_less_and_stay_exact(tiny):
+    whole = tiny.pool("kfac").train(2)
+    low_pool = tiny.pool("kfac", fisher_rank=3)
+    low = low_pool.train(2)
+    assert low.fisher_bytes < 0.5 * whole.fisher_bytes and low.digest != whole.digest
+    editor = build_editor("fsosa", low_pool, np.random.default_rng(3), FixedSize(3),
+                          ProjectionConfig(tol=1e-9, max_iter=3000))
+    editor.fit(range(8))
+    edit_sequence(editor, np.random.default_rng(9))
+    fresh_pool = tiny.pool("kfac", fisher_rank=3)
+    fresh = SufficientStatistics(tiny.w0.numel(), new_sum("kfac", tiny.model_fn()))
+    fresh.apply(joined=[fresh_pool.train(c) for c in sorted(editor.members)])
+    assert_same_statistics(editor.stats, fresh)

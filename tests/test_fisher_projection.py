@@ -187,3 +187,40 @@ def test_config_errors_name_the_field():
         ProjectionConfig(method="newton")
     assert ProjectionMethod("cg_f2") is ProjectionMethod.CG_F2
     assert FisherKind("kfac") is FisherKind.KFAC
+
+
+def test_low_rank_upload_is_smaller_exact_on_low_rank_factors_and_rebuilt_from_itself(mlp):
+    kfac = compute_fisher("kfac", mlp, torch.randn(5, 1, 8, 8), gen())  # 5 samples: the A factors have rank <= 5
+    low = kfac.compress(6)
+    tensors = low.tensors()
+    assert any(k.endswith(".U") for k in tensors)
+    assert serialized_size(tensors) < 0.5 * serialized_size(kfac.tensors())
+    for (a, g), (a2, g2) in zip(kfac.factors, low.factors):
+        torch.testing.assert_close(a2, a, rtol=0, atol=1e-5 * float(a.abs().max()))
+    again = KFACFisher.from_tensors(tensors, kfac)  # what the coordinator (or a store) rebuilds
+    assert again.tensors().keys() == tensors.keys()
+    for (a, g), (a2, g2) in zip(low.factors, again.factors):
+        assert torch.equal(a, a2) and torch.equal(g, g2)
+    half = low.cast(torch.float16)
+    assert half.tensors().keys() == tensors.keys() and all(t.dtype == torch.float16 for t in half.tensors().values())
+    assert kfac.compress(None) is kfac
+    assert kfac.compress(10_000).tensors().keys() == kfac.tensors().keys()  # nothing pays: whole triangles
+
+
+def test_low_rank_keeps_the_top_eigenvalues_and_the_mean_of_the_rest():
+    torch.manual_seed(0)
+    q, _ = torch.linalg.qr(torch.randn(40, 40, dtype=torch.float64))
+    e = torch.linspace(0.1, 4.0, 40, dtype=torch.float64)
+    m = ((q * e) @ q.T).float()
+    specs = layer_specs(build_model("mlp", (1, 5, 8), 10, hidden=(40,)))[:1]  # fc1: 40 in, 40 out
+    low = KFACFisher(specs, [(m, m)]).compress(3)
+    got = torch.linalg.eigvalsh(low.factors[0][0].double())
+    torch.testing.assert_close(got[-3:], e[-3:], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(got[:-3], e[:-3].mean().expand(37), rtol=1e-5, atol=1e-5)
+
+
+def test_low_rank_is_refused_for_a_diagonal_fisher(mlp):
+    diag = compute_fisher("diagonal", mlp, torch.randn(4, 1, 8, 8), gen())
+    assert diag.compress(None) is diag
+    with pytest.raises(ValueError, match="K-FAC"):
+        diag.compress(4)

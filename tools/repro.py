@@ -9,6 +9,7 @@ on its path, so no script edits ``sys.path`` or imports another script.
 from __future__ import annotations
 
 import argparse
+from dataclasses import asdict
 import hashlib
 import json
 import math
@@ -127,11 +128,14 @@ def damping_label(d: float | None) -> str:
 
 
 def contribution_store(setup: OneShotSetup, args: argparse.Namespace, alpha: float | None) -> ContributionStore | None:
-    """``--store``: one directory per (dataset, split, training) setting, guarded by its fingerprint."""
+    """``--store``: one directory per (dataset, split, training) setting, guarded by its fingerprint.
+    Threads, device and the K-FAC upload rank are not part of it (the store keeps whole factors;
+    ``fl_core.clients`` compresses on upload), so runs that differ only in those share it."""
     if not args.store:
         return None
+    train = {k: v for k, v in asdict(setup.train).items() if k not in ("device", "threads", "fisher_rank")}
     key = json.dumps({"dataset": args.dataset, "alpha": alpha, "scheme": args.scheme, "clients": args.clients,
-                      "model": args.model, "seed": args.seed, "train": repr(setup.train), "max_train": args.max_train,
+                      "model": args.model, "seed": args.seed, "train": train, "max_train": args.max_train,
                       "validation": args.validation_samples}, sort_keys=True)
     fp = hashlib.sha256(key.encode()).hexdigest()[:16]
     return ContributionStore(Path(args.store) / fp, fp, setup.train.fisher, layer_specs(setup.model_fn()))
@@ -160,7 +164,8 @@ def run(args: argparse.Namespace) -> list[dict]:
         setup = OneShotSetup(
             dataset=args.dataset, num_clients=args.clients, alpha=alpha, model=args.model, seed=args.seed,
             train=TrainConfig(epochs=args.epochs, lr=args.lr, batch_size=args.batch_size, momentum=args.momentum,
-                              fisher=args.fisher, device=args.device, threads=args.threads),
+                              fisher=args.fisher, device=args.device, threads=args.threads,
+                              fisher_rank=getattr(args, "fisher_rank", None)),
             max_train_samples=args.max_train, max_test_samples=args.max_test, scheme=args.scheme,
             validation_samples=args.validation_samples,
         )
@@ -184,7 +189,7 @@ def run(args: argparse.Namespace) -> list[dict]:
             parallel = slowest + report.solve_s
             row = {
                 "dataset": args.dataset, "alpha": alpha, "method": method, "clients": args.clients,
-                "members": len(editor.members), "subset_seed": getattr(args, "subset_seed", None),
+                "members": len(editor.members), "fisher_rank": getattr(args, "fisher_rank", None), "subset_seed": getattr(args, "subset_seed", None),
                 "member_ids": sorted(int(c) for c in editor.members), "epochs": args.epochs, "accuracy": round(100 * acc, 2),
                 "loss": round(loss, 4), "compute_s": round(compute, 2), "parallel_s": round(parallel, 2),
                 "solve_s": round(report.solve_s, 3), "cg_iters": solve.iterations if solve else None,

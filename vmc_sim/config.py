@@ -38,6 +38,8 @@ class TrainSection(Strict):
     fisher: FisherKind = FisherKind.KFAC
     fisher_batch: int = Field(128, gt=0)
     upload_dtype: str = "float32"
+    fisher_rank: int | None = Field(None, gt=0, description="K-FAC uploads as top-r eigenpairs per factor (seed 000's "
+                                                           "compression); null = whole factors")
     device: str = "cpu"
     threads: int | None = Field(None, gt=0, description="torch threads; null = 1 for small models")
 
@@ -47,6 +49,12 @@ class TrainSection(Strict):
         if v not in DTYPES:
             raise ValueError(f"must be one of {sorted(DTYPES)}")
         return v
+
+    @model_validator(mode="after")
+    def _rank_needs_kfac(self) -> "TrainSection":
+        if self.fisher_rank is not None and self.fisher is not FisherKind.KFAC:
+            raise ValueError(f"fisher_rank compresses K-FAC uploads; fisher is {self.fisher.value!r}")
+        return self
 
     def build(self) -> TrainConfig:
         return TrainConfig(**self.model_dump())

@@ -55,6 +55,12 @@ class FisherRep(ABC):
         two bytes a value on the wire, and the coordinator computes with exactly those values)."""
         return self.from_tensors({k: t.to(dtype) for k, t in self.tensors().items()}, self)
 
+    def compress(self, rank: int | None) -> "FisherRep":
+        """The low-rank upload of rank ``rank`` (K-FAC only; None returns the representation)."""
+        if rank is None:
+            return self
+        raise ValueError(f"a low-rank upload (rank {rank}) applies to K-FAC factors, not to a {self.kind.value} Fisher")
+
     @classmethod
     @abstractmethod
     def from_tensors(cls, tensors: dict[str, torch.Tensor], like: "FisherRep") -> "FisherRep":

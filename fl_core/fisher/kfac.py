@@ -43,12 +43,39 @@ def _psd(m: torch.Tensor) -> torch.Tensor | None:
     return ((q * e.clamp_min(0)) @ q.T).float()
 
 
+def _low_rank(m: torch.Tensor, rank: int) -> dict[str, torch.Tensor]:
+    """``m``'s top-``rank`` eigenpairs and the mean of its other eigenvalues (float64 eigh)."""
+    e, q = torch.linalg.eigh(m.double())
+    e = e.clamp_min(0)
+    return {"U": q[:, -rank:].contiguous(), "s": e[-rank:].contiguous(), "tail": e[:-rank].mean().reshape(1)}
+
+
+def _from_low_rank(u: torch.Tensor, s: torch.Tensor, tail: torch.Tensor) -> torch.Tensor:
+    """``U diag(s) U^T + tail (I - U U^T)``: the factor a low-rank upload stands for (float32)."""
+    u, s, tail = u.double(), s.double(), tail.double()
+    eye = torch.eye(u.shape[0], dtype=torch.float64)
+    return _symmetric((u * s) @ u.T + tail * (eye - u @ u.T)).float()
+
+
+def low_rank_pays(n: int, rank: int) -> bool:
+    """Whether ``rank`` eigenpairs plus a tail value are fewer numbers than an n x n triangle."""
+    return rank < n and n * rank + rank + 1 < n * (n + 1) // 2
+
+
 class KFACFisher(FisherRep):
+    """Per layer the factors ``(A, G)``; uploaded as packed upper triangles, or, after
+    :meth:`compress`, each large factor as its top-r eigenpairs plus the mean of its remaining
+    eigenvalues (seed 000 compresses its K-FAC uploads this way, Table VII). The factors the
+    coordinator computes with are rebuilt from exactly what was uploaded, so they are a
+    deterministic function of the upload and edits stay exact."""
+
     kind = FisherKind.KFAC
 
-    def __init__(self, specs: list[LayerSpec], factors: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+    def __init__(self, specs: list[LayerSpec], factors: list[tuple[torch.Tensor, torch.Tensor]],
+                 upload: dict[str, torch.Tensor] | None = None) -> None:
         self.specs = specs
         self.factors = factors  # per layer (A: in x in, G: out x out)
+        self._upload = upload  # the compressed upload the factors were rebuilt from, if any
 
     @property
     def dim(self) -> int:
@@ -62,7 +89,9 @@ class KFACFisher(FisherRep):
         return out
 
     def tensors(self) -> dict[str, torch.Tensor]:
-        """Upper triangles of the symmetric factors (what a client uploads)."""
+        """What a client uploads: upper triangles of the symmetric factors, or the low-rank form."""
+        if self._upload is not None:
+            return dict(self._upload)
         t = {}
         for s, (a, g) in zip(self.specs, self.factors):
             t[f"{s.name}.A"] = _pack(a)
@@ -71,10 +100,34 @@ class KFACFisher(FisherRep):
 
     @classmethod
     def from_tensors(cls, tensors: dict[str, torch.Tensor], like: FisherRep) -> "KFACFisher":
+        def factor(key: str, n: int) -> torch.Tensor:
+            if key in tensors:
+                return _unpack(tensors[key], n)
+            return _from_low_rank(tensors[f"{key}.U"], tensors[f"{key}.s"], tensors[f"{key}.tail"])
+
+        compressed = any(k.endswith(".U") for k in tensors)
         return cls(like.specs, [
-            (_unpack(tensors[f"{s.name}.A"], s.in_features), _unpack(tensors[f"{s.name}.G"], s.out_features))
-            for s in like.specs
-        ])
+            (factor(f"{s.name}.A", s.in_features), factor(f"{s.name}.G", s.out_features)) for s in like.specs
+        ], upload=dict(tensors) if compressed else None)
+
+    def compress(self, rank: int | None) -> "KFACFisher":
+        """The low-rank upload of rank ``rank`` (None: unchanged). A factor is sent as its top-r
+        eigenpairs and the mean of its other eigenvalues where that is fewer numbers than its
+        triangle; smaller factors go whole. The result computes with the rebuilt factors."""
+        if rank is None:
+            return self
+        if rank < 1:
+            raise ValueError(f"K-FAC upload rank must be >= 1, got {rank}")
+        t: dict[str, torch.Tensor] = {}
+        for s, pair in zip(self.specs, self.factors):
+            for name, m in zip(("A", "G"), pair):
+                key = f"{s.name}.{name}"
+                if low_rank_pays(m.shape[0], rank):
+                    dtype = m.dtype
+                    t.update({f"{key}.{k}": v.to(dtype) for k, v in _low_rank(m, rank).items()})
+                else:
+                    t[key] = _pack(m)
+        return KFACFisher.from_tensors(t, self)
 
     def psd(self) -> "KFACFisher":
         """The same factors made positive semidefinite (float64).
