@@ -10,18 +10,30 @@ paper's (time -36.66 to -53.84 %, communication -21.97 to -25.76 %). The paper's
 re-collects the whole subset on every triggered request; its accounting applied to our F-SOSA
 run is reported too (``fsosa, paper accounting``), so both savings can be seen side by side.
 
+With ``--jobs N`` (N > 1) the datasets run side by side: one mobility-only pass steps SUMO exactly
+as the co-simulation does and records the trace (``<runs>/<name>-trace-<stamp>/trace.jsonl``),
+then every dataset, the first included, replays it in a pool of N spawned processes. The time
+model's costs are calibrated here, once per training setup, and pinned into every dataset's
+scenario (with any ``--jobs``), so no record depends on ``--jobs`` or on which process ran it;
+only the host-measured ``host_*`` columns differ.
+
     python tools/lust_case_study.py                    # LuST, mnist + fashion_mnist (long)
+    python tools/lust_case_study.py --jobs 2           # the same, both datasets at once
     python tools/lust_case_study.py --quick            # embedded city, digits, 10 requests
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from vmc_sim.scenario import Scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -50,6 +62,84 @@ def scenario_for(args: argparse.Namespace, dataset: str, trace: Path | None):
         data["mobility"] = {"source": "trace", "trace": str(trace)}
     data["name"] = f"lust-case-study-{dataset}" + ("-quick" if args.quick else "")
     return load_model(Scenario, None, data)
+
+
+def pin_costs(scenario: Scenario, done: dict[str, Any]) -> Scenario:
+    """``scenario`` with the calibrated time model's costs pinned, measured here once per training
+    setup (``done`` keeps them): a run in another process then charges exactly the same costs."""
+    from vmc_sim.calibration import calibrated, calibration_key
+    from vmc_sim.cosim import pin_calibration
+
+    if scenario.compute.time_model != "calibrated" or scenario.compute.calibration is not None:
+        return scenario
+    key = calibration_key(scenario.federated)
+    if key not in done:
+        done[key] = calibrated(scenario.federated, scenario.federated.setup(scenario.seed))
+    return pin_calibration(scenario, done[key].as_dict())
+
+
+def record_trace(scenario: Scenario, path: Path) -> Path:
+    """Step the scenario's live mobility source alone, as the co-simulation's mobility process
+    does (from its start, one step length at a time, until the duration is over or SUMO ends),
+    recording the trace at ``path``: the trace a live run of ``scenario`` records."""
+    from vmc_sim.cosim import open_source
+    from vmc_sim.inputs import check_inputs
+
+    check_inputs(scenario)
+    source, _ = open_source(scenario, path)
+    try:
+        t = source.time
+        end, step = t + scenario.duration, scenario.mobility.sumo.step_length
+        while t < end and not source.finished:
+            source.advance(t)
+            t = t + step
+    finally:
+        source.close()
+    return path
+
+
+def run_dataset(scenario: dict[str, Any], runs: str, threads: int | None = None) -> tuple[str, str]:
+    """Run one dataset's scenario (a JSON dict) into a new run directory under ``runs`` and plot
+    it; its run directory and Fig. 6 plot. The unit of work of the process pool."""
+    from vmc_sim.config import load_model
+    from vmc_sim.cosim import run_scenario
+    from vmc_sim.plots import plot_run
+    from vmc_sim.scenario import Scenario
+
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+    run = run_scenario(load_model(Scenario, None, scenario), out=runs, progress=False, say=lambda s: None)
+    return str(run.path), str(plot_run(run.path))
+
+
+def run_datasets(args: argparse.Namespace, datasets: list[str]) -> list[tuple[Path, Path]]:
+    """Every dataset's run directory and plot, in ``datasets`` order. One job: the first dataset
+    runs live and records the trace, the others replay it one after another. More: a
+    mobility-only pass records the trace, then every dataset replays it, ``args.jobs`` at once."""
+    costs: dict[str, Any] = {}
+    if args.jobs <= 1 or len(datasets) == 1:
+        done: list[tuple[Path, Path]] = []
+        trace = None
+        for d in datasets:
+            run, plot = run_dataset(pin_costs(scenario_for(args, d, trace), costs).model_dump(mode="json"), args.runs)
+            done.append((Path(run), Path(plot)))
+            trace = trace or Path(run) / "trace.jsonl"
+        return done
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from vmc_sim.runs import new_run_dir
+
+    first = scenario_for(args, datasets[0], None)
+    trace = record_trace(first, new_run_dir(args.runs, f"{first.name}-trace") / "trace.jsonl")
+    tasks = [pin_costs(scenario_for(args, d, trace), costs).model_dump(mode="json") for d in datasets]
+    workers = min(args.jobs, len(datasets))
+    threads = None if "OMP_NUM_THREADS" in os.environ else max(1, (os.cpu_count() or 1) // workers)
+    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = [pool.submit(run_dataset, t, args.runs, threads) for t in tasks]
+        return [(Path(run), Path(plot)) for run, plot in (f.result() for f in futures)]
 
 
 def method_rows(run, dataset: str) -> list[dict[str, Any]]:
@@ -130,32 +220,35 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=str(ROOT / "tools" / "out" / "lust_case_study"))
     p.add_argument("--quick", action="store_true", help="embedded city, digits/mlp, 10 requests")
     p.add_argument("--from-runs", nargs="+", metavar="RUN", help="only write the report from finished run directories")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="datasets run side by side in this many processes, after one mobility-only pass "
+                        "records the trace (default 1: one after another, the first live)")
     args = p.parse_args(argv)
+    if args.jobs < 1:
+        p.error("--jobs must be at least 1")
     datasets = args.datasets or (["digits"] if args.quick else ["mnist", "fashion_mnist"])
-    from vmc_sim.cosim import run_scenario
     from vmc_sim.plots import plot_run
+    from vmc_sim.runs import RunDir
 
     out = report.out_dir(args.out)
-    summary, requests, trace, traffic = [], [], None, None
+    summary, requests, traffic = [], [], None
     t0 = time.perf_counter()
     if args.from_runs:
-        from vmc_sim.runs import RunDir
-
         finished = [RunDir(r) for r in args.from_runs]
         datasets = [r.manifest()["config"]["federated"]["dataset"] for r in finished]
-    for i, d in enumerate(datasets):
-        if args.from_runs:
-            run = finished[i]
-        else:
-            run = run_scenario(scenario_for(args, d, trace), out=args.runs, progress=False, say=lambda s: None)
+        done = [(r.path, plot_run(r.path)) for r in finished]
+    else:
+        done = run_datasets(args, datasets)
+    for d, (path, plot) in zip(datasets, done):
+        run = RunDir(path)
         if traffic is None:
             traffic = setting(run)
-        if trace is None:
-            trace = run.path / "trace.jsonl"
-            shutil.copy(trace, out / "trace.jsonl")
+            recorded = run.path / "trace.jsonl"  # a replay (--jobs > 1) names the trace it read
+            shutil.copy(recorded if recorded.is_file() else run.manifest()["config"]["mobility"]["trace"],
+                        out / "trace.jsonl")
         summary += method_rows(run, d)
         requests += per_request(run, d)
-        shutil.copy(plot_run(run.path), out / f"fig6_{d}.png")
+        shutil.copy(plot, out / f"fig6_{d}.png")
         print(f"{d}: {run.path}", file=sys.stderr, flush=True)
     report.write_csv(out / "summary.csv", summary)
     report.write_csv(out / "requests.csv", requests)

@@ -1,0 +1,58 @@
+"""``tools/lust_case_study.py --jobs 2`` changes no record: the quick case study with two datasets,
+run one after another (the first live on SUMO, the second replaying its trace) and side by side
+(a mobility-only pass records the trace, both replay it in two processes), gives the same
+records, field for field except the host-measured ``host_*`` columns, the same trace and the
+same summary and per-request tables.
+
+Both runs share one ``VMC_CACHE`` of their own: the first measures the time model's costs and
+caches them, the second reads them, as two runs on one machine do; the script pins them into
+every dataset's scenario, so the processes of ``--jobs 2`` charge them too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DATASETS = ("digits", "femnist")  # the built-in set and the smallest offline one (LEAF's sample)
+
+
+def run_case_study(jobs: int, tmp: Path, cache: Path) -> tuple[Path, Path]:
+    out, runs = tmp / f"out{jobs}", tmp / f"runs{jobs}"
+    env = {k: v for k, v in os.environ.items() if k != "VMC_RECALIBRATE"}
+    env.update(OMP_NUM_THREADS="1", MPLBACKEND="Agg", VMC_CACHE=str(cache))
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "lust_case_study.py"), "--quick", "--datasets", *DATASETS,
+         "--jobs", str(jobs), "--out", str(out), "--runs", str(runs)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    return out, runs
+
+
+def records(runs: Path, dataset: str) -> list[dict]:
+    (path,) = runs.glob(f"lust-case-study-{dataset}-quick-2*/records.jsonl")
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [{k: v for k, v in r.items() if not k.startswith("host_")} for r in rows]
+
+
+def test_jobs_two_gives_the_records_of_jobs_one(tmp_path: Path):
+    if not (ROOT.parent / "shared" / "data" / "femnist_leaf").is_dir():
+        pytest.skip("the offline FEMNIST copy (../shared/data/femnist_leaf) is not here")
+    cache = tmp_path / "cache"
+    serial_out, serial_runs = run_case_study(1, tmp_path, cache)
+    parallel_out, parallel_runs = run_case_study(2, tmp_path, cache)
+    assert len(list(parallel_runs.glob("*-trace-*/trace.jsonl"))) == 1  # the mobility-only pass
+    for d in DATASETS:
+        serial, parallel = records(serial_runs, d), records(parallel_runs, d)
+        assert serial and len(serial) == len(parallel), d
+        for a, b in zip(serial, parallel):
+            assert a == b, (d, {k: (a.get(k), b.get(k)) for k in a.keys() | b.keys() if a.get(k) != b.get(k)})
+    for name in ("trace.jsonl", "summary.csv", "requests.csv"):
+        assert (serial_out / name).read_text() == (parallel_out / name).read_text(), name
