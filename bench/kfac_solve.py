@@ -4,7 +4,7 @@ float32 solver (issue 13, item 4), measured side by side in one run.
 The problem is built once with the current code (MNIST, the two-layer CNN, ``--clients`` clients
 x ~``--samples-per-client`` samples, ``--epochs`` local epoch(s), K-FAC) and saved with
 safetensors: each member's weights, sample count and K-FAC factors (as the current coordinator
-holds them, i.e. after its PSD repair). Each version then loads the same file in a fresh
+holds them, after its PSD repair, kept in float64 so that no version repairs them again). Each version then loads the same file in a fresh
 subprocess, builds its own statistics and times one ``project`` call: CG on ``F + lambda I`` with
 ``lambda = damping * tr(F) / d``, the Kronecker preconditioner, one fixed damping, no validation.
 
@@ -66,9 +66,9 @@ def build_problem(args: argparse.Namespace, out: Path) -> dict:
     tensors: dict[str, torch.Tensor] = {}
     for c in contributions:
         tensors[f"{c.client}.weights"] = c.weights.contiguous()
-        for s, (a, g) in zip(specs, c.fisher.psd().factors):  # what the current KFACSum keeps
-            tensors[f"{c.client}.{s.name}.A"] = a.contiguous()
-            tensors[f"{c.client}.{s.name}.G"] = g.contiguous()
+        for s, (a, g) in zip(specs, c.fisher.factors):
+            tensors[f"{c.client}.{s.name}.A"] = psd64(a)
+            tensors[f"{c.client}.{s.name}.G"] = psd64(g)
     meta = {
         "dim": int(setup.w0.numel()), "clients": [c.client for c in contributions],
         "num_samples": [int(c.num_samples) for c in contributions],
@@ -78,6 +78,21 @@ def build_problem(args: argparse.Namespace, out: Path) -> dict:
     }
     save_file(tensors, str(out / PROBLEM), metadata={"problem": json.dumps(meta)})
     return meta
+
+
+def psd64(m: torch.Tensor) -> torch.Tensor:
+    """``m`` in float64, its negative eigenvalues set to zero where it fails the current library's
+    Cholesky test (``KFACFisher.psd``). The library stores its repair in float32, which can fail the
+    test again and be repaired again on every load; kept in float64 it passes, so every version
+    and the residual check use these exact factors."""
+    d = m.double()
+    scale = float(torch.diagonal(d).abs().max()) if d.numel() else 0.0
+    eye = torch.eye(d.shape[0], dtype=torch.float64)
+    if scale == 0.0 or int(torch.linalg.cholesky_ex(d + 1e-9 * scale * eye).info) == 0:
+        return d.contiguous()
+    e, q = torch.linalg.eigh(d)
+    fixed = (q * e.clamp_min(0)) @ q.T
+    return (0.5 * (fixed + fixed.T)).contiguous()
 
 
 def load_problem(directory: Path) -> tuple[dict, dict[str, torch.Tensor]]:
@@ -157,7 +172,7 @@ def worker(directory: Path, tag: str, damping: float, tol: float, max_iter: int,
         factors = []
         for s in specs:
             a, g = tensors[f"{c}.{s.name}.A"], tensors[f"{c}.{s.name}.G"]
-            factors.append((a, g) if current else (a.double(), g.double() * wi))  # old: weight folded into G
+            factors.append((a, g) if current else (a, g * wi))  # old: the member's weight folded into G
         contributions.append(Contribution(c, tensors[f"{c}.weights"], KFACFisher(specs, factors), n))
     if current:
         stats = S.SufficientStatistics(meta["dim"], KFACSum(specs), weighting=weighting)
@@ -234,6 +249,8 @@ def run_version(version: str, tag: str, directory: Path, args: argparse.Namespac
     expected = WORKTREE if version == "before" else ROOT
     if Path(record["fl_core"]).resolve() != (expected / "fl_core").resolve():
         raise RuntimeError(f"{tag}: imported fl_core from {record['fl_core']}, expected {expected / 'fl_core'}")
+    if record["psd_changed"]:
+        raise RuntimeError(f"{tag}: the library repaired the saved factors again: the versions would solve different F")
     return record
 
 
