@@ -160,6 +160,9 @@ def method_rows(run, dataset: str) -> list[dict[str, Any]]:
             "dataset": dataset, "method": m, "requests": len(rows) - 1,
             "triggered": sum(int(bool(r.get("triggered"))) for r in rows[1:]),
             "trained": sum(len(r.get("trained") or []) for r in rows),
+            "failed_transfers": sum(len(r.get("failed") or []) for r in rows),
+            "provisional": sum(int(bool(r.get("provisional"))) for r in rows),
+            "max_latency_s": max((r.get("latency_s") or 0.0 for r in rows), default=0.0) if t is not None else None,
             **{f"{k}_MB": mb[k] for k in KINDS}, "total_MB": total, "time_s": t,
             "final_acc": 100 * acc[-1] if acc else None, "mean_acc": 100 * sum(acc) / len(acc) if acc else None,
             "max_acc_gap_vs_retrain": (100 * max((abs(a["accuracy"] - b["accuracy"]) for a, b in zip(rows, base)
@@ -252,7 +255,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{d}: {run.path}", file=sys.stderr, flush=True)
     report.write_csv(out / "summary.csv", summary)
     report.write_csv(out / "requests.csv", requests)
-    cols = ["dataset", "method", "requests", "triggered", "trained", "broadcast_MB", "model_upload_MB",
+    cols = ["dataset", "method", "requests", "triggered", "trained", "failed_transfers", "provisional",
+            "max_latency_s", "broadcast_MB", "model_upload_MB",
             "fisher_upload_MB", "total_MB", "comm_saving_pct", "time_s", "time_saving_pct", "final_acc", "mean_acc",
             "max_acc_gap_vs_retrain"]
     body = [setting_text(traffic), "", report.md_table(summary, cols), "",
@@ -268,6 +272,11 @@ def main(argv: list[str] | None = None) -> int:
                     f"{PAPER['time_saving_pct'][0]} to {PAPER['time_saving_pct'][1]} %), final accuracy "
                     f"{f['final_acc']:.2f} % vs Retrain {next(r for r in summary if r['dataset'] == d and r['method'] == 'retrain')['final_acc']:.2f} %, "
                     f"largest per-request gap {f['max_acc_gap_vs_retrain']:.2f} points.")
+        for r in (x for x in summary if x["dataset"] == d and x["time_s"] is not None and x["failed_transfers"]):
+            body.append(f"  - **{r['method']}: {r['failed_transfers']} transfers failed** (the vehicle left coverage "
+                        f"first) and {r['provisional']} of {r['requests'] + 1} models are provisional (they count a "
+                        f"contribution that never arrived); a failed transfer charges no time past the failure, so "
+                        f"time_s counts completed work only (requests waited up to {r['max_latency_s']:.0f} s).")
     body.append(f"\nWall-clock of the whole script: {time.perf_counter() - t0:.0f} s. Per-request rows: `requests.csv`; "
                 "Fig. 6-style plots: `fig6_<dataset>.png`; the recorded trace: `trace.jsonl`.")
     size = "quick (embedded city, digits/mlp, 10 requests)" if args.quick else \
