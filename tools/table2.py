@@ -23,6 +23,8 @@ DENSE's server sizes (rounds, generator and distillation steps) are ``--dense-*`
     python tools/table2.py --dataset mnist --alphas 0.1 0.5 0.8
     python tools/table2.py --methods fedlpa dense --alphas 0.5 --epochs 10
     python tools/table2.py --dataset femnist --epochs 10 --max-train 10000
+    python tools/table2.py --alphas 0.1 --methods fsosa --store STORE --subset-seed 2   # another draw of members
+    python tools/table2.py --alphas 0.1 --methods fsosa --store STORE --fisher-rank 128 # low-rank K-FAC uploads
 """
 
 from __future__ import annotations
