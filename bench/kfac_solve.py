@@ -35,7 +35,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import torch
@@ -52,16 +51,9 @@ PROBLEM = "problem.safetensors"
 
 def build_problem(args: argparse.Namespace, out: Path) -> dict:
     """Train the clients with the current code and save the members' statistics to ``out``."""
-    from fl_core.experiment import OneShotSetup
-    from fl_core.training import TrainConfig
+    from problem import kfac_clients
 
-    setup = OneShotSetup(dataset=args.dataset, num_clients=args.clients, alpha=0.5, model="cnn", seed=args.seed,
-                         train=TrainConfig(epochs=args.epochs, fisher="kfac"),
-                         max_train_samples=args.samples_per_client * args.clients)
-    pool = setup.pool()
-    t0 = time.perf_counter()
-    contributions = [pool.train(c) for c in range(args.clients)]
-    train_s = time.perf_counter() - t0
+    setup, contributions, train_s = kfac_clients(args)
     specs = contributions[0].fisher.specs
     tensors: dict[str, torch.Tensor] = {}
     for c in contributions:

@@ -26,6 +26,7 @@ from fl_core.fisher import new_sum
 from fl_core.projection import ProjectionConfig, ProjectionMethod, project
 from fl_core.stats import SufficientStatistics
 from fl_core.training import TrainConfig
+from problem import kfac_clients
 
 
 #: Solver variants by name: (method, damping, Kronecker preconditioner).
@@ -37,14 +38,9 @@ CASES = {
 
 
 def solvers(args: argparse.Namespace) -> None:
-    setup = OneShotSetup(dataset=args.dataset, num_clients=args.clients, alpha=0.5, model="cnn", seed=args.seed,
-                         train=TrainConfig(epochs=args.epochs, fisher="kfac"),
-                         max_train_samples=args.samples_per_client * args.clients)
-    pool = setup.pool()
-    t0 = time.perf_counter()
-    contributions = [pool.train(c) for c in range(args.clients)]
+    setup, contributions, train_s = kfac_clients(args)
     print(f"setup: {args.dataset} CNN ({setup.w0.numel()} params), {args.clients} clients x "
-          f"~{args.samples_per_client} samples, {args.epochs} epoch(s); training+K-FAC {time.perf_counter() - t0:.1f} s")
+          f"~{args.samples_per_client} samples, {args.epochs} epoch(s); training+K-FAC {train_s:.1f} s")
     stats = SufficientStatistics(setup.w0.numel(), new_sum("kfac", setup.model_fn()))
     stats.apply(joined=contributions)
     v = torch.randn(stats.dim, dtype=torch.float64)
