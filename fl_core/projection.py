@@ -34,6 +34,12 @@ Methods:
   ``tol``.
 - ``cg_f2``: the paper's form, CG on ``F_l^2 L = 2 (F_l Wbar - b)`` with ``F_l = F + lambda I``
   and ``W = Wbar - F_l L / 2`` (condition number squared; two products per iteration).
+- Early stopping instead of damping (``ProjectionConfig.iterates``, with ``cg_f`` or ``cg_f2``): the
+  paper's CG started from ``Wbar`` regularises by stopping early, so one solve at the fixed
+  ``damping`` (0: undamped) runs on the whole system and the iterates listed (and ``Wbar`` itself,
+  iteration 0) are scored on the validation set; the best is kept, ``stop_reason`` says
+  ``validation``. Still a deterministic function of the member statistics (every solve starts
+  from zero), so edits stay equal to fresh fits.
 - ``adam``: FedFisher's server loop for comparison: Adam on ``sum_i w_i (W - W_i)^T F_i (W - W_i)
   / (2 sum_i w_i)`` from ``Wbar`` for ``max_iter`` steps, scored on the validation set every
   ``check_every`` steps (and at the start), keeping the best iterate.
@@ -96,11 +102,18 @@ class ProjectionConfig:
     fast_products: bool = True  # float32 K-FAC products, finished in float64
     adam_lr: float = 1e-3
     check_every: int = 100  # adam: validation checks
+    iterates: tuple[int, ...] = ()  # CG iterates selected on the validation set (early stopping); empty: dampings
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "method", ProjectionMethod(self.method))
         object.__setattr__(self, "weighting", Weighting(self.weighting))
         object.__setattr__(self, "dampings", tuple(sorted((float(d) for d in self.dampings), reverse=True)))
+        if any(int(t) != t or t < 1 for t in self.iterates):
+            raise ValueError(f"projection.iterates must be positive iteration counts, got {self.iterates}")
+        object.__setattr__(self, "iterates", tuple(sorted({int(t) for t in self.iterates})))
+        if self.iterates and self.method in (ProjectionMethod.ADAM, ProjectionMethod.CLOSED_FORM):
+            raise ValueError(f"projection.iterates selects CG iterates: it needs method cg_f, cg_f2 or auto, "
+                             f"not {self.method.value}")
         if not self.tol > 0:
             raise ValueError(f"projection.tol must be > 0, got {self.tol}")
         if self.damping < 0 or math.isnan(self.damping):
@@ -149,11 +162,13 @@ def conjugate_gradient(
     max_iter: int,
     precond: Callable[[torch.Tensor], torch.Tensor] | None = None,
     x0: torch.Tensor | None = None,
+    callback: Callable[[int, torch.Tensor], None] | None = None,
 ) -> tuple[torch.Tensor, int, float]:
     """CG for a symmetric PSD operator; returns (x, iterations, relative residual).
 
     The recursive residual is used; the iterate with the smallest residual is returned, so a
-    solve that stalls in floating point (singular F) never ends worse than its best point."""
+    solve that stalls in floating point (singular F) never ends worse than its best point.
+    ``callback(t, x_t)`` sees every iterate (``x_t`` is the live vector: copy what you keep)."""
     norm0 = float(torch.linalg.vector_norm(rhs))
     if norm0 == 0.0:
         return torch.zeros_like(rhs), 0, 0.0
@@ -180,6 +195,8 @@ def conjugate_gradient(
         x.add_(p, alpha=alpha)
         r.add_(ap, alpha=-alpha)
         rr_new = float(r @ r)
+        if callback is not None:
+            callback(it, x)
         if rr_new < best_rr:
             best_x, best_rr = x.clone(), rr_new
         if rr_new ** 0.5 <= tol * norm0:
@@ -283,6 +300,56 @@ def _better(a: Score, b: Score | None) -> bool:
     return b is None or a[0] > b[0] or (a[0] == b[0] and a[1] < b[1])
 
 
+def _select_iterate(stats: SufficientStatistics, wbar: torch.Tensor, method: ProjectionMethod,
+                    config: ProjectionConfig, scorer: Scorer, info: SolveInfo) -> torch.Tensor:
+    """Early stopping as the regulariser: one CG solve from zero at the fixed damping, the
+    iterates of ``config.iterates`` and ``Wbar`` (iteration 0) scored, the best kept."""
+    fsum = stats.fisher_sum
+    lam = config.damping * fsum.trace() / stats.dim
+    blocks = fsum.blocks(stats.dim)
+
+    def op(v: torch.Tensor) -> torch.Tensor:
+        out = torch.empty_like(v)
+        for b, sl in enumerate(blocks):
+            out[sl] = fsum.block_matvec(b, v[sl], fast=config.fast_products)
+        return out.add_(v, alpha=lam) if lam else out
+
+    r = fsum.matvec(wbar) - stats.b
+    if method is ProjectionMethod.CG_F2:
+        system, rhs, products_per_it = (lambda v: op(op(v))), 2.0 * r, 2
+
+        def correction(y: torch.Tensor) -> torch.Tensor:
+            return 0.5 * op(y)
+    else:
+        system, rhs, products_per_it = op, r, 1
+
+        def correction(y: torch.Tensor) -> torch.Tensor:
+            return y
+
+    best: dict = {}
+
+    def visit(t: int, y: torch.Tensor) -> None:
+        w = wbar if t == 0 else wbar - correction(y)
+        score = scorer(w.float())
+        info.candidates.append({"damping": config.damping, "iteration": t, "stop_reason": "validation",
+                                "residual": None, "val_accuracy": score[0], "val_loss": score[1]})
+        if _better(score, best.get("score")):
+            best.update(score=score, w=w, t=t, y=None if t == 0 else y.clone())
+
+    visit(0, torch.zeros_like(r))
+    checks = set(config.iterates)
+    y, last, _ = conjugate_gradient(system, rhs, config.tol, max(checks),
+                                    callback=lambda t, x: visit(t, x) if t in checks else None)
+    if 0 < last < max(checks) and last not in checks:  # converged (or hit the null space) before the last check
+        visit(last, y)
+    rnorm = _norm(rhs)
+    info.iterations, info.damping, info.validation = best["t"], config.damping, best["score"]
+    info.residual = 1.0 if best["y"] is None else (_norm(rhs - system(best["y"])) / rnorm if rnorm else 0.0)
+    info.products = products_per_it * (last + 1) + len(info.candidates)
+    info.stop_reason = "validation"
+    return best["w"]
+
+
 def _adam(stats: SufficientStatistics, wbar: torch.Tensor, config: ProjectionConfig, scorer: Scorer | None,
           info: SolveInfo) -> torch.Tensor:
     """FedFisher's server step: Adam on the Fisher-weighted objective, best validated iterate."""
@@ -331,6 +398,12 @@ def project(
     info = SolveInfo(method.value)
     if method is ProjectionMethod.ADAM:
         w = _adam(stats, wbar, config, scorer, info)
+    elif config.iterates:
+        if method not in (ProjectionMethod.CG_F, ProjectionMethod.CG_F2) or scorer is None:
+            raise ValueError(f"projection.iterates selects CG iterates on a validation set: it needs method cg_f or "
+                             f"cg_f2 (this merge resolves to {method.value}) and a validation set"
+                             + ("" if scorer is not None else " (none was given)"))
+        w = _select_iterate(stats, wbar, method, config, scorer, info)
     else:
         selecting = scorer is not None and len(config.dampings) > 1
         dampings = config.dampings if scorer is not None else (config.damping,)

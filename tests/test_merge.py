@@ -117,6 +117,58 @@ def test_fedfisher_adam_loop_keeps_the_best_validated_iterate(tiny, validator):
     assert validator(w) == pytest.approx(info.validation, abs=1e-6)
 
 
+@pytest.mark.parametrize("method", ["cg_f", "cg_f2"])
+def test_early_stopping_keeps_the_best_validated_cg_iterate_and_each_is_that_iterate(tiny, validator, method):
+    stats = kfac_stats(tiny)
+    cfg = ProjectionConfig(method=method, damping=1e-2, iterates=(5, 1, 12), tol=1e-12, fast_products=False)
+    assert cfg.iterates == (1, 5, 12)
+    w, info = project(stats, cfg, scorer=validator)
+    assert [c["iteration"] for c in info.candidates] == [0, 1, 5, 12]
+    best = max(info.candidates, key=lambda c: (c["val_accuracy"], -c["val_loss"]))
+    assert info.iterations == best["iteration"] and info.stop_reason == "validation" and info.converged
+    assert validator(w) == pytest.approx(info.validation, abs=1e-6)
+    # each candidate is the t-th CG iterate from zero (an independent CG stopped at t), t = 0 the mean
+    fd = dense_fisher(stats)
+    wbar = stats.mean()
+    r = fd @ wbar - stats.b
+    fl = fd + 1e-2 * stats.fisher_sum.trace() / stats.dim * torch.eye(stats.dim, dtype=torch.float64)
+    system, rhs = (fl @ fl, 2 * r) if method == "cg_f2" else (fl, r)
+    for c in info.candidates:
+        x = torch.zeros_like(r)
+        res, p = rhs.clone(), rhs.clone()
+        for _ in range(c["iteration"]):
+            ap = system @ p
+            a = (res @ res) / (p @ ap)
+            x, res_new = x + a * p, res - a * ap
+            p, res = res_new + (res_new @ res_new) / (res @ res) * p, res_new
+        cand = wbar - (0.5 * fl @ x if method == "cg_f2" else x)
+        assert validator(cand.float()) == pytest.approx((c["val_accuracy"], c["val_loss"]), abs=1e-4)
+
+
+def test_early_stopping_is_refused_where_it_cannot_select(tiny, validator):
+    stats = kfac_stats(tiny, members=range(3))
+    with pytest.raises(ValueError, match="projection.iterates"):
+        project(stats, ProjectionConfig(iterates=(5,)))  # no validation set
+    with pytest.raises(ValueError, match="projection.iterates.*adam"):
+        ProjectionConfig(method="adam", iterates=(5,))
+    with pytest.raises(ValueError, match="projection.iterates"):
+        ProjectionConfig(iterates=(0,))
+
+
+def test_an_edit_with_early_stopping_equals_a_fresh_fit_on_the_same_members(tiny, validator):
+    pool = tiny.pool("kfac")
+    cfg = ProjectionConfig(method="cg_f", damping=0.0, iterates=(3, 10, 30))
+    editor = build_editor("fsosa", pool, np.random.default_rng(5), FixedSize(3), cfg, validator=validator)
+    editor.fit(range(8))
+    editor.remove(sorted(editor.members)[0])
+    editor.add(8)
+    fresh = SufficientStatistics(tiny.w0.numel(), new_sum("kfac", tiny.model_fn()))
+    fresh.apply(joined=[pool.trainer.contribute(c, pool.data_of(c)) for c in sorted(editor.members)])
+    w, info = project(fresh, cfg, scorer=validator)
+    assert editor.last_solve.iterations == info.iterations
+    torch.testing.assert_close(editor.model, w, rtol=1e-5, atol=1e-6)
+
+
 def test_a_client_rejoining_with_its_contribution_uploads_it_without_training(tiny):
     seen = 0
     for seed in range(40):

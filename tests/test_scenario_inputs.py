@@ -139,3 +139,10 @@ def test_the_scenario_reference_is_generated_from_the_schema():
     assert text == scenario_reference(), "regenerate: python -c 'from vmc_sim.scenario import scenario_reference; " \
                                          "open(\"scenarios/REFERENCE.md\", \"w\").write(scenario_reference())'"
     assert "| `num_clients` | `16` |" in text and "| `radius` | `200.0` |" in text
+
+
+def test_projection_iterates_reach_the_merge_and_bad_ones_are_named(tmp_path):
+    sc = load_scenario(write(tmp_path, "federated:\n  projection: {method: cg_f, damping: 0, iterates: [50, 10]}\n"))
+    assert sc.federated.projection.build().iterates == (10, 50)
+    with pytest.raises(ConfigError, match=r"federated.projection.iterates"):
+        load_scenario(write(tmp_path, "federated:\n  projection: {iterates: [0]}\n"))

@@ -93,8 +93,10 @@ def markdown(rows: list[dict], args: argparse.Namespace) -> str:
         f"Split: {'by writer' if args.dataset == 'femnist' else f'Dirichlet, {args.scheme} scheme'}; "
         f"{args.validation_samples} training samples held out as the server's validation set. Merge: {args.merge}, "
         f"members weighted by {'sample count' if args.weighting == 'samples' else 'one'}, "
-        + (f"damping selected on the validation set from {', '.join(damping_label(d) for d in args.dampings)}"
-           if args.merge != "adam" else f"Adam lr {args.adam_lr}, {args.cg_iter} steps, best validated iterate")
+        + (f"Adam lr {args.adam_lr}, {args.cg_iter} steps, best validated iterate" if args.merge == "adam" else
+           f"CG iterate selected on the validation set from 0 (the mean), {', '.join(map(str, args.iterates))} at damping {args.damping:g}"
+           if args.iterates else
+           f"damping selected on the validation set from {', '.join(damping_label(d) for d in args.dampings)}")
         + f"; CG tolerance {args.cg_tol:g}, at most {args.cg_iter} iterations per layer.",
         f"Machine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}",
         "",
@@ -165,6 +167,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dampings", type=parse_damping, nargs="+", default=list(DEFAULT_DAMPINGS),
                    help="candidate relative dampings selected on the validation set ('mean' = the weighted mean)")
     p.add_argument("--damping", type=float, default=1e-4, help="fixed damping when --validation-samples is 0")
+    p.add_argument("--iterates", type=int, nargs="+", default=None,
+                   help="with --merge cg_f or cg_f2: select the CG iterate (early stopping, the paper's "
+                        "regulariser) at these iteration counts on the validation set, at the fixed --damping")
     p.add_argument("--adam-lr", type=float, default=1e-3)
     p.add_argument("--check-every", type=int, default=100)
     p.add_argument("--cg-tol", type=float, default=1e-6)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -77,6 +77,9 @@ class ProjectionSection(Strict):
     curvature_floor: float = Field(1e-12, ge=0)
     adam_lr: float = Field(1e-3, gt=0, description="method adam (FedFisher's server loop) only")
     check_every: int = Field(100, gt=0, description="method adam: validation check interval")
+    iterates: list[Annotated[int, Field(gt=0)]] = Field(
+        default_factory=list, description="methods cg_f/cg_f2: CG iterates selected on the validation set "
+        "(early stopping at the fixed damping) instead of the dampings")
 
     @field_validator("dampings")
     @classmethod
@@ -88,6 +91,7 @@ class ProjectionSection(Strict):
     def build(self) -> ProjectionConfig:
         d = self.model_dump()
         d["dampings"] = tuple(math.inf if x == "mean" else x for x in d["dampings"])
+        d["iterates"] = tuple(d["iterates"])
         return ProjectionConfig(**d)
 
 
