@@ -195,15 +195,26 @@ def run(args: argparse.Namespace) -> list[dict]:
                 "loss": round(loss, 4), "compute_s": round(compute, 2), "parallel_s": round(parallel, 2),
                 "solve_s": round(report.solve_s, 3), "cg_iters": solve.iterations if solve else None,
                 "cg_residual": solve.residual if solve else None, "MB": round(mb, 2),
-                "damping": damping_label(solve.damping) if solve else "-",
+                "damping": ("-" if solve is None else f"{damping_label(solve.damping)} it{solve.iterations}"
+                            if solve.candidates and "iteration" in solve.candidates[0] else damping_label(solve.damping)),
                 "val_accuracy": round(100 * solve.validation[0], 2) if solve and solve.validation else None,
                 "stop_reason": solve.stop_reason if solve else "-", "converged": solve.converged if solve else True,
                 "acc_per_s": round(100 * acc / parallel, 3), "acc_per_MB": round(100 * acc / mb, 3),
                 "wall_s": round(wall, 1),
+                "candidates": candidates_label(solve),
             }
             rows.append(row)
             print(json.dumps(row), file=sys.stderr, flush=True)
     return rows
+
+
+def candidates_label(solve) -> str:
+    """Every candidate the merge scored, ``damping:val%`` (or ``it<t>:val%`` for CG iterates), for the CSV."""
+    if solve is None:
+        return ""
+    return " ".join(
+        (f"it{c['iteration']}" if "iteration" in c else str(damping_label(c["damping"]))) + f":{100 * c['val_accuracy']:.1f}"
+        for c in solve.candidates)
 
 
 def common_args(p: argparse.ArgumentParser, **defaults: Any) -> argparse.ArgumentParser:
