@@ -106,6 +106,12 @@ def network_lines(net: dict[str, Any]) -> list[str]:
              f"{pub.get('four_lane_edges', '?')} edges of 4+ lanes"]
     if "lust_traffic_lights" in net:
         lines.append(f"  LuST's {net['lust_traffic_lights']} light ids found here: {net['lust_traffic_light_ids_found']}")
+    bays = net.get("turn_bays")
+    if bays:
+        ways = "every way" if bays["ways"] is None else "ways " + ", ".join(bays["ways"])
+        lines.append(f"  left-turn bays: {bays['edges']} edges of {ways} ({bays['bay_m']:,} m of bay, up to "
+                     f"{bays['length']:g} m each; {bays['too_short']} too short), patch {bays['file']} "
+                     f"sha256 {bays['sha256'][:12]}")
     return lines
 
 

@@ -22,6 +22,14 @@ LUST_TLL_NAME = "tll.static.xml"
 LUST_BUILDER_VERSION = 6
 CALIBRATIONS = ("closed_loop", "open_loop")
 
+TURN_BAY_WAYS: tuple[str, ...] = ("-30314", "-32710")
+"""OSM ways of the corridor where the 07:00-09:00 teleports gathered (issue 12): 6-lane primaries
+whose leftmost lanes mix left turns with straight traffic (see :mod:`mobility.lust.turn_bays`)."""
+
+JUNCTION_TYPES: tuple[str, ...] = ("priority", "traffic_light", "right_before_left", "allway_stop",
+                                    "priority_stop", "zipper", "unregulated", "left_before_right")
+"""SUMO junction (node) types a turn bay may be restricted to (``lust.turn_bay_junctions``)."""
+
 PUBLISHED_NETWORK = {"nodes": 2365, "edges": 5959, "length_km": 929.5, "four_lane_edges": 87}
 """The real LuST network (``lust.net.xml``): junctions, edges, total edge length, edges of 4+ lanes."""
 PUBLISHED_VEHICLES_PER_DAY = 287_000
@@ -140,6 +148,14 @@ class LustConfig:
     step, ``delay_factor`` and ``bin_seconds`` shape the open loop's rate. ``sumo_options``
     override :data:`LUST_RUN_SETTINGS` (``null`` removes one); ``netconvert_args`` are added to
     the network build's options (:data:`mobility.lust.network.NETCONVERT_OPTIONS`).
+    ``turn_bays`` adds a left-turn bay of ``turn_bay_length`` m at the end of every edge of
+    ``turn_bay_ways`` (OSM way ids; ``null``: every way) with ``turn_bay_min_lanes`` or more lanes
+    whose leftmost lane mixes left turns with straight traffic, before junctions of the SUMO node
+    types in ``turn_bay_junctions`` (``null``: any type) (:mod:`mobility.lust.turn_bays`).
+    ``time_to_impatience`` (s) is SUMO's ``--time-to-impatience`` (its default 180 s when null), a
+    deviation from LuST's run settings placed before ``sumo_options``. ``left_green_time`` (s) is
+    netconvert's ``--tls.left-green.time`` for every light (its default, 6 s, when null; 0: no
+    protected left-turn phases, left turns go in the main green when there is a gap).
     """
 
     osm_file: str | None = None
@@ -160,6 +176,13 @@ class LustConfig:
     insertion_cap: float = 1.5
     sumo_options: dict[str, Any] = field(default_factory=dict)
     netconvert_args: list[str] = field(default_factory=list)
+    turn_bays: bool = False
+    turn_bay_ways: list[str] | None = field(default_factory=lambda: list(TURN_BAY_WAYS))
+    turn_bay_length: float = 40.0
+    turn_bay_min_lanes: int = 3
+    turn_bay_junctions: list[str] | None = None
+    time_to_impatience: float | None = None
+    left_green_time: float | None = None
     seed: int = 42
     cache_dir: str | None = None
 
@@ -199,6 +222,28 @@ class LustConfig:
         for k, v in self.sumo_options.items():
             if v is not None and not isinstance(v, (str, int, float, bool)):
                 raise ValueError(f"lust.sumo_options.{k} must be a string, number, true/false or null, got {v!r}")
+        if self.time_to_impatience is not None and (not _num(self.time_to_impatience) or self.time_to_impatience <= 0):
+            raise ValueError(f"lust.time_to_impatience must be a positive number of seconds or null, "
+                             f"got {self.time_to_impatience!r}")
+        if self.left_green_time is not None and (not _num(self.left_green_time) or self.left_green_time < 0):
+            raise ValueError(f"lust.left_green_time must be a non-negative number of seconds or null, "
+                             f"got {self.left_green_time!r}")
+        if not isinstance(self.turn_bays, bool):
+            raise ValueError(f"lust.turn_bays must be true or false, got {self.turn_bays!r}")
+        if self.turn_bay_ways is not None and (not isinstance(self.turn_bay_ways, list) or not self.turn_bay_ways
+                                               or not all(isinstance(w, str) and w for w in self.turn_bay_ways)):
+            raise ValueError(f"lust.turn_bay_ways must be a non-empty list of OSM way ids (strings) or null, "
+                             f"got {self.turn_bay_ways!r}")
+        if not _num(self.turn_bay_length) or self.turn_bay_length < 15:
+            raise ValueError(f"lust.turn_bay_length must be a number of metres >= 15, got {self.turn_bay_length!r}")
+        if isinstance(self.turn_bay_min_lanes, bool) or not isinstance(self.turn_bay_min_lanes, int) \
+                or self.turn_bay_min_lanes < 2:
+            raise ValueError(f"lust.turn_bay_min_lanes must be an integer >= 2, got {self.turn_bay_min_lanes!r}")
+        if self.turn_bay_junctions is not None and (
+                not isinstance(self.turn_bay_junctions, list) or not self.turn_bay_junctions
+                or not all(t in JUNCTION_TYPES for t in self.turn_bay_junctions)):
+            raise ValueError(f"lust.turn_bay_junctions must be a non-empty list of {JUNCTION_TYPES} or null, "
+                             f"got {self.turn_bay_junctions!r}")
         if not isinstance(self.netconvert_args, list) or not all(isinstance(a, str) for a in self.netconvert_args):
             raise ValueError(f"lust.netconvert_args must be a list of strings, got {self.netconvert_args!r}")
 
@@ -216,7 +261,11 @@ class LustConfig:
 
     def run_settings(self, extra_args: Sequence[str] = (), time_to_teleport: float | None = None) -> list[str]:
         """This config's SUMO run settings, a scenario's ``extra_args`` on top (see :func:`run_settings`)."""
-        return run_settings(self.sumo_options, extra_args, time_to_teleport)
+        options: dict[str, Any] = {}
+        if self.time_to_impatience is not None:
+            options["time-to-impatience"] = self.time_to_impatience
+        options.update(self.sumo_options)
+        return run_settings(options, extra_args, time_to_teleport)
 
     def resolve_osm(self) -> Path:
         """The OSM file to convert; ValueError naming the field if it cannot be found."""

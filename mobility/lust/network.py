@@ -14,6 +14,10 @@ Options (:data:`NETCONVERT_OPTIONS`), measured with SUMO 1.28 on the LuST OSM:
 
 ``--junctions.join``, ``--roundabouts.guess`` and ``--tls.guess-signals`` were measured (issue 12) to make
 the flow slightly worse and are not used. ``LustConfig.netconvert_args`` adds or replaces options.
+With ``LustConfig.turn_bays`` the build converts twice: the network without the patch, from it the
+left-turn bay patch (``turn_bays.edg.xml``, :mod:`mobility.lust.turn_bays`), then the network
+with the patch as an ``--edge-files`` input; the bay settings are part of the cache key and the
+manifest names the patch, its hash and the edges it splits.
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ from typing import Any
 
 from mobility.cache import cached_build, file_sha256, strip_generated_header
 from mobility.lust.config import LUST_BUILDER_VERSION, LUST_TLL_NAME, LUST_VTYPES_NAME, PUBLISHED_NETWORK, LustConfig
-from mobility.sumo import merge_args, run_command, sumo_binary, sumo_version
+from mobility.lust.turn_bays import find_turn_bays, write_turn_bays
+from mobility.sumo import merge_args, options_dict, run_command, sumo_binary, sumo_version
 
 NETCONVERT_OPTIONS: tuple[str, ...] = (
     "--ramps.guess", "true",
@@ -35,8 +40,28 @@ NETCONVERT_OPTIONS: tuple[str, ...] = (
 
 
 def netconvert_options(cfg: LustConfig) -> list[str]:
-    """:data:`NETCONVERT_OPTIONS` with ``cfg.netconvert_args`` merged on top."""
-    return merge_args(NETCONVERT_OPTIONS, cfg.netconvert_args)
+    """:data:`NETCONVERT_OPTIONS`, ``cfg.left_green_time`` as ``--tls.left-green.time`` when set,
+    then ``cfg.netconvert_args`` merged on top."""
+    left = [] if cfg.left_green_time is None else ["--tls.left-green.time", f"{float(cfg.left_green_time):g}"]
+    return merge_args(NETCONVERT_OPTIONS, left, cfg.netconvert_args)
+
+
+TURN_BAY_FILE = "turn_bays.edg.xml"
+
+
+def turn_bay_params(cfg: LustConfig) -> dict[str, Any] | None:
+    """The bay settings that shape the patch (for the cache key), None when bays are off."""
+    if not cfg.turn_bays:
+        return None
+    return {"ways": cfg.turn_bay_ways, "length": float(cfg.turn_bay_length), "min_lanes": cfg.turn_bay_min_lanes,
+            "junctions": cfg.turn_bay_junctions}
+
+
+def with_edge_file(options: list[str], edge_file: str | Path) -> list[str]:
+    """``options`` with ``edge_file`` added to their ``--edge-files`` (comma-joined to any given)."""
+    given = options_dict(options).get("edge-files")
+    files = f"{given},{edge_file}" if given else str(edge_file)
+    return merge_args(options, ["--edge-files", files])
 
 
 def network_stats(net_file: str | Path, lust_tll: str | Path | None = None) -> dict[str, Any]:
@@ -124,20 +149,37 @@ def build_lust_network(config: LustConfig | None = None, *, force: bool = False)
     cfg = config or LustConfig()
     osm = cfg.resolve_osm()
     options = netconvert_options(cfg)
-    params = {"osm_sha256": file_sha256(osm), "netconvert": options, "builder": LUST_BUILDER_VERSION,
-              "sumo": sumo_version()}
+    params: dict[str, Any] = {"osm_sha256": file_sha256(osm), "netconvert": options, "builder": LUST_BUILDER_VERSION,
+                              "sumo": sumo_version()}
+    bay_params = turn_bay_params(cfg)
+    if bay_params is not None:
+        params["turn_bays"] = bay_params
+
+    def _convert(out: Path, net: Path, opts: list[str]) -> None:
+        run_command([str(sumo_binary("netconvert")), "--osm-files", str(osm), "-o", str(net), *opts,
+                     "--no-warnings", "true"], what="netconvert (LuST OSM)", cwd=out)
 
     def _build(out: Path) -> dict[str, Any]:
         net = out / "lust.net.xml"
-        run_command([str(sumo_binary("netconvert")), "--osm-files", str(osm), "-o", str(net), *options,
-                     "--no-warnings", "true"], what="netconvert (LuST OSM)", cwd=out)
+        extra: dict[str, Any] = {}
+        used = options
+        _convert(out, net, options)
+        if bay_params is not None:
+            bays, short = find_turn_bays(net, cfg.turn_bay_ways, min_lanes=cfg.turn_bay_min_lanes,
+                                         junction_types=cfg.turn_bay_junctions, length=cfg.turn_bay_length)
+            patch = write_turn_bays(bays, out / TURN_BAY_FILE)
+            used = with_edge_file(options, patch.name)
+            _convert(out, net, used)
+            extra["turn_bays"] = {**bay_params, "file": patch.name, "sha256": file_sha256(patch), "edges": len(bays),
+                                  "too_short": short, "bay_m": round(sum(b.bay_length for b in bays), 1)}
         strip_generated_header(net)
         vtypes = osm.parent / LUST_VTYPES_NAME
         if vtypes.is_file():
             shutil.copyfile(vtypes, out / LUST_VTYPES_NAME)
         stats = network_stats(net, osm.parent / LUST_TLL_NAME)
-        return {"osm": str(osm), "netconvert": options,
-                "network": {"file": net.name, "sha256": file_sha256(net), **stats, "published": PUBLISHED_NETWORK}}
+        return {"osm": str(osm), "netconvert": used,
+                "network": {"file": net.name, "sha256": file_sha256(net), **stats, **extra,
+                            "published": PUBLISHED_NETWORK}}
 
     directory, manifest = cached_build("lust-net", params, _build, root=cfg.cache_dir, force=force)
     return directory / "lust.net.xml", manifest
