@@ -350,6 +350,42 @@ def test_demand_cache_key_holds_the_run_settings(clip_net, monkeypatch):
     assert keys[3] == keys[4] and len({keys[0], keys[3], keys[5]}) == 3
 
 
+def test_minor_penalty_reaches_duarouter_and_the_rerouting_device(monkeypatch, tmp_path):
+    from mobility.lust import demand
+
+    assert "--weights.minor-penalty" not in LustConfig().run_settings()
+    assert LustConfig(minor_penalty=60).run_settings()[-2:] == ["--weights.minor-penalty", "60"]
+    calls = []
+    monkeypatch.setattr(demand, "run_command", lambda args, what, cwd: calls.append(args))
+    monkeypatch.setattr(demand, "strip_generated_header", lambda out: None)
+    for penalty in (None, 60.0):
+        demand.route_trips(tmp_path / "n.net.xml", tmp_path / "t.xml", tmp_path / "r.xml", None, 1, tmp_path, penalty)
+    assert "--weights.minor-penalty" not in calls[0]
+    assert calls[1][calls[1].index("--weights.minor-penalty") + 1] == "60"
+    with pytest.raises(ValueError, match="lust.minor_penalty"):
+        LustConfig(minor_penalty=-1)
+
+
+@pytest.mark.sumo
+def test_the_minor_penalty_is_in_the_demand_cache_key_and_the_default_key_is_unchanged(clip_net, monkeypatch):
+    from mobility.lust import demand
+
+    _, _, cache = clip_net
+    keys = []
+
+    def fake(kind, params, build, root=None, force=False):
+        keys.append((params_key(params), params))
+        return Path("/nonexistent"), {"run_settings": params["run_settings"]}
+
+    monkeypatch.setattr(demand, "cached_build", fake)
+    base = dict(SMALL, cache_dir=str(cache))
+    demand.build_lust(LustConfig(**base))
+    demand.build_lust(LustConfig(**base, minor_penalty=60))
+    demand.build_lust(LustConfig(**base, minor_penalty=60, sumo_options={"weights.minor-penalty": None}))
+    assert "minor_penalty" not in keys[0][1]  # a config without it keeps the key it had before the field
+    assert len({k for k, _ in keys}) == 3
+
+
 @pytest.mark.sumo
 def test_calibration_and_runs_use_the_run_settings(clip_net, monkeypatch, tmp_path):
     pytest.importorskip("libsumo")

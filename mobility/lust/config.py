@@ -156,6 +156,10 @@ class LustConfig:
     deviation from LuST's run settings placed before ``sumo_options``. ``left_green_time`` (s) is
     netconvert's ``--tls.left-green.time`` for every light (its default, 6 s, when null; 0: no
     protected left-turn phases, left turns go in the main green when there is a gap).
+    ``minor_penalty`` (s) is the routing cost added to every minor link (a turn that must yield,
+    such as a permissive left turn across opposing lanes), in duarouter and in SUMO's rerouting
+    device alike (``--weights.minor-penalty``; SUMO's default, 1.5 s, when null): routes then
+    avoid unprotected turns that the shortest-time router loads beyond their capacity.
     """
 
     osm_file: str | None = None
@@ -183,6 +187,7 @@ class LustConfig:
     turn_bay_junctions: list[str] | None = None
     time_to_impatience: float | None = None
     left_green_time: float | None = None
+    minor_penalty: float | None = None
     seed: int = 42
     cache_dir: str | None = None
 
@@ -222,6 +227,8 @@ class LustConfig:
         for k, v in self.sumo_options.items():
             if v is not None and not isinstance(v, (str, int, float, bool)):
                 raise ValueError(f"lust.sumo_options.{k} must be a string, number, true/false or null, got {v!r}")
+        if self.minor_penalty is not None and (not _num(self.minor_penalty) or self.minor_penalty < 0):
+            raise ValueError(f"lust.minor_penalty must be a number of seconds >= 0 or null, got {self.minor_penalty!r}")
         if self.time_to_impatience is not None and (not _num(self.time_to_impatience) or self.time_to_impatience <= 0):
             raise ValueError(f"lust.time_to_impatience must be a positive number of seconds or null, "
                              f"got {self.time_to_impatience!r}")
@@ -264,6 +271,8 @@ class LustConfig:
         options: dict[str, Any] = {}
         if self.time_to_impatience is not None:
             options["time-to-impatience"] = self.time_to_impatience
+        if self.minor_penalty is not None:
+            options["weights.minor-penalty"] = self.minor_penalty
         options.update(self.sumo_options)
         return run_settings(options, extra_args, time_to_teleport)
 

@@ -83,12 +83,13 @@ def write_trips(path: Path, od: Sequence[tuple[str, str]], departs: Sequence[flo
         f.write("</routes>\n")
 
 
-def route_trips(net: Path, trips: Path, out: Path, additional: Path | None, seed: int, workdir: Path) -> None:
+def route_trips(net: Path, trips: Path, out: Path, additional: Path | None, seed: int, workdir: Path,
+                minor_penalty: float | None = None) -> None:
     """Route trips once with duarouter (static shortest paths). ``--remove-loops`` drops the
     turnaround a shortest path takes when its random origin edge points away from the destination
     (or its destination is reached from the other side): without it half the routes began or
     ended with a U-turn across the opposing lanes, and those U-turns blocked the leftmost lanes of
-    the arterials (most of the yield and jam teleports)."""
+    the arterials (most of the yield and jam teleports). ``minor_penalty``: ``LustConfig.minor_penalty``."""
     args = [str(sumo_binary("duarouter")), "-n", str(net), "--route-files", str(trips), "-o", str(out),
             "--ignore-errors", "true", "--no-warnings", "true", "--no-step-log", "true", "--seed", str(seed),
             "--routing-threads", "2", "--routing-algorithm", "CH", "--alternatives-output", "NUL",
@@ -96,6 +97,8 @@ def route_trips(net: Path, trips: Path, out: Path, additional: Path | None, seed
             "--vtype-output", str(workdir / "vtypes.used.xml")]
     if additional is not None:
         args += ["--additional-files", str(additional)]
+    if minor_penalty is not None:
+        args += ["--weights.minor-penalty", f"{minor_penalty:g}"]
     run_command(args, what="duarouter (LuST demand)", cwd=workdir)
     (workdir / "vtypes.used.xml").unlink(missing_ok=True)
     strip_generated_header(out)
@@ -126,7 +129,7 @@ def lust_run_inputs(cfg: LustConfig) -> dict[str, Path | None]:
 
 
 KEYED_ELSEWHERE = ("turn_bays", "turn_bay_ways", "turn_bay_length", "turn_bay_min_lanes", "turn_bay_junctions",
-                   "left_green_time", "time_to_impatience")
+                   "left_green_time", "time_to_impatience", "minor_penalty")
 """LustConfig fields left out of the demand's cache key by name: the network's hash and the run
 settings already hold what they change (so adding them kept the existing keys)."""
 
@@ -151,6 +154,8 @@ def build_lust(config: LustConfig | None = None, *, force: bool = False, backend
     use_buses = inputs["buslines"] is not None and inputs["busstops"] is not None and inputs["vtypes"] is not None
     settings = cfg.run_settings(extra_args, time_to_teleport)
     params = {k: v for k, v in asdict(cfg).items() if k not in ("cache_dir", "osm_file", "source_dir", *KEYED_ELSEWHERE)}
+    if cfg.minor_penalty is not None:  # duarouter uses it too, whatever the run settings then override
+        params["minor_penalty"] = cfg.minor_penalty
     params.update(net_sha256=net_manifest["network"]["sha256"], builder=LUST_BUILDER_VERSION, sumo=sumo_version(),
                   run_settings=settings_key(settings),
                   inputs={k: (file_sha256(p) if p is not None and (k == "vtypes" or use_buses) else None)
@@ -191,7 +196,7 @@ def build_lust(config: LustConfig | None = None, *, force: bool = False, backend
         first_add = additional[0] if additional else None
         pilot_trips, pilot_routes = out / "pilot.trips.xml", out / "pilot.rou.xml"
         write_trips(pilot_trips, sample_od(edges, 2000, cfg, od_rng), [0.0] * 2000, vtype, "pilot")
-        route_trips(net_file, pilot_trips, pilot_routes, first_add, cfg.seed, out)
+        route_trips(net_file, pilot_trips, pilot_routes, first_add, cfg.seed, out, cfg.minor_penalty)
         pilot_ff = [p.free_flow for p in read_pool(pilot_routes, net)]
         free_flow = float(np.mean(pilot_ff))
         pilot_trips.unlink()
@@ -201,13 +206,13 @@ def build_lust(config: LustConfig | None = None, *, force: bool = False, backend
         if cfg.calibration == "open_loop":
             departs = open_loop_departures(cfg, tau, depart_rng)
             write_trips(trips, sample_od(edges, len(departs), cfg, od_rng), departs, vtype, "lust")
-            route_trips(net_file, trips, routes, first_add, cfg.seed, out)
+            route_trips(net_file, trips, routes, first_add, cfg.seed, out, cfg.minor_penalty)
             demand["trips"] = len(departs)
         else:
             n_pool = int(math.ceil(1.6 * expected_insertions(cfg, min(cfg.target_trip_time, tau)))) + 500
             pool_routes = out / "pool.rou.xml"
             write_trips(trips, sample_od(edges, n_pool, cfg, od_rng), [cfg.demand_begin] * n_pool, vtype, "lust")
-            route_trips(net_file, trips, pool_routes, first_add, cfg.seed, out)
+            route_trips(net_file, trips, pool_routes, first_add, cfg.seed, out, cfg.minor_penalty)
             pool = read_pool(pool_routes, net)
             pool_routes.unlink()
             log = out / "calibration-warnings.log"
