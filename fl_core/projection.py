@@ -269,14 +269,26 @@ def _solve_cg_f(stats: SufficientStatistics, r: torch.Tensor, lam: float, config
     return _Solve(x, worst_it, worst_res, round(products), reason, used_pre)
 
 
-def _solve_cg_f2(stats: SufficientStatistics, r: torch.Tensor, lam: float, config: ProjectionConfig) -> _Solve:
-    """The paper's dual form on the damped operator, as one system in float64."""
+def _damped_operator(stats: SufficientStatistics, lam: float, fast: bool) -> Callable[[torch.Tensor], torch.Tensor]:
+    """``v -> (F + lam I) v`` on the whole vector (``fast``: float32 block products, float64 sums)."""
     fsum = stats.fisher_sum
+    blocks = fsum.blocks(stats.dim)
 
     def op(v: torch.Tensor) -> torch.Tensor:
-        out = fsum.matvec(v)
+        if fast:
+            out = torch.empty_like(v)
+            for b, sl in enumerate(blocks):
+                out[sl] = fsum.block_matvec(b, v[sl], fast=True)
+        else:
+            out = fsum.matvec(v)
         return out.add_(v, alpha=lam) if lam else out
 
+    return op
+
+
+def _solve_cg_f2(stats: SufficientStatistics, r: torch.Tensor, lam: float, config: ProjectionConfig) -> _Solve:
+    """The paper's dual form on the damped operator, as one system in float64."""
+    op = _damped_operator(stats, lam, fast=False)
     dual, it, res = conjugate_gradient(lambda v: op(op(v)), 2.0 * r, config.tol, config.max_iter)
     reason = "converged" if res <= config.tol else ("max_iter" if it >= config.max_iter else "stalled")
     return _Solve(0.5 * op(dual), it, res, 2 * it + 1, reason)
@@ -305,15 +317,7 @@ def _select_iterate(stats: SufficientStatistics, wbar: torch.Tensor, method: Pro
     """Early stopping as the regulariser: one CG solve from zero at the fixed damping, the
     iterates of ``config.iterates`` and ``Wbar`` (iteration 0) scored, the best kept."""
     fsum = stats.fisher_sum
-    lam = config.damping * fsum.trace() / stats.dim
-    blocks = fsum.blocks(stats.dim)
-
-    def op(v: torch.Tensor) -> torch.Tensor:
-        out = torch.empty_like(v)
-        for b, sl in enumerate(blocks):
-            out[sl] = fsum.block_matvec(b, v[sl], fast=config.fast_products)
-        return out.add_(v, alpha=lam) if lam else out
-
+    op = _damped_operator(stats, config.damping * fsum.trace() / stats.dim, fast=config.fast_products)
     r = fsum.matvec(wbar) - stats.b
     if method is ProjectionMethod.CG_F2:
         system, rhs, products_per_it = (lambda v: op(op(v))), 2.0 * r, 2
