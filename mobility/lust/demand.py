@@ -129,9 +129,14 @@ def lust_run_inputs(cfg: LustConfig) -> dict[str, Path | None]:
 
 
 KEYED_ELSEWHERE = ("turn_bays", "turn_bay_ways", "turn_bay_length", "turn_bay_min_lanes", "turn_bay_junctions",
-                   "left_green_time", "time_to_impatience", "minor_penalty")
+                   "left_green_time", "time_to_impatience")
 """LustConfig fields left out of the demand's cache key by name: the network's hash and the run
 settings already hold what they change (so adding them kept the existing keys)."""
+
+KEYED_WHEN_SET = ("minor_penalty",)
+"""LustConfig fields in the demand's cache key only when set (not None): a config without them
+keeps the key it had before they existed. ``minor_penalty`` also shapes duarouter's routes,
+which the run settings do not hold."""
 
 
 def build_lust(config: LustConfig | None = None, *, force: bool = False, backend: str = "libsumo",
@@ -153,9 +158,9 @@ def build_lust(config: LustConfig | None = None, *, force: bool = False, backend
     inputs = lust_run_inputs(cfg)
     use_buses = inputs["buslines"] is not None and inputs["busstops"] is not None and inputs["vtypes"] is not None
     settings = cfg.run_settings(extra_args, time_to_teleport)
-    params = {k: v for k, v in asdict(cfg).items() if k not in ("cache_dir", "osm_file", "source_dir", *KEYED_ELSEWHERE)}
-    if cfg.minor_penalty is not None:  # duarouter uses it too, whatever the run settings then override
-        params["minor_penalty"] = cfg.minor_penalty
+    params = {k: v for k, v in asdict(cfg).items()
+              if k not in ("cache_dir", "osm_file", "source_dir", *KEYED_ELSEWHERE)
+              and not (k in KEYED_WHEN_SET and v is None)}
     params.update(net_sha256=net_manifest["network"]["sha256"], builder=LUST_BUILDER_VERSION, sumo=sumo_version(),
                   run_settings=settings_key(settings),
                   inputs={k: (file_sha256(p) if p is not None and (k == "vtypes" or use_buses) else None)
