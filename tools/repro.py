@@ -195,8 +195,7 @@ def run(args: argparse.Namespace) -> list[dict]:
                 "loss": round(loss, 4), "compute_s": round(compute, 2), "parallel_s": round(parallel, 2),
                 "solve_s": round(report.solve_s, 3), "cg_iters": solve.iterations if solve else None,
                 "cg_residual": solve.residual if solve else None, "MB": round(mb, 2),
-                "damping": ("-" if solve is None else f"{damping_label(solve.damping)} it{solve.iterations}"
-                            if solve.candidates and "iteration" in solve.candidates[0] else damping_label(solve.damping)),
+                "damping": merge_choice(solve),
                 "val_accuracy": round(100 * solve.validation[0], 2) if solve and solve.validation else None,
                 "stop_reason": solve.stop_reason if solve else "-", "converged": solve.converged if solve else True,
                 "acc_per_s": round(100 * acc / parallel, 3), "acc_per_MB": round(100 * acc / mb, 3),
@@ -206,6 +205,14 @@ def run(args: argparse.Namespace) -> list[dict]:
             rows.append(row)
             print(json.dumps(row), file=sys.stderr, flush=True)
     return rows
+
+
+def merge_choice(solve) -> str:
+    """What the merge chose: its damping, and the CG iterate when it selected iterates."""
+    if solve is None:
+        return "-"
+    early_stopped = any("iteration" in c for c in solve.candidates)
+    return damping_label(solve.damping) + (f" it{solve.iterations}" if early_stopped else "")
 
 
 def candidates_label(solve) -> str:
