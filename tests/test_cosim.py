@@ -421,3 +421,21 @@ def test_a_trace_leave_without_a_join_is_refused_naming_the_line(tmp_path):
     path = write_trace(tmp_path / "t.jsonl", events, {"clock": {"begin": 0.0, "step_length": 1.0}}, end_time=3.0)
     with pytest.raises(TraceError, match=r"t.jsonl:3: leave of vehicle 'ghost', which has not joined"):
         TraceSource(path)
+
+
+def test_a_run_whose_coverage_never_fills_says_no_model_was_fitted(tmp_path):
+    from vmc_sim.cosim import summarize
+
+    sc = scenario(trace_file(tmp_path), coordinator={"warmup": 5.0, "min_clients": 50})
+    run = run_scenario(sc, out=tmp_path / "n", progress=False, say=lambda s: None)
+    assert list(run.records()) == []
+    text = summarize(run)
+    for m in ("fsosa", "retrain"):
+        assert f"note: {m}: no record: no model was ever fitted" in text and "min_clients = 50" in text
+
+
+def test_co_simulated_merges_select_their_damping_on_the_held_out_set(tmp_path):
+    sc = scenario(trace_file(tmp_path), federated={"methods": ["fsosa"]})
+    run = run_scenario(sc, out=tmp_path / "v", progress=False, say=lambda s: None)
+    fits = [r for r in run.records() if r.get("solve")]
+    assert fits and all(r["solve"]["validation"] is not None and len(r["solve"]["candidates"]) == 5 for r in fits)

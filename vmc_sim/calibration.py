@@ -196,6 +196,7 @@ def measure(setup, projection, repeats: int = 5) -> Calibration:
         fsum = new_sum(kind, setup.model_fn())
         stats = SufficientStatistics(setup.w0.numel(), fsum, projection.weighting)
         stats.apply([], warm)
+        projection = replace(projection, iterates=())  # the cost of a product, measured on one fixed-damping solve
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             project(stats, projection)  # warm-up

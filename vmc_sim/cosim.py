@@ -295,6 +295,12 @@ def summarize(run: RunDir) -> str:
     if cache:
         lines.append(f"contribution cache: {cache['hits']} of {cache['hits'] + cache['misses']} contributions loaded "
                      f"(hit rate {100 * cache['hit_rate']:.0f} %), {cache['misses']} trained; {cache['path']}")
+    federated = (manifest.get("config") or {}).get("federated") or {}
+    min_clients = ((manifest.get("config") or {}).get("coordinator") or {}).get("min_clients")
+    for m in federated.get("methods") or []:
+        if m not in totals:
+            lines.append(f"note: {m}: no record: no model was ever fitted (coverage never held "
+                         f"coordinator.min_clients = {min_clients} vehicles after the warm-up)")
     try:
         tol = float(manifest["config"]["federated"]["projection"]["tol"])
     except (KeyError, TypeError, ValueError):

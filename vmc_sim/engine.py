@@ -331,7 +331,9 @@ class CoSimulation:
         )
         cache_dir = scenario.compute.contribution_cache
         self.cache = ContributionCache(cache_dir) if cache_dir else None
-        self.pool = ClientPool(trainer, lambda v: shards[self.shard_of(v)], store=store, cache=self.cache)
+        # the server's held-out validation set selects the merge's damping, as in the one-shot tables
+        self.pool = ClientPool(trainer, lambda v: shards[self.shard_of(v)], store=store, cache=self.cache,
+                               validator=self.setup.validator())
         self.existing = existing or {}
         self.calibration: Calibration | None = None
         if scenario.compute.time_model == "calibrated":
