@@ -112,6 +112,11 @@ def network_lines(net: dict[str, Any]) -> list[str]:
         lines.append(f"  left-turn bays: {bays['edges']} edges of {ways} ({bays['bay_m']:,} m of bay, up to "
                      f"{bays['length']:g} m each; {bays['too_short']} too short), patch {bays['file']} "
                      f"sha256 {bays['sha256'][:12]}")
+    dual = net.get("dual_lefts")
+    if dual:
+        ways = "every way" if dual["ways"] is None else "ways " + ", ".join(dual["ways"])
+        lines.append(f"  second left-turn lanes: {dual['approaches']} light approaches of {ways}, patch {dual['file']} "
+                     f"sha256 {dual['sha256'][:12]}")
     return lines
 
 

@@ -152,6 +152,9 @@ class LustConfig:
     ``turn_bay_ways`` (OSM way ids; ``null``: every way) with ``turn_bay_min_lanes`` or more lanes
     whose leftmost lane mixes left turns with straight traffic, before junctions of the SUMO node
     types in ``turn_bay_junctions`` (``null``: any type) (:mod:`mobility.lust.turn_bays`).
+    ``dual_lefts`` lets the lane beside the leftmost turn left too at every traffic light ending an
+    edge of ``dual_left_ways`` (``null``: every way) with ``dual_left_min_lanes`` or more lanes whose
+    single left-turning lane enters a road of two or more lanes (:mod:`mobility.lust.dual_lefts`).
     ``time_to_impatience`` (s) is SUMO's ``--time-to-impatience`` (its default 180 s when null), a
     deviation from LuST's run settings placed before ``sumo_options``. ``left_green_time`` (s) is
     netconvert's ``--tls.left-green.time`` for every light (its default, 6 s, when null; 0: no
@@ -185,6 +188,9 @@ class LustConfig:
     turn_bay_length: float = 40.0
     turn_bay_min_lanes: int = 3
     turn_bay_junctions: list[str] | None = None
+    dual_lefts: bool = False
+    dual_left_ways: list[str] | None = field(default_factory=lambda: list(TURN_BAY_WAYS))
+    dual_left_min_lanes: int = 3
     time_to_impatience: float | None = None
     left_green_time: float | None = None
     minor_penalty: float | None = None
@@ -251,6 +257,15 @@ class LustConfig:
                 or not all(t in JUNCTION_TYPES for t in self.turn_bay_junctions)):
             raise ValueError(f"lust.turn_bay_junctions must be a non-empty list of {JUNCTION_TYPES} or null, "
                              f"got {self.turn_bay_junctions!r}")
+        if not isinstance(self.dual_lefts, bool):
+            raise ValueError(f"lust.dual_lefts must be true or false, got {self.dual_lefts!r}")
+        if self.dual_left_ways is not None and (not isinstance(self.dual_left_ways, list) or not self.dual_left_ways
+                                                or not all(isinstance(w, str) and w for w in self.dual_left_ways)):
+            raise ValueError(f"lust.dual_left_ways must be a non-empty list of OSM way ids (strings) or null, "
+                             f"got {self.dual_left_ways!r}")
+        if isinstance(self.dual_left_min_lanes, bool) or not isinstance(self.dual_left_min_lanes, int) \
+                or self.dual_left_min_lanes < 2:
+            raise ValueError(f"lust.dual_left_min_lanes must be an integer >= 2, got {self.dual_left_min_lanes!r}")
         if not isinstance(self.netconvert_args, list) or not all(isinstance(a, str) for a in self.netconvert_args):
             raise ValueError(f"lust.netconvert_args must be a list of strings, got {self.netconvert_args!r}")
 

@@ -129,7 +129,7 @@ def lust_run_inputs(cfg: LustConfig) -> dict[str, Path | None]:
 
 
 KEYED_ELSEWHERE = ("turn_bays", "turn_bay_ways", "turn_bay_length", "turn_bay_min_lanes", "turn_bay_junctions",
-                   "left_green_time", "time_to_impatience")
+                   "dual_lefts", "dual_left_ways", "dual_left_min_lanes", "left_green_time", "time_to_impatience")
 """LustConfig fields left out of the demand's cache key by name: the network's hash and the run
 settings already hold what they change (so adding them kept the existing keys)."""
 

@@ -17,7 +17,10 @@ the flow slightly worse and are not used. ``LustConfig.netconvert_args`` adds or
 With ``LustConfig.turn_bays`` the build converts twice: the network without the patch, from it the
 left-turn bay patch (``turn_bays.edg.xml``, :mod:`mobility.lust.turn_bays`), then the network
 with the patch as an ``--edge-files`` input; the bay settings are part of the cache key and the
-manifest names the patch, its hash and the edges it splits.
+manifest names the patch, its hash and the edges it splits. ``LustConfig.dual_lefts`` works the
+same way with one more conversion: the second-left-lane patch (``dual_lefts.con.xml``,
+:mod:`mobility.lust.dual_lefts`) is found in the network built so far and given as a
+``--connection-files`` input.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from typing import Any
 
 from mobility.cache import cached_build, file_sha256, strip_generated_header
 from mobility.lust.config import LUST_BUILDER_VERSION, LUST_TLL_NAME, LUST_VTYPES_NAME, PUBLISHED_NETWORK, LustConfig
+from mobility.lust.dual_lefts import find_dual_lefts, write_dual_lefts
 from mobility.lust.turn_bays import find_turn_bays, write_turn_bays
 from mobility.sumo import merge_args, options_dict, run_command, sumo_binary, sumo_version
 
@@ -57,11 +61,26 @@ def turn_bay_params(cfg: LustConfig) -> dict[str, Any] | None:
             "junctions": cfg.turn_bay_junctions}
 
 
+DUAL_LEFT_FILE = "dual_lefts.con.xml"
+
+
+def dual_left_params(cfg: LustConfig) -> dict[str, Any] | None:
+    """The second-left-lane settings that shape the patch (for the cache key), None when off."""
+    if not cfg.dual_lefts:
+        return None
+    return {"ways": cfg.dual_left_ways, "min_lanes": cfg.dual_left_min_lanes}
+
+
+def with_input_file(options: list[str], option: str, path: str | Path) -> list[str]:
+    """``options`` with ``path`` added to netconvert's ``--<option>`` file list (comma-joined to any given)."""
+    given = options_dict(options).get(option)
+    files = f"{given},{path}" if given else str(path)
+    return merge_args(options, [f"--{option}", files])
+
+
 def with_edge_file(options: list[str], edge_file: str | Path) -> list[str]:
     """``options`` with ``edge_file`` added to their ``--edge-files`` (comma-joined to any given)."""
-    given = options_dict(options).get("edge-files")
-    files = f"{given},{edge_file}" if given else str(edge_file)
-    return merge_args(options, ["--edge-files", files])
+    return with_input_file(options, "edge-files", edge_file)
 
 
 def network_stats(net_file: str | Path, lust_tll: str | Path | None = None) -> dict[str, Any]:
@@ -154,6 +173,9 @@ def build_lust_network(config: LustConfig | None = None, *, force: bool = False)
     bay_params = turn_bay_params(cfg)
     if bay_params is not None:
         params["turn_bays"] = bay_params
+    dual_params = dual_left_params(cfg)
+    if dual_params is not None:
+        params["dual_lefts"] = dual_params
 
     def _convert(out: Path, net: Path, opts: list[str]) -> None:
         run_command([str(sumo_binary("netconvert")), "--osm-files", str(osm), "-o", str(net), *opts,
@@ -172,6 +194,13 @@ def build_lust_network(config: LustConfig | None = None, *, force: bool = False)
             _convert(out, net, used)
             extra["turn_bays"] = {**bay_params, "file": patch.name, "sha256": file_sha256(patch), "edges": len(bays),
                                   "too_short": short, "bay_m": round(sum(b.bay_length for b in bays), 1)}
+        if dual_params is not None:
+            approaches = find_dual_lefts(net, cfg.dual_left_ways, min_lanes=cfg.dual_left_min_lanes)
+            patch = write_dual_lefts(approaches, out / DUAL_LEFT_FILE)
+            used = with_input_file(used, "connection-files", patch.name)
+            _convert(out, net, used)
+            extra["dual_lefts"] = {**dual_params, "file": patch.name, "sha256": file_sha256(patch),
+                                   "approaches": len(approaches)}
         strip_generated_header(net)
         vtypes = osm.parent / LUST_VTYPES_NAME
         if vtypes.is_file():
