@@ -34,6 +34,11 @@ def test_dual_left_settings_are_checked(kwargs, field):
         LustConfig(**kwargs)
 
 
+def test_second_left_lanes_are_on_by_default_at_every_way():
+    cfg = LustConfig()
+    assert cfg.dual_lefts is True and cfg.dual_left_ways is None and cfg.dual_left_min_lanes == 3
+
+
 def _connections(net, edge_id: str) -> set[tuple[int, str, int]]:
     return {(lane.getIndex(), c.getTo().getID(), c.getToLane().getIndex())
             for lane in net.getEdge(edge_id).getLanes() for c in lane.getOutgoing()}
@@ -46,15 +51,15 @@ def test_clip_network_gets_a_second_left_lane_where_the_rule_says(tmp_path):
 
     from mobility.lust.network import DUAL_LEFT_FILE, build_lust_network
 
-    plain_file, plain = build_lust_network(LustConfig(source_dir=str(CLIP), cache_dir=str(tmp_path)))
-    net_file, manifest = build_lust_network(LustConfig(source_dir=str(CLIP), cache_dir=str(tmp_path), dual_lefts=True))
+    plain_file, plain = build_lust_network(LustConfig(source_dir=str(CLIP), cache_dir=str(tmp_path), dual_lefts=False))
+    net_file, manifest = build_lust_network(LustConfig(source_dir=str(CLIP), cache_dir=str(tmp_path)))
     assert net_file.parent != plain_file.parent and "dual_lefts" not in plain["params"]
-    assert manifest["params"]["dual_lefts"] == {"ways": list(TURN_BAY_WAYS), "min_lanes": 3}
+    assert manifest["params"]["dual_lefts"] == {"ways": None, "min_lanes": 3}
     info = manifest["network"]["dual_lefts"]
     assert info["file"] == DUAL_LEFT_FILE and info["approaches"] > 0
     assert manifest["netconvert"][-2:] == ["--connection-files", DUAL_LEFT_FILE]
     patched = sorted({c.get("from") for c in ET.parse(net_file.parent / DUAL_LEFT_FILE).getroot().findall("connection")})
-    assert len(patched) == info["approaches"] and all(way_matches(e, list(TURN_BAY_WAYS)) for e in patched)
+    assert len(patched) == info["approaches"]
 
     net = sumolib.net.readNet(str(net_file), withInternal=False)
     old = sumolib.net.readNet(str(plain_file), withInternal=False)

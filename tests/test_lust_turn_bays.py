@@ -57,8 +57,8 @@ def test_clip_network_gets_bays_on_the_corridor_only(tmp_path):
 
     from mobility.lust.network import TURN_BAY_FILE, build_lust_network
 
-    plain_file, plain = build_lust_network(LustConfig(source_dir=str(CLIP), cache_dir=str(tmp_path), turn_bays=False))
-    net_file, manifest = build_lust_network(LustConfig(source_dir=str(CLIP), cache_dir=str(tmp_path), turn_bays=True))
+    plain_file, plain = build_lust_network(LustConfig(source_dir=str(CLIP), cache_dir=str(tmp_path), dual_lefts=False, turn_bays=False))
+    net_file, manifest = build_lust_network(LustConfig(source_dir=str(CLIP), cache_dir=str(tmp_path), dual_lefts=False, turn_bays=True))
     assert net_file.parent != plain_file.parent and "turn_bays" not in plain["params"]
     assert manifest["params"]["turn_bays"] == {"ways": ["-30314", "-32710"], "length": 40.0, "min_lanes": 3,
                                                 "junctions": LustConfig().turn_bay_junctions}
@@ -91,7 +91,7 @@ def test_bays_can_be_kept_to_junctions_of_some_types(tmp_path):
 
     kinds = {}
     for junctions in (None, ["priority"]):
-        net_file, manifest = build_lust_network(LustConfig(source_dir=str(CLIP), cache_dir=str(tmp_path), turn_bays=True,
+        net_file, manifest = build_lust_network(LustConfig(source_dir=str(CLIP), cache_dir=str(tmp_path), dual_lefts=False, turn_bays=True,
                                                            turn_bay_ways=None, turn_bay_junctions=junctions))
         assert manifest["params"]["turn_bays"]["junctions"] == junctions
         net = sumolib.net.readNet(str(net_file), withInternal=False)
@@ -135,7 +135,7 @@ def test_bays_without_left_phases_turn_in_the_main_green(tmp_path):
 
     greens = {}
     for left_green in (None, 0):
-        net_file, manifest = build_lust_network(LustConfig(source_dir=str(CLIP), cache_dir=str(tmp_path), turn_bays=True,
+        net_file, manifest = build_lust_network(LustConfig(source_dir=str(CLIP), cache_dir=str(tmp_path), dual_lefts=False, turn_bays=True,
                                                            turn_bay_junctions=None, left_green_time=left_green))
         net = sumolib.net.readNet(str(net_file), withPrograms=True)
         greens[left_green] = sorted({int(p.duration) for t in net.getTrafficLights()

@@ -188,8 +188,8 @@ class LustConfig:
     turn_bay_length: float = 40.0
     turn_bay_min_lanes: int = 3
     turn_bay_junctions: list[str] | None = None
-    dual_lefts: bool = False
-    dual_left_ways: list[str] | None = field(default_factory=lambda: list(TURN_BAY_WAYS))
+    dual_lefts: bool = True
+    dual_left_ways: list[str] | None = None
     dual_left_min_lanes: int = 3
     time_to_impatience: float | None = None
     left_green_time: float | None = None

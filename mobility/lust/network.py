@@ -17,10 +17,10 @@ the flow slightly worse and are not used. ``LustConfig.netconvert_args`` adds or
 With ``LustConfig.turn_bays`` the build converts twice: the network without the patch, from it the
 left-turn bay patch (``turn_bays.edg.xml``, :mod:`mobility.lust.turn_bays`), then the network
 with the patch as an ``--edge-files`` input; the bay settings are part of the cache key and the
-manifest names the patch, its hash and the edges it splits. ``LustConfig.dual_lefts`` works the
-same way with one more conversion: the second-left-lane patch (``dual_lefts.con.xml``,
-:mod:`mobility.lust.dual_lefts`) is found in the network built so far and given as a
-``--connection-files`` input.
+manifest names the patch, its hash and the edges it splits. ``LustConfig.dual_lefts`` (on by
+default) works the same way with one more conversion: the second-left-lane patch
+(``dual_lefts.con.xml``, :mod:`mobility.lust.dual_lefts`) is found in the network built so far and
+given as a ``--connection-files`` input; it takes the 07:00-09:00 teleports from 106 to 13.
 """
 
 from __future__ import annotations
