@@ -9,10 +9,11 @@ entries and the 07:00-09:00 peak ends in teleports on the leftmost lanes upstrea
 :func:`find_dual_lefts` picks, in a network built without the patch, every edge of the chosen
 ways (or of every way) with at least ``min_lanes`` lanes that ends at a traffic light, whose
 only left-turning lane is the leftmost and whose left turn enters a road of two or more lanes
-at a lane other than its rightmost. :func:`write_dual_lefts` writes a plain-XML connection file
-that keeps every connection such an edge has and adds one: the lane beside the leftmost turns
-left too, into the lane beside the one the leftmost enters (the two turning paths do not cross;
-the lane still goes straight as well). netconvert drops its guessed connections of an edge named
+while leaving its rightmost lane free (the leftmost may enter one lane or fan out into several).
+:func:`write_dual_lefts` writes a plain-XML connection file that keeps every connection such an
+edge has and adds one: the lane beside the leftmost turns left too, into the lane right of the
+rightmost one the leftmost enters (the turning paths do not cross; the lane still goes straight
+as well). netconvert drops its guessed connections of an edge named
 in a connection file, which is why the patch repeats the edge's existing ones. Given to
 netconvert with ``--connection-files`` next to the OSM; the lights' programs are recomputed.
 
@@ -58,9 +59,9 @@ def find_dual_lefts(net_file: str | Path, ways: Sequence[str] | None, *, min_lan
         if turning != [n - 1]:
             continue
         lefts = [c for c in lanes[-1].getOutgoing() if c.getDirection() == "l"]
-        if len(lefts) != 1:
+        if not lefts or len({c.getTo().getID() for c in lefts}) != 1:
             continue
-        target, to_lane = lefts[0].getTo(), lefts[0].getToLane().getIndex()
+        target, to_lane = lefts[0].getTo(), min(c.getToLane().getIndex() for c in lefts)
         if target.getLaneNumber() < 2 or to_lane < 1:
             continue
         conns = tuple((lane.getIndex(), c.getTo().getID(), c.getToLane().getIndex())
