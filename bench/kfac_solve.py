@@ -23,6 +23,11 @@ vector and for the worst layer block.
     OMP_NUM_THREADS=1 python bench/kfac_solve.py            # 10 clients x ~600, 1 epoch, max 1000 it
     OMP_NUM_THREADS=1 python bench/kfac_solve.py --quick    # 3 clients x ~200, max 200 it
     OMP_NUM_THREADS=1 python bench/kfac_solve.py --quick --versions after   # no git needed
+    OMP_NUM_THREADS=1 python bench/kfac_solve.py --versions after --preconditioners kronecker eigen_diagonal
+
+``--preconditioners`` times the current version once per block preconditioner
+(``fl_core.fisher.base.Preconditioner``) in each repeat, side by side; the old version has only
+the Kronecker one.
 """
 
 from __future__ import annotations
@@ -145,9 +150,11 @@ def _is_current(stats_module) -> bool:
     return hasattr(stats_module, "Weighting")
 
 
-def worker(directory: Path, tag: str, damping: float, tol: float, max_iter: int, weighting: str) -> None:
+def worker(directory: Path, tag: str, damping: float, tol: float, max_iter: int, weighting: str,
+           preconditioner: str | None = None) -> None:
     """Load the problem with whichever ``fl_core`` is importable, solve once, save ``x`` and a JSON
-    record to ``directory`` (``x_<tag>.safetensors``, ``result_<tag>.json``)."""
+    record to ``directory`` (``x_<tag>.safetensors``, ``result_<tag>.json``). ``preconditioner``
+    (current version only; None: the library's default) picks the block preconditioner."""
     import fl_core
     import fl_core.projection as P
     import fl_core.stats as S
@@ -173,7 +180,8 @@ def worker(directory: Path, tag: str, damping: float, tol: float, max_iter: int,
                           for c in contributions
                           for kept_pair, given_pair in zip(stats.fisher_sum.members[c.client].factors, c.fisher.factors)
                           for kept, given in zip(kept_pair, given_pair))
-        cfg = P.ProjectionConfig(method="cg_f", tol=tol, max_iter=max_iter, damping=damping, precondition=True)
+        cfg = P.ProjectionConfig(method="cg_f", tol=tol, max_iter=max_iter, damping=damping, precondition=True,
+                                 **({} if preconditioner is None else {"preconditioner": preconditioner}))
         captured: dict[str, torch.Tensor] = {}
         inner = P._solve_cg_f
 
@@ -200,11 +208,12 @@ def worker(directory: Path, tag: str, damping: float, tol: float, max_iter: int,
 
         P.conjugate_gradient = capture
     _, info = P.project(stats, cfg)
+    used = cfg.preconditioner.value if current else "kronecker"
     save_file({"x": captured["x"].contiguous()}, str(directory / f"x_{tag}.safetensors"))
     record = {"tag": tag, "fl_core": str(Path(fl_core.__file__).parent), "current": current,
               "method": info.method, "iterations": info.iterations, "seconds": info.seconds,
               "residual": info.residual, "converged": bool(info.converged), "psd_changed": psd_changed,
-              "threads": torch.get_num_threads()}
+              "threads": torch.get_num_threads(), "preconditioner": used}
     (directory / f"result_{tag}.json").write_text(json.dumps(record))
 
 
@@ -230,12 +239,14 @@ def remove_worktree() -> None:
         subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(WORKTREE)], check=True)
 
 
-def run_version(version: str, tag: str, directory: Path, args: argparse.Namespace) -> dict:
-    """Solve once in a fresh subprocess with the version's ``fl_core`` first on the path."""
+def run_version(version: str, tag: str, directory: Path, args: argparse.Namespace,
+                preconditioner: str | None = None) -> dict:
+    """Solve once in a fresh subprocess with the version's ``fl_core`` first on the path
+    (``preconditioner``: the current version's block preconditioner, None for its default)."""
     env = dict(os.environ, PYTHONPATH=str(WORKTREE if version == "before" else ROOT), PYTHONDONTWRITEBYTECODE="1")
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", str(directory), "--tag", tag,
            "--damping", repr(args.damping), "--tol", repr(args.tol), "--max-iter", str(args.max_iter),
-           "--weighting", args.weighting]
+           "--weighting", args.weighting] + ([] if preconditioner is None else ["--preconditioner", preconditioner])
     subprocess.run(cmd, check=True, env=env, cwd=str(directory))
     record = json.loads((directory / f"result_{tag}.json").read_text())
     expected = WORKTREE if version == "before" else ROOT
@@ -256,38 +267,60 @@ def measure(args: argparse.Namespace, directory: Path) -> dict:
     runs = []
     try:
         for k in range(1, args.repeats + 1):
-            for version in args.versions:
-                tag = f"{version}-{k}"
-                record = run_version(version, tag, directory, args)
+            for version, pre in solves(args):
+                tag = f"{version}-{k}" if pre is None else f"{version}-{pre}-{k}"
+                record = run_version(version, tag, directory, args, pre)
                 x = load_file(str(directory / f"x_{tag}.safetensors"))["x"]
                 _, tensors = load_problem(directory)
-                record["version"], record["run"] = version, k
+                record["version"], record["run"] = label(version, pre), k
                 record["true_residual"], record["true_worst_block"] = true_residuals(
                     meta, tensors, x, args.damping, args.weighting)
                 runs.append(record)
-                print(f"  {tag}: {record['iterations']} it, {record['seconds']:.1f} s, "
+                print(f"  {tag}: {record['preconditioner']}, {record['iterations']} it, {record['seconds']:.1f} s, "
                       f"true residual {record['true_residual']:.2e}", flush=True)
     finally:
         if created and not args.keep_worktree:
             remove_worktree()
-    mean = {v: statistics.mean(r["seconds"] for r in runs if r["version"] == v) for v in args.versions}
+    labels = list(dict.fromkeys(r["version"] for r in runs))
+    mean = {v: statistics.mean(r["seconds"] for r in runs if r["version"] == v) for v in labels}
     ratio = mean["before"] / mean["after"] if {"before", "after"} <= set(mean) else None
     return {"problem": meta, "config": {"damping": args.damping, "tol": args.tol, "max_iter": args.max_iter,
                                         "weighting": args.weighting}, "runs": runs, "mean_seconds": mean, "ratio": ratio}
 
 
+def solves(args: argparse.Namespace) -> list[tuple[str, str | None]]:
+    """``(version, preconditioner)`` of each solve of one repeat, in order: the old version once
+    (Kronecker only), the current one once per ``--preconditioners`` entry (None: its default)."""
+    out: list[tuple[str, str | None]] = []
+    for version in args.versions:
+        if version == "before" or not args.preconditioners:
+            out.append((version, None))
+        else:
+            out.extend((version, pre) for pre in args.preconditioners)
+    return out
+
+
+def label(version: str, preconditioner: str | None) -> str:
+    """A run's version as tabulated: ``after/<preconditioner>`` when one was named."""
+    return version if preconditioner is None else f"{version}/{preconditioner}"
+
+
 def table(summary: dict) -> str:
     """The runs as a markdown table, with the mean seconds and the before/after ratio."""
-    lines = ["| version | run | solver | iterations | seconds | library residual | true residual | "
-             "true, worst block | reached tol |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| version | run | solver | preconditioner | iterations | seconds | library residual | true residual | "
+             "true, worst block | reached tol |", "|---|---|---|---|---|---|---|---|---|---|"]
     tol = summary["config"]["tol"]
     for r in summary["runs"]:
-        lines.append(f"| {r['version']} | {r['run']} | {r['method']} | {r['iterations']} | {r['seconds']:.1f} | "
+        lines.append(f"| {r['version']} | {r['run']} | {r['method']} | {r['preconditioner']} | {r['iterations']} | "
+                     f"{r['seconds']:.1f} | "
                      f"{r['residual']:.2e} | {r['true_residual']:.2e} | {r['true_worst_block']:.2e} | "
                      f"{'yes' if r['true_residual'] <= tol else 'no'} |")
     means = ", ".join(f"{v} {s:.1f} s" for v, s in summary["mean_seconds"].items())
+    before = summary["mean_seconds"].get("before")
+    ratios = ", ".join(f"before/{v} {before / s:.2f}x" for v, s in summary["mean_seconds"].items()
+                       if before is not None and v != "before")
     lines.append("")
-    lines.append(f"mean seconds: {means}" + (f"; ratio before/after {summary['ratio']:.2f}x" if summary["ratio"] else ""))
+    lines.append(f"mean seconds: {means}" + (f"; ratio {ratios}" if ratios else ""))
     return "\n".join(lines)
 
 
@@ -306,6 +339,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--versions", nargs="+", choices=["before", "after"], default=["before", "after"],
                    help="which versions to run, in this order within each repeat")
+    p.add_argument("--preconditioners", nargs="+", default=None, metavar="KIND",
+                   help="time the current version once per block preconditioner (kronecker, eigen_diagonal) "
+                        "in each repeat; default: its default preconditioner")
+    p.add_argument("--preconditioner", default=None, help=argparse.SUPPRESS)
     p.add_argument("--quick", action="store_true", help="3 clients x ~200 samples, max 200 iterations unless --max-iter")
     p.add_argument("--workdir", type=Path, default=None, help="keep the problem, solutions and results here")
     p.add_argument("--json", type=Path, default=None, help="also write the summary as JSON")
@@ -315,6 +352,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.quick:
         args.clients, args.samples_per_client = 3, 200
+    if args.worker is None and args.preconditioners:
+        from fl_core.fisher.base import Preconditioner
+
+        known = [k.value for k in Preconditioner]
+        if unknown := [k for k in args.preconditioners if k not in known]:
+            p.error(f"--preconditioners: unknown {unknown}; known: {known}")
     if args.max_iter is None:
         args.max_iter = 200 if args.quick else 1000
     return args
@@ -323,7 +366,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     if args.worker is not None:
-        worker(args.worker, args.tag, args.damping, args.tol, args.max_iter, args.weighting)
+        worker(args.worker, args.tag, args.damping, args.tol, args.max_iter, args.weighting, args.preconditioner)
         return
     print(f"machine: {platform.machine()} {platform.processor()}, {os.cpu_count()} cores, torch {torch.__version__}, "
           f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}", flush=True)

@@ -27,9 +27,10 @@ Methods:
 - ``cg_f`` (default otherwise): conjugate gradient on ``(F + lambda I) x = F Wbar - b`` from
   ``x0 = 0`` (its iterates stay in range(F); ``lambda = 0`` converges to ``F^+ r`` with the
   condition number of F). Block-diagonal sums (K-FAC: one block per layer) are solved block by
-  block, each with its own Kronecker preconditioner and stopping test (a block converges when
-  its own relative residual is below ``tol``, which bounds the whole system's); small layers
-  stop after a few iterations instead of paying for the slowest. Products run in float32
+  block, each with its own preconditioner (``ProjectionConfig.preconditioner``: Kronecker by
+  default) and stopping test (a block converges when its own relative residual is below ``tol``,
+  which bounds the whole system's); small layers stop after a few iterations instead of paying
+  for the slowest. Products run in float32
   (``fast_products``) and each block finishes in float64 until its true residual is below
   ``tol``.
 - ``cg_f2``: the paper's form, CG on ``F_l^2 L = 2 (F_l Wbar - b)`` with ``F_l = F + lambda I``
@@ -60,6 +61,7 @@ from typing import Callable
 
 import torch
 
+from .fisher.base import Preconditioner
 from .stats import SufficientStatistics, Weighting
 
 
@@ -96,7 +98,8 @@ class ProjectionConfig:
     curvature_floor: float = 1e-12  # closed form without damping: relative to the largest entry
     damping: float = 1e-4  # fixed relative damping when no validator selects one (0 = undamped)
     dampings: tuple[float, ...] = DEFAULT_DAMPINGS  # candidates selected on the validation set
-    precondition: bool = True  # cg_f with damping > 0: Kronecker preconditioner where available
+    precondition: bool = True  # cg_f with damping > 0: the block preconditioner where available
+    preconditioner: Preconditioner = Preconditioner.KRONECKER  # which one (fl_core.fisher.base.Preconditioner)
     warm_start: bool = True  # without selection, edits start CG from the previous solution
     weighting: Weighting = Weighting.SAMPLES  # members' aggregation weight (fl_core.stats)
     fast_products: bool = True  # float32 K-FAC products, finished in float64
@@ -107,6 +110,11 @@ class ProjectionConfig:
     def __post_init__(self) -> None:
         object.__setattr__(self, "method", ProjectionMethod(self.method))
         object.__setattr__(self, "weighting", Weighting(self.weighting))
+        try:
+            object.__setattr__(self, "preconditioner", Preconditioner(self.preconditioner))
+        except ValueError:
+            raise ValueError(f"projection.preconditioner must be one of {[p.value for p in Preconditioner]}, "
+                             f"got {self.preconditioner!r}") from None
         object.__setattr__(self, "dampings", tuple(sorted((float(d) for d in self.dampings), reverse=True)))
         if any(int(t) != t or t < 1 for t in self.iterates):
             raise ValueError(f"projection.iterates must be positive iteration counts, got {self.iterates}")
@@ -240,7 +248,7 @@ def _solve_cg_f(stats: SufficientStatistics, r: torch.Tensor, lam: float, config
         if nb == 0.0:
             x[sl] = 0.0
             continue
-        pre = fsum.block_preconditioner(b, lam) if (config.precondition and lam > 0) else None
+        pre = fsum.block_preconditioner(b, lam, config.preconditioner) if (config.precondition and lam > 0) else None
         share = (sl.stop - sl.start) / stats.dim
 
         def op(v: torch.Tensor, fast: bool, b=b) -> torch.Tensor:

@@ -24,6 +24,16 @@ class FisherKind(str, Enum):
     FULL = "full"
 
 
+class Preconditioner(str, Enum):
+    """How a block-diagonal sum approximates the inverse of ``F_bb + damping I`` for CG.
+
+    Both work in the eigenbases ``Qa`` of ``mean_i(A_i)`` and ``Qg`` of ``sum_i(w_i G_i)``;
+    they differ in the curvature divided by in that basis."""
+
+    KRONECKER = "kronecker"  # the products of the two factors' eigenvalues (exact for one shared A)
+    EIGEN_DIAGONAL = "eigen_diagonal"  # the exact diagonal of F in that basis (EKFAC-style)
+
+
 class FisherRep(ABC):
     """One client's Fisher, evaluated at its trained weights with labels drawn from the model."""
 
@@ -103,8 +113,10 @@ class FisherSum(ABC):
         them, accumulated in float64; the default block is the whole vector)."""
         return self.matvec(v)
 
-    def block_preconditioner(self, block: int, damping: float):
-        """An approximate inverse of ``F_bb + damping I`` for preconditioned CG, or None."""
+    def block_preconditioner(self, block: int, damping: float,
+                             kind: Preconditioner = Preconditioner.KRONECKER):
+        """An approximate inverse of ``F_bb + damping I`` of the given ``kind`` for preconditioned
+        CG, or None where the sum has none."""
         return None
 
     def diagonal(self) -> torch.Tensor | None:

@@ -15,7 +15,7 @@ from typing import Hashable
 import torch
 from torch import nn
 
-from .base import FisherKind, FisherRep, FisherSum
+from .base import FisherKind, FisherRep, FisherSum, Preconditioner
 from .capture import LayerSpec, iterate_layer_batches, layer_specs
 
 
@@ -186,6 +186,7 @@ class KFACSum(FisherSum):
         self._stacked: list[tuple[torch.Tensor, torch.Tensor]] | None = None
         self._stacked32: list[tuple[torch.Tensor, torch.Tensor]] | None = None
         self._eig: dict[int, tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]] = {}
+        self._eig_diag: dict[int, torch.Tensor] = {}
 
     @property
     def keeps_members(self) -> bool:
@@ -208,6 +209,7 @@ class KFACSum(FisherSum):
     def _invalidate(self) -> None:
         self._stacked = self._stacked32 = None
         self._eig = {}
+        self._eig_diag = {}
 
     def _order(self) -> list[Hashable]:
         return sorted(self.members, key=lambda c: (type(c).__name__, c))
@@ -258,14 +260,37 @@ class KFACSum(FisherSum):
             self._eig[block] = (qa, qg, ea.clamp_min(0), eg.clamp_min(0))
         return self._eig[block]
 
-    def block_preconditioner(self, block: int, damping: float):
-        """Inverse of ``F~ + damping I`` with ``F~ = mean_i(A_i) (x) sum_i(w_i G_i)`` for the
-        layer (exact when all members share their A factor), through the factors' eigenbases."""
+    def _eigen_diagonal(self, block: int) -> torch.Tensor:
+        """The diagonal of the layer's ``F = sum_i A_i (x) w_i G_i`` in the eigenbasis of
+        :meth:`_eigenbasis`, as an (out, in) matrix (cached):
+        ``d[k, j] = sum_i (qg_k^T w_i G_i qg_k) (qa_j^T A_i qa_j)``.
+
+        Computed in float32 (the factors' upload precision): it only steers CG, which stops on
+        the true residual, so its rounding changes iteration counts, not the solution."""
+        if block not in self._eig_diag:
+            a, g = self._stack32()[block]
+            qa, qg, _, _ = self._eigenbasis(block)
+            qa32, qg32 = qa.float(), qg.float()
+            da = (torch.matmul(a, qa32) * qa32).sum(-2, dtype=torch.float64)  # (members, in): q_j^T A_i q_j
+            dg = (torch.matmul(g, qg32) * qg32).sum(-2, dtype=torch.float64)  # (members, out)
+            self._eig_diag[block] = (dg.T @ da).clamp_min(0)
+        return self._eig_diag[block]
+
+    def block_preconditioner(self, block: int, damping: float,
+                             kind: Preconditioner = Preconditioner.KRONECKER):
+        """Inverse of ``D + damping I`` in the eigenbases of ``mean_i(A_i)`` and ``sum_i(w_i G_i)``
+        for the layer. ``kronecker``: ``D`` is the product of those factors' eigenvalues, i.e.
+        ``F~ = mean_i(A_i) (x) sum_i(w_i G_i)`` (exact when all members share their A factor);
+        ``eigen_diagonal``: ``D`` is the exact diagonal of ``F`` in that basis, which keeps each
+        member's own A factor where the Kronecker form averages them away."""
         if not self.members:
             return None
         s = self.specs[block]
         qa, qg, ea, eg = self._eigenbasis(block)
-        denom = eg.unsqueeze(1) * ea.unsqueeze(0) + damping
+        if Preconditioner(kind) is Preconditioner.EIGEN_DIAGONAL:
+            denom = self._eigen_diagonal(block) + damping
+        else:
+            denom = eg.unsqueeze(1) * ea.unsqueeze(0) + damping
 
         def apply(v: torch.Tensor) -> torch.Tensor:
             m = v.view(s.out_features, s.in_features)
