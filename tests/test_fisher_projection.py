@@ -8,7 +8,9 @@ import torch
 
 from fl_core.contribution import Contribution
 from fl_core.fisher import FisherKind, compute_fisher, layer_specs, new_sum
-from fl_core.fisher.kfac import KFACFisher
+from fl_core.fisher.base import Preconditioner
+from fl_core.fisher.capture import LayerSpec
+from fl_core.fisher.kfac import KFACFisher, KFACSum
 from fl_core.models import build_model, flat_params, num_params
 from fl_core.payload import serialize, serialized_size
 from fl_core.projection import ProjectionConfig, ProjectionMethod, conjugate_gradient, project
@@ -133,6 +135,71 @@ def test_the_kronecker_preconditioner_shortens_cg_on_f(mlp):
     assert plain[1].converged and pcg[1].converged and pcg[1].method.endswith("+pcg")
     assert pcg[1].iterations < plain[1].iterations
     torch.testing.assert_close(pcg[0], plain[0], rtol=1e-3, atol=1e-4)
+
+
+def heterogeneous_kfac_stats(shared_a: bool = False, seed: int = 5) -> SufficientStatistics:
+    """Two layers, three members whose A factors differ in scale and in their principal directions
+    (or, with ``shared_a``, one A for all), unequal sample counts; deterministic."""
+    g = torch.Generator().manual_seed(seed)
+    specs = [LayerSpec("l0", 0, 6, 9), LayerSpec("l1", 54, 4, 6)]
+    dim = sum(s.size for s in specs)
+
+    def psd(n: int, scale: float) -> torch.Tensor:
+        x = torch.randn(n, n + 3, generator=g) * torch.logspace(0, -2, n).unsqueeze(1)
+        return (scale * (x @ x.T) / n).float()
+
+    shared = [psd(s.in_features, 1.0) for s in specs]
+    contributions = []
+    for i, (scale, n) in enumerate(((1.0, 40), (5.0, 10), (0.2, 25))):
+        factors = [(shared[k] if shared_a else psd(s.in_features, scale), psd(s.out_features, 1.0 / (i + 1)))
+                   for k, s in enumerate(specs)]
+        contributions.append(Contribution(i, torch.randn(dim, generator=g), KFACFisher(specs, factors), n))
+    stats = SufficientStatistics(dim, KFACSum(specs))
+    stats.apply(joined=contributions)
+    return stats
+
+
+def dense_fisher(stats: SufficientStatistics) -> torch.Tensor:
+    """The summed Fisher as a dense float64 matrix, column by column through ``matvec``."""
+    eye = torch.eye(stats.dim, dtype=torch.float64)
+    return torch.stack([stats.fisher_sum.matvec(e) for e in eye], dim=1)
+
+
+def test_eigen_diagonal_is_the_diagonal_of_f_in_the_kronecker_eigenbasis():
+    stats = heterogeneous_kfac_stats()
+    fsum, f = stats.fisher_sum, dense_fisher(stats)
+    for b, (s, sl) in enumerate(zip(fsum.specs, fsum.blocks(stats.dim))):
+        qa, qg, _, _ = fsum._eigenbasis(b)
+        q = torch.kron(qg, qa)  # row-major vec(V) of an (out, in) block
+        expected = torch.diagonal(q.T @ f[sl, sl] @ q).reshape(s.out_features, s.in_features)
+        torch.testing.assert_close(fsum._eigen_diagonal(b), expected, rtol=1e-5, atol=1e-7 * float(expected.max()))
+
+
+@pytest.mark.parametrize("preconditioner", ["kronecker", "eigen_diagonal"])
+def test_block_preconditioners_reach_the_dense_float64_solution(preconditioner):
+    stats = heterogeneous_kfac_stats()
+    f, wbar, damping = dense_fisher(stats), stats.mean(), 1e-4
+    lam = damping * stats.fisher_sum.trace() / stats.dim
+    dense = wbar - torch.linalg.solve(f + lam * torch.eye(stats.dim, dtype=torch.float64), f @ wbar - stats.b)
+    w, info = project(stats, ProjectionConfig(method="cg_f", tol=1e-9, max_iter=5000, damping=damping,
+                                              preconditioner=preconditioner))
+    assert info.converged and info.method.endswith("+pcg") and info.residual <= 1e-9
+    torch.testing.assert_close(w.double(), dense, rtol=1e-5, atol=1e-5 * float(dense.abs().max()))
+
+
+def test_both_block_preconditioners_are_exact_when_the_members_share_their_a_factor():
+    stats = heterogeneous_kfac_stats(shared_a=True)
+    for preconditioner in Preconditioner:
+        _, info = project(stats, ProjectionConfig(method="cg_f", tol=1e-8, max_iter=5000, damping=1e-4,
+                                                  preconditioner=preconditioner, fast_products=False))
+        assert info.converged and info.iterations <= 2, (preconditioner, info.iterations)
+
+
+def test_the_preconditioner_option_is_validated_and_kronecker_by_default():
+    assert ProjectionConfig().preconditioner is Preconditioner.KRONECKER
+    assert ProjectionConfig(preconditioner="eigen_diagonal").preconditioner is Preconditioner.EIGEN_DIAGONAL
+    with pytest.raises(ValueError, match="projection.preconditioner"):
+        ProjectionConfig(preconditioner="jacobi")
 
 
 def test_closed_form_equals_cg_for_a_diagonal_damped_or_not(mlp):
