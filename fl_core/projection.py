@@ -30,9 +30,8 @@ Methods:
   block, each with its own preconditioner (``ProjectionConfig.preconditioner``: Kronecker by
   default) and stopping test (a block converges when its own relative residual is below ``tol``,
   which bounds the whole system's); small layers stop after a few iterations instead of paying
-  for the slowest. Products run in float32
-  (``fast_products``) and each block finishes in float64 until its true residual is below
-  ``tol``.
+  for the slowest. Products run in float32 (``fast_products``) and each block finishes in
+  float64 until its true residual is below ``tol``.
 - ``cg_f2``: the paper's form, CG on ``F_l^2 L = 2 (F_l Wbar - b)`` with ``F_l = F + lambda I``
   and ``W = Wbar - F_l L / 2`` (condition number squared; two products per iteration).
 - Early stopping instead of damping (``ProjectionConfig.iterates``, with ``cg_f`` or ``cg_f2``): the
