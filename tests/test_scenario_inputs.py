@@ -141,6 +141,16 @@ def test_the_scenario_reference_is_generated_from_the_schema():
     assert "| `num_clients` | `16` |" in text and "| `radius` | `200.0` |" in text
 
 
+def test_projection_preconditioner_reaches_the_merge_and_a_bad_one_is_named(tmp_path):
+    from fl_core.fisher.base import Preconditioner
+
+    assert load_scenario(None).federated.projection.build().preconditioner is Preconditioner.KRONECKER
+    sc = load_scenario(write(tmp_path, "federated:\n  projection: {preconditioner: eigen_diagonal}\n"))
+    assert sc.federated.projection.build().preconditioner is Preconditioner.EIGEN_DIAGONAL
+    with pytest.raises(ConfigError, match=r"federated.projection.preconditioner"):
+        load_scenario(write(tmp_path, "federated:\n  projection: {preconditioner: jacobi}\n"))
+
+
 def test_projection_iterates_reach_the_merge_and_bad_ones_are_named(tmp_path):
     sc = load_scenario(write(tmp_path, "federated:\n  projection: {method: cg_f, damping: 0, iterates: [50, 10]}\n"))
     assert sc.federated.projection.build().iterates == (10, 50)

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from fl_core.editors import EDITORS
 from fl_core.fisher import FisherKind
+from fl_core.fisher.base import Preconditioner
 from fl_core.partition import DirichletScheme
 from fl_core.projection import DEFAULT_DAMPINGS, ProjectionConfig, ProjectionMethod
 from fl_core.stats import Weighting
@@ -72,6 +73,7 @@ class ProjectionSection(Strict):
         description="candidate relative dampings selected on the validation set ('mean': the weighted mean)")
     weighting: Weighting = Field(Weighting.SAMPLES, description="members weighted by sample count, or uniformly")
     precondition: bool = True
+    preconditioner: Preconditioner = Field(Preconditioner.KRONECKER, description="per-layer CG preconditioner")
     warm_start: bool = True
     fast_products: bool = True
     curvature_floor: float = Field(1e-12, ge=0)

@@ -249,7 +249,8 @@ MEANINGS: dict[str, str] = {
     "federated.projection.method": "auto (closed form for diagonal, else CG on F), closed_form, cg_f, cg_f2, adam",
     "federated.projection.tol": "relative residual at which a CG solve stops",
     "federated.projection.max_iter": "CG iterations at most (a solve stopped here is reported)",
-    "federated.projection.precondition": "Kronecker preconditioner for CG on F",
+    "federated.projection.precondition": "precondition CG on F (per layer)",
+    "federated.projection.preconditioner": "kronecker (default) or eigen_diagonal (EKFAC-style; measured slower)",
     "federated.projection.warm_start": "start CG from the previous solve", "federated.projection.fast_products":
         "float32 K-FAC products, finished in float64", "federated.projection.curvature_floor": "curvature below this is zero",
     "federated.rounds.clients_per_round": "participants drawn per round", "federated.rounds.local_epochs": "epochs per round",
