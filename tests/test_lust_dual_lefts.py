@@ -88,3 +88,16 @@ def test_every_way_widens_more_approaches_than_the_corridor(tmp_path):
                                                     dual_left_ways=ways))
         counts[str(ways)] = manifest["network"]["dual_lefts"]["approaches"]
     assert 0 < counts[str(list(TURN_BAY_WAYS))] < counts["None"]
+
+
+@pytest.mark.sumo
+def test_no_approach_to_widen_leaves_the_network_as_built(tmp_path):
+    pytest.importorskip("sumolib")
+    from mobility.lust.network import build_lust_network
+
+    plain_file, plain = build_lust_network(LustConfig(source_dir=str(CLIP), cache_dir=str(tmp_path), dual_lefts=False))
+    net_file, manifest = build_lust_network(LustConfig(source_dir=str(CLIP), cache_dir=str(tmp_path),
+                                                       dual_left_ways=["999999"]))
+    assert manifest["network"]["dual_lefts"]["approaches"] == 0
+    assert "--connection-files" not in manifest["netconvert"]
+    assert manifest["network"]["sha256"] == plain["network"]["sha256"]

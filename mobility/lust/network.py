@@ -197,8 +197,9 @@ def build_lust_network(config: LustConfig | None = None, *, force: bool = False)
         if dual_params is not None:
             approaches = find_dual_lefts(net, cfg.dual_left_ways, min_lanes=cfg.dual_left_min_lanes)
             patch = write_dual_lefts(approaches, out / DUAL_LEFT_FILE)
-            used = with_input_file(used, "connection-files", patch.name)
-            _convert(out, net, used)
+            if approaches:  # an empty patch changes nothing: no second conversion
+                used = with_input_file(used, "connection-files", patch.name)
+                _convert(out, net, used)
             extra["dual_lefts"] = {**dual_params, "file": patch.name, "sha256": file_sha256(patch),
                                    "approaches": len(approaches)}
         strip_generated_header(net)
