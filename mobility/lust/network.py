@@ -78,11 +78,6 @@ def with_input_file(options: list[str], option: str, path: str | Path) -> list[s
     return merge_args(options, [f"--{option}", files])
 
 
-def with_edge_file(options: list[str], edge_file: str | Path) -> list[str]:
-    """``options`` with ``edge_file`` added to their ``--edge-files`` (comma-joined to any given)."""
-    return with_input_file(options, "edge-files", edge_file)
-
-
 def network_stats(net_file: str | Path, lust_tll: str | Path | None = None) -> dict[str, Any]:
     """Junctions (non-internal nodes), edges (non-internal), total edge length (km), edges by lane
     count (``four_lane_edges``: four or more), dead ends, traffic lights, and (given LuST's
@@ -190,7 +185,7 @@ def build_lust_network(config: LustConfig | None = None, *, force: bool = False)
             bays, short = find_turn_bays(net, cfg.turn_bay_ways, min_lanes=cfg.turn_bay_min_lanes,
                                          junction_types=cfg.turn_bay_junctions, length=cfg.turn_bay_length)
             patch = write_turn_bays(bays, out / TURN_BAY_FILE)
-            used = with_edge_file(options, patch.name)
+            used = with_input_file(options, "edge-files", patch.name)
             _convert(out, net, used)
             extra["turn_bays"] = {**bay_params, "file": patch.name, "sha256": file_sha256(patch), "edges": len(bays),
                                   "too_short": short, "bay_m": round(sum(b.bay_length for b in bays), 1)}
