@@ -150,7 +150,7 @@ def test_teleports_are_counted_by_cause_within_the_window(tmp_path):
 def test_report_targets_and_errors():
     class Rec:
         peak_running = 4150.0
-        inserted = {7: 25000, 8: 26000}
+        inserted = {420: 25000, 480: 26000}  # per minute of the day
         trips = [(7.5 * 3600, 500.0), (8.5 * 3600, 560.0)]
         samples = [{"time": t, "running": int(target_running(t) * 1.02), "target": float(target_running(t)),
                     "mean_speed": 11.0, "halted_share": 0.15} for t in np.arange(7 * 3600, 9 * 3600 + 1, 60.0)]
@@ -165,6 +165,19 @@ def test_report_targets_and_errors():
     back = LustReport(**{k: v for k, v in json.loads(json.dumps(rep.to_dict())).items()
                          if k in LustReport.__dataclass_fields__})
     assert back.summary() == rep.summary()
+
+
+def test_report_counts_insertions_inside_any_window_and_scales_the_running_target():
+    class Rec:
+        peak_running = 150.0
+        inserted = {m: 10 for m in range(460, 500)}  # 07:40-08:19, ten a minute
+        trips = [(8 * 3600, 300.0)]
+        samples = [{"time": t, "running": int(target_running(t, 150.0)), "target": float(target_running(t, 150.0)),
+                    "mean_speed": 12.0, "halted_share": 0.1} for t in np.arange(7.5 * 3600, 8.5 * 3600 + 1, 60.0)]
+    rep = make_report(Rec(), 7 * 3600 + 50 * 60, 8 * 3600 + 10 * 60, {"total": 0, "by_cause": {}, "top_lanes": {}})
+    assert rep.inserted_per_hour == {"07:50": 100, "08:00": 100} and rep.inserted == 200
+    running = next(t for t in rep.targets() if t["name"] == "running at 08:00")
+    assert running["met"] and running["target"].startswith("145-173 (LuST's 4,000-4,800 at a peak of 150)")
 
 
 def test_rsu_fit_prefers_where_vehicles_stay(monkeypatch, tmp_path):
