@@ -241,33 +241,29 @@ class LustConfig:
         if self.left_green_time is not None and (not _num(self.left_green_time) or self.left_green_time < 0):
             raise ValueError(f"lust.left_green_time must be a non-negative number of seconds or null, "
                              f"got {self.left_green_time!r}")
-        if not isinstance(self.turn_bays, bool):
-            raise ValueError(f"lust.turn_bays must be true or false, got {self.turn_bays!r}")
-        if self.turn_bay_ways is not None and (not isinstance(self.turn_bay_ways, list) or not self.turn_bay_ways
-                                               or not all(isinstance(w, str) and w for w in self.turn_bay_ways)):
-            raise ValueError(f"lust.turn_bay_ways must be a non-empty list of OSM way ids (strings) or null, "
-                             f"got {self.turn_bay_ways!r}")
+        for prefix in ("turn_bay", "dual_left"):
+            self._check_lane_patch(prefix)
         if not _num(self.turn_bay_length) or self.turn_bay_length < 15:
             raise ValueError(f"lust.turn_bay_length must be a number of metres >= 15, got {self.turn_bay_length!r}")
-        if isinstance(self.turn_bay_min_lanes, bool) or not isinstance(self.turn_bay_min_lanes, int) \
-                or self.turn_bay_min_lanes < 2:
-            raise ValueError(f"lust.turn_bay_min_lanes must be an integer >= 2, got {self.turn_bay_min_lanes!r}")
         if self.turn_bay_junctions is not None and (
                 not isinstance(self.turn_bay_junctions, list) or not self.turn_bay_junctions
                 or not all(t in JUNCTION_TYPES for t in self.turn_bay_junctions)):
             raise ValueError(f"lust.turn_bay_junctions must be a non-empty list of {JUNCTION_TYPES} or null, "
                              f"got {self.turn_bay_junctions!r}")
-        if not isinstance(self.dual_lefts, bool):
-            raise ValueError(f"lust.dual_lefts must be true or false, got {self.dual_lefts!r}")
-        if self.dual_left_ways is not None and (not isinstance(self.dual_left_ways, list) or not self.dual_left_ways
-                                                or not all(isinstance(w, str) and w for w in self.dual_left_ways)):
-            raise ValueError(f"lust.dual_left_ways must be a non-empty list of OSM way ids (strings) or null, "
-                             f"got {self.dual_left_ways!r}")
-        if isinstance(self.dual_left_min_lanes, bool) or not isinstance(self.dual_left_min_lanes, int) \
-                or self.dual_left_min_lanes < 2:
-            raise ValueError(f"lust.dual_left_min_lanes must be an integer >= 2, got {self.dual_left_min_lanes!r}")
         if not isinstance(self.netconvert_args, list) or not all(isinstance(a, str) for a in self.netconvert_args):
             raise ValueError(f"lust.netconvert_args must be a list of strings, got {self.netconvert_args!r}")
+
+    def _check_lane_patch(self, prefix: str) -> None:
+        """The on/off switch, ways and minimum lane count of one lane patch (``turn_bay``, ``dual_left``)."""
+        switch, ways, lanes = (f"{prefix}s", f"{prefix}_ways", f"{prefix}_min_lanes")
+        if not isinstance(getattr(self, switch), bool):
+            raise ValueError(f"lust.{switch} must be true or false, got {getattr(self, switch)!r}")
+        w = getattr(self, ways)
+        if w is not None and (not isinstance(w, list) or not w or not all(isinstance(x, str) and x for x in w)):
+            raise ValueError(f"lust.{ways} must be a non-empty list of OSM way ids (strings) or null, got {w!r}")
+        n = getattr(self, lanes)
+        if isinstance(n, bool) or not isinstance(n, int) or n < 2:
+            raise ValueError(f"lust.{lanes} must be an integer >= 2, got {n!r}")
 
     @property
     def demand_begin(self) -> float:
