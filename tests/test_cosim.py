@@ -434,6 +434,19 @@ def test_a_run_whose_coverage_never_fills_says_no_model_was_fitted(tmp_path):
         assert f"note: {m}: no record: no model was ever fitted" in text and "min_clients = 50" in text
 
 
+def test_the_summary_lists_the_methods_in_the_scenario_order(tmp_path):
+    from vmc_sim.cosim import summarize
+
+    rows, trace = {}, trace_file(tmp_path)
+    for order in (["fsosa", "retrain"], ["retrain", "fsosa"]):
+        sc = scenario(trace, federated={"methods": order})
+        text = summarize(run_scenario(sc, out=tmp_path / "-".join(order), progress=False, say=lambda s: None))
+        table = [ln.split()[0] for ln in text.splitlines() if ln.split() and ln.split()[0] in order]
+        assert table[:2] == order
+        rows[order[0]] = sorted(ln for ln in text.splitlines() if ln.split() and ln.split()[0] in order)
+    assert rows["fsosa"] == rows["retrain"]  # the same figures, only listed in the other order
+
+
 def test_co_simulated_merges_select_their_damping_on_the_held_out_set(tmp_path):
     sc = scenario(trace_file(tmp_path), federated={"methods": ["fsosa"]})
     run = run_scenario(sc, out=tmp_path / "v", progress=False, say=lambda s: None)

@@ -277,6 +277,13 @@ def summarize(run: RunDir) -> str:
         t["suspended"] += int(r.get("kind") == "suspend")
         if "accuracy" in r:
             t["acc"] = float("nan") if r["accuracy"] is None else r["accuracy"]
+    try:
+        manifest = run.manifest()
+    except (OSError, ValueError):
+        manifest = {}
+    federated = (manifest.get("config") or {}).get("federated") or {}
+    listed = [m for m in federated.get("methods") or [] if m in totals]
+    totals = {m: totals[m] for m in [*listed, *(m for m in totals if m not in listed)]}  # the scenario's order
     lines = ["", f"{'method':<10} {'requests':>8} {'triggered':>9} {'MB':>10} {'sim compute s':>13} "
                  f"{'sum latency s':>13} {'failed':>6} {'final acc %':>11}"]
     for m, t in totals.items():
@@ -287,15 +294,10 @@ def summarize(run: RunDir) -> str:
             end = "; it was withdrawn at the end (final acc nan)" if t["acc"] != t["acc"] else ""
             lines.append(f"note: {m}: the model was withdrawn {t['suspended']} time(s) when coverage fell below "
                          f"coordinator.min_clients (records of kind 'suspend'){end}")
-    try:
-        manifest = run.manifest()
-    except (OSError, ValueError):
-        manifest = {}
     cache = (manifest.get("summary") or {}).get("contribution_cache")
     if cache:
         lines.append(f"contribution cache: {cache['hits']} of {cache['hits'] + cache['misses']} contributions loaded "
                      f"(hit rate {100 * cache['hit_rate']:.0f} %), {cache['misses']} trained; {cache['path']}")
-    federated = (manifest.get("config") or {}).get("federated") or {}
     min_clients = ((manifest.get("config") or {}).get("coordinator") or {}).get("min_clients")
     for m in federated.get("methods") or []:
         if m not in totals:
