@@ -97,6 +97,11 @@ def _build(cfg: LustConfig, run: dict[str, Any], force: bool = False):
                       time_to_teleport=run["time_to_teleport"], progress=lambda s: print(s, flush=True))
 
 
+def _ways(ways: list[str] | None) -> str:
+    """How a lane patch's way filter reads in the build's summary."""
+    return "every way" if ways is None else "ways " + ", ".join(ways)
+
+
 def network_lines(net: dict[str, Any]) -> list[str]:
     pub = net.get("published") or PUBLISHED_NETWORK
     lines = [f"network: {net['nodes']:,} junctions, {net['edges']:,} edges, {net['length_km']} km, "
@@ -108,15 +113,13 @@ def network_lines(net: dict[str, Any]) -> list[str]:
         lines.append(f"  LuST's {net['lust_traffic_lights']} light ids found here: {net['lust_traffic_light_ids_found']}")
     bays = net.get("turn_bays")
     if bays:
-        ways = "every way" if bays["ways"] is None else "ways " + ", ".join(bays["ways"])
-        lines.append(f"  left-turn bays: {bays['edges']} edges of {ways} ({bays['bay_m']:,} m of bay, up to "
+        lines.append(f"  left-turn bays: {bays['edges']} edges of {_ways(bays['ways'])} ({bays['bay_m']:,} m of bay, up to "
                      f"{bays['length']:g} m each; {bays['too_short']} too short), patch {bays['file']} "
                      f"sha256 {bays['sha256'][:12]}")
     dual = net.get("dual_lefts")
     if dual:
-        ways = "every way" if dual["ways"] is None else "ways " + ", ".join(dual["ways"])
-        lines.append(f"  second left-turn lanes: {dual['approaches']} light approaches of {ways}, patch {dual['file']} "
-                     f"sha256 {dual['sha256'][:12]}")
+        lines.append(f"  second left-turn lanes: {dual['approaches']} light approaches of {_ways(dual['ways'])}, "
+                     f"patch {dual['file']} sha256 {dual['sha256'][:12]}")
     return lines
 
 

@@ -212,7 +212,8 @@ class LustReport:
             err = (peak["running"] - peak["target"]) / peak["target"]
             scale = self.peak_running / LUST_PEAK_RUNNING
             lo, hi = 4000 * scale, 4800 * scale
-            goal = "4,000-4,800" if scale == 1 else f"{lo:,.0f}-{hi:,.0f} (LuST's 4,000-4,800 at a peak of {self.peak_running:,.0f})"
+            goal = "4,000-4,800" if scale == 1 else \
+                f"{lo:,.0f}-{hi:,.0f} (LuST's 4,000-4,800 at a peak of {self.peak_running:,.0f})"
             add("running at 08:00", peak["running"], f"{goal} and within +-5 % of the curve",
                 lo <= peak["running"] <= hi and abs(err) <= 0.05)
             add("mean speed at 08:00 (m/s)", peak["mean_speed"], ">= 10", peak["mean_speed"] >= 10)
