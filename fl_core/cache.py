@@ -26,7 +26,7 @@ from .contribution import Contribution
 from .data import ArrayDataset
 from .fisher import layer_specs
 from .store import ContributionStore
-from .training import TRAINER_VERSION, LocalTrainer
+from .training import TRAINER_VERSION, LocalTrainer, key_settings
 
 #: Training settings that change where or how fast a contribution is computed, not what it is.
 _NOT_IN_KEY = ("device", "threads", "fisher_rank")  # the cache keeps whole factors
@@ -73,7 +73,7 @@ class ContributionCache:
         known = self._model_keys.get(id(trainer))
         if known is None or known[0]() is not trainer:  # ids are reused once a trainer is freed
             model = trainer.model_fn()
-            settings = {k: v for k, v in asdict(trainer.config).items() if k not in _NOT_IN_KEY}
+            settings = key_settings(trainer.config, _NOT_IN_KEY)
             head = json.dumps({
                 "version": TRAINER_VERSION, "model": type(model).__name__,
                 "shapes": [[n, list(p.shape)] for n, p in model.named_parameters()], "train": settings,

@@ -8,7 +8,7 @@ and it runs on CPU with a fixed algorithm, so computing it again later gives the
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Callable, Hashable
 
 import torch
@@ -17,7 +17,7 @@ import torch.nn.functional as F
 
 from .contribution import Contribution
 from .data import ArrayDataset
-from .fisher import FisherKind, compute_fisher
+from .fisher import FisherKind, FisherLabels, compute_fisher
 from .models import flat_params, load_flat
 from .rng import Streams
 
@@ -41,6 +41,7 @@ class TrainConfig:
     momentum: float = 0.9
     fisher: FisherKind = FisherKind.KFAC
     fisher_batch: int = 128
+    fisher_labels: FisherLabels = FisherLabels.SAMPLED  # drawn labels, or the expectation over classes
     upload_dtype: str = "float32"
     fisher_rank: int | None = None  # K-FAC upload: top-r eigenpairs per factor (None: whole factors)
     device: str = "cpu"
@@ -48,6 +49,7 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "fisher", FisherKind(self.fisher))
+        object.__setattr__(self, "fisher_labels", FisherLabels(self.fisher_labels))
         for name in ("epochs", "batch_size", "fisher_batch"):
             if getattr(self, name) < 1:
                 raise ValueError(f"train.{name} must be >= 1, got {getattr(self, name)}")
@@ -65,6 +67,16 @@ class TrainConfig:
 
 
 SMALL_MODEL_PARAMS = 200_000
+
+
+def key_settings(config: TrainConfig, exclude: tuple[str, ...] = ()) -> dict:
+    """``config``'s fields for a store's or cache's key, less ``exclude``. A field added after
+    stores were written enters the key only where it differs from what the code did before it
+    (``fisher_labels`` sampled), so contributions already on disk keep their keys."""
+    settings = {k: v for k, v in asdict(config).items() if k not in exclude}
+    if settings.get("fisher_labels") is FisherLabels.SAMPLED:
+        del settings["fisher_labels"]
+    return settings
 
 
 def apply_threads(config: TrainConfig, model: nn.Module) -> int:
@@ -178,7 +190,7 @@ class LocalTrainer:
         t1 = time.perf_counter()
         fisher = compute_fisher(
             self.config.fisher, model, data.x.to(next(model.parameters()).device),
-            self.streams.torch("fisher", client), self.config.fisher_batch,
+            self.streams.torch("fisher", client), self.config.fisher_batch, self.config.fisher_labels,
         )
         t2 = time.perf_counter()
         dtype = DTYPES[self.config.upload_dtype]

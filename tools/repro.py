@@ -9,7 +9,6 @@ on its path, so no script edits ``sys.path`` or imports another script.
 from __future__ import annotations
 
 import argparse
-from dataclasses import asdict
 import hashlib
 import json
 import math
@@ -27,7 +26,7 @@ from fl_core.fisher import layer_specs
 from fl_core.projection import ProjectionConfig
 from fl_core.rng import derive_seed
 from fl_core.store import ContributionStore
-from fl_core.training import LocalTrainer, TrainConfig, evaluate
+from fl_core.training import LocalTrainer, TrainConfig, evaluate, key_settings
 
 import report
 
@@ -133,7 +132,7 @@ def contribution_store(setup: OneShotSetup, args: argparse.Namespace, alpha: flo
     ``fl_core.clients`` compresses on upload), so runs that differ only in those share it."""
     if not args.store:
         return None
-    train = {k: v for k, v in asdict(setup.train).items() if k not in ("device", "threads", "fisher_rank")}
+    train = key_settings(setup.train, ("device", "threads", "fisher_rank"))
     key = json.dumps({"dataset": args.dataset, "alpha": alpha, "scheme": args.scheme, "clients": args.clients,
                       "model": args.model, "seed": args.seed, "train": train, "max_train": args.max_train,
                       "validation": args.validation_samples}, sort_keys=True)
@@ -165,7 +164,8 @@ def run(args: argparse.Namespace) -> list[dict]:
             dataset=args.dataset, num_clients=args.clients, alpha=alpha, model=args.model, seed=args.seed,
             train=TrainConfig(epochs=args.epochs, lr=args.lr, batch_size=args.batch_size, momentum=args.momentum,
                               fisher=args.fisher, device=args.device, threads=args.threads,
-                              fisher_rank=getattr(args, "fisher_rank", None)),
+                              fisher_rank=getattr(args, "fisher_rank", None),
+                              fisher_labels=getattr(args, "fisher_labels", "sampled")),
             max_train_samples=args.max_train, max_test_samples=args.max_test, scheme=args.scheme,
             validation_samples=args.validation_samples,
         )

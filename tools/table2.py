@@ -37,6 +37,7 @@ import torch
 
 import report
 
+from fl_core.fisher import FisherLabels
 from fl_core.partition import DirichletScheme
 from fl_core.projection import DEFAULT_DAMPINGS, ProjectionMethod
 
@@ -86,7 +87,8 @@ SMOKE_ARGS = "--dataset digits --model mlp --cg-iter 50"  # extra arguments of t
 def markdown(rows: list[dict], args: argparse.Namespace) -> str:
     lines = [
         f"Table {'III' if args.dataset == 'femnist' else 'II'} reproduction: {args.dataset}, M={args.clients}, rho={args.rho}, K={args.epochs} epochs, "
-        f"lr={args.lr}, batch {args.batch_size}, momentum {args.momentum}, {args.model}, Fisher {args.fisher}"
+        f"lr={args.lr}, batch {args.batch_size}, momentum {args.momentum}, {args.model}, Fisher {args.fisher} "
+        f"({args.fisher_labels} labels)"
         + (f" (low-rank uploads, rank {args.fisher_rank})" if args.fisher_rank else "") + f", seed {args.seed}"
         + (f", subset drawn with seed {args.subset_seed}" if args.subset_seed is not None else "")
         + (" (QUICK size)" if args.quick else ""),
@@ -158,6 +160,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--fisher-rank", type=int, default=None,
                    help="K-FAC uploads as the top-R eigenpairs of each factor (seed 000's compression)")
+    p.add_argument("--fisher-labels", choices=[v.value for v in FisherLabels], default="sampled",
+                   help="labels the true Fisher averages over: one drawn per input, or every class at its "
+                        "probability (FedFisher's code)")
     p.add_argument("--scheme", choices=[s.value for s in DirichletScheme], default="per_client",
                    help="Dirichlet split: per_client (FedFisher's, default) or per_class")
     p.add_argument("--validation-samples", type=int, default=500, help="held out for the merge's damping selection")

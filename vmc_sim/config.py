@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from fl_core.editors import EDITORS
 from fl_core.fisher import FisherKind
-from fl_core.fisher.base import Preconditioner
+from fl_core.fisher.base import FisherLabels, Preconditioner
 from fl_core.partition import DirichletScheme
 from fl_core.projection import DEFAULT_DAMPINGS, ProjectionConfig, ProjectionMethod
 from fl_core.stats import Weighting
@@ -38,6 +38,8 @@ class TrainSection(Strict):
     momentum: float = Field(0.9, ge=0, lt=1, description="SGD momentum (seed 000 / FedFisher: 0.9)")
     fisher: FisherKind = FisherKind.KFAC
     fisher_batch: int = Field(128, gt=0)
+    fisher_labels: FisherLabels = Field(FisherLabels.SAMPLED, description="sampled (one drawn label per input) or "
+                                        "expected (every class at its probability, as FedFisher's code)")
     upload_dtype: str = "float32"
     fisher_rank: int | None = Field(None, gt=0, description="K-FAC uploads as top-r eigenpairs per factor (seed 000's "
                                                            "compression); null = whole factors")

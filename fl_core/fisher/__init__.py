@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .base import FisherKind, FisherRep, FisherSum
+from .base import FisherKind, FisherLabels, FisherRep, FisherSum
 from .capture import LayerSpec, layer_specs
 from .diagonal import DiagonalFisher, DiagonalSum
 from .full import FullFisher, FullSum
@@ -19,13 +19,15 @@ REPRESENTATIONS: dict[FisherKind, type[FisherRep]] = {
 
 
 def compute_fisher(
-    kind: FisherKind | str, model: nn.Module, x: torch.Tensor, generator: torch.Generator, batch_size: int = 128
+    kind: FisherKind | str, model: nn.Module, x: torch.Tensor, generator: torch.Generator, batch_size: int = 128,
+    labels: FisherLabels | str = FisherLabels.SAMPLED,
 ) -> FisherRep | None:
-    """The true Fisher of ``model`` on inputs ``x`` in representation ``kind`` (None for NONE)."""
+    """The true Fisher of ``model`` on inputs ``x`` in representation ``kind`` (None for NONE),
+    over drawn or expected labels (:class:`FisherLabels`)."""
     kind = FisherKind(kind)
     if kind is FisherKind.NONE:
         return None
-    return REPRESENTATIONS[kind].compute(model, x, batch_size, generator)
+    return REPRESENTATIONS[kind].compute(model, x, batch_size, generator, labels)
 
 
 def new_sum(kind: FisherKind | str, model: nn.Module) -> FisherSum | None:
@@ -43,6 +45,6 @@ def new_sum(kind: FisherKind | str, model: nn.Module) -> FisherSum | None:
 
 
 __all__ = [
-    "FisherKind", "FisherRep", "FisherSum", "LayerSpec", "layer_specs", "DiagonalFisher", "DiagonalSum",
+    "FisherKind", "FisherLabels", "FisherRep", "FisherSum", "LayerSpec", "layer_specs", "DiagonalFisher", "DiagonalSum",
     "FullFisher", "FullSum", "KFACFisher", "KFACSum", "compute_fisher", "new_sum", "REPRESENTATIONS",
 ]

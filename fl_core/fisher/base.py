@@ -24,6 +24,20 @@ class FisherKind(str, Enum):
     FULL = "full"
 
 
+class FisherLabels(str, Enum):
+    """Which labels the true Fisher averages over at each input.
+
+    ``sampled``: one label drawn from the model's predictive distribution, an unbiased estimate
+    at the cost of one backward pass a batch. ``expected``: every class, weighted by its
+    predicted probability, the exact expectation (as nngeometry's ``FIM``, which FedFisher's
+    code calls, computes it) at C backward passes a batch. A confident local model puts nearly
+    all its mass on one class, so a drawn label rarely lands where its curvature is; the
+    expectation counts every class at its weight."""
+
+    SAMPLED = "sampled"
+    EXPECTED = "expected"
+
+
 class Preconditioner(str, Enum):
     """How a K-FAC sum approximates the inverse of a layer's ``F_bb + damping I`` for CG.
 

@@ -1,9 +1,11 @@
 """Per-layer activations and output gradients for the true Fisher.
 
-Labels are drawn from the model's own predictive distribution (the true Fisher, not the
-empirical one). Hooks record, for every Linear/Conv2d layer, the layer inputs ``a`` (unfolded
-patches for convolutions) and the gradients ``g`` of the sampled negative log-likelihood
-with respect to the layer outputs. Every representation is computed from these.
+Labels come from the model's own predictive distribution (the true Fisher, not the empirical
+one): one drawn label per input, or every class weighted by its probability
+(:class:`~fl_core.fisher.base.FisherLabels`). Hooks record, for every Linear/Conv2d layer, the
+layer inputs ``a`` (unfolded patches for convolutions) and the gradients ``g`` of the negative
+log-likelihood with respect to the layer outputs, one set per label draw. Every representation
+is computed from these.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from typing import Iterator
 import torch
 from torch import nn
 import torch.nn.functional as F
+
+from .base import FisherLabels
 
 
 @dataclass(frozen=True)
@@ -52,7 +56,9 @@ def layer_specs(model: nn.Module) -> list[LayerSpec]:
 
 @dataclass
 class LayerBatch:
-    """One batch of one layer: ``a`` is (N, in, L) and ``g`` is (N, out, L) (L = positions)."""
+    """One batch of one layer: ``a`` is (N, in, L) and ``g`` is (S, N, out, L) (L = positions, S =
+    label draws per input: 1 drawn label, or C classes each scaled by the square root of its
+    probability, so that summing ``g g^T`` over S gives the expectation over labels)."""
 
     spec: LayerSpec
     a: torch.Tensor
@@ -60,9 +66,12 @@ class LayerBatch:
 
 
 def iterate_layer_batches(
-    model: nn.Module, x: torch.Tensor, batch_size: int, generator: torch.Generator
+    model: nn.Module, x: torch.Tensor, batch_size: int, generator: torch.Generator,
+    labels: FisherLabels | str = FisherLabels.SAMPLED,
 ) -> Iterator[list[LayerBatch]]:
-    """Yield, per mini-batch of ``x``, the captured (a, g) of every layer in flat order."""
+    """Yield, per mini-batch of ``x``, the captured (a, g) of every layer in flat order.
+    ``labels`` sampled draws one label per input from ``generator``; expected uses no draw."""
+    labels = FisherLabels(labels)
     specs = layer_specs(model)
     modules = dict(model.named_modules())
     store: dict[str, dict[str, torch.Tensor]] = {}
@@ -75,10 +84,10 @@ def iterate_layer_batches(
                 a = F.unfold(inp, mod.kernel_size, mod.dilation, mod.padding, mod.stride)
             else:
                 a = inp.unsqueeze(-1)
-            store[name] = {"a": a}
+            store[name] = {"a": a, "g": []}
 
             def grad_hook(grad):
-                store[name]["g"] = grad.detach().reshape(grad.shape[0], grad.shape[1], -1)
+                store[name]["g"].append(grad.detach().reshape(grad.shape[0], grad.shape[1], -1))
 
             output.register_hook(grad_hook)
 
@@ -96,11 +105,18 @@ def iterate_layer_batches(
             logits = model(xb)
             with torch.no_grad():
                 probs = torch.softmax(logits.double(), dim=1)
+            if labels is FisherLabels.SAMPLED:
                 # drawn on the CPU from the CPU stream, so a CUDA model samples the labels a CPU model would
                 y = torch.multinomial(probs.cpu(), 1, generator=generator).squeeze(1).to(logits.device)
-            loss = F.cross_entropy(logits, y, reduction="sum")
-            loss.backward()
-            yield [LayerBatch(s, store[s.name]["a"], store[s.name]["g"]) for s in specs]
+                F.cross_entropy(logits, y, reduction="sum").backward()
+            else:
+                scale = probs.sqrt().to(logits.dtype)
+                classes = logits.shape[1]
+                for c in range(classes):
+                    y = torch.full((xb.shape[0],), c, dtype=torch.long, device=logits.device)
+                    loss = (scale[:, c] * F.cross_entropy(logits, y, reduction="none")).sum()
+                    loss.backward(retain_graph=c < classes - 1)
+            yield [LayerBatch(s, store[s.name]["a"], torch.stack(store[s.name]["g"])) for s in specs]
     finally:
         for h in handles:
             h.remove()

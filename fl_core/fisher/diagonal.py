@@ -7,7 +7,7 @@ from typing import Hashable
 import torch
 from torch import nn
 
-from .base import FisherKind, FisherRep, FisherSum
+from .base import FisherKind, FisherLabels, FisherRep, FisherSum
 from .capture import iterate_layer_batches, layer_specs
 
 
@@ -32,17 +32,18 @@ class DiagonalFisher(FisherRep):
         return cls(tensors["diag"])
 
     @classmethod
-    def compute(cls, model: nn.Module, x: torch.Tensor, batch_size: int, generator: torch.Generator) -> "DiagonalFisher":
+    def compute(cls, model: nn.Module, x: torch.Tensor, batch_size: int, generator: torch.Generator,
+                labels: FisherLabels | str = FisherLabels.SAMPLED) -> "DiagonalFisher":
         """Exact per-sample squared gradients, without materialising them for linear layers."""
         specs = layer_specs(model)
         total = torch.zeros(sum(s.size for s in specs), dtype=torch.float64, device=x.device)
-        for layers in iterate_layer_batches(model, x, batch_size, generator):
+        for layers in iterate_layer_batches(model, x, batch_size, generator, labels):
             for lb in layers:
-                a, g = lb.a, lb.g  # per-batch contractions in the model's dtype, the running sum in float64
+                a = lb.a  # per-batch contractions in the model's dtype, the running sum in float64
                 if a.shape[-1] == 1:
-                    block = (g[..., 0] ** 2).T @ (a[..., 0] ** 2)
+                    block = (lb.g[..., 0] ** 2).sum(0).T @ (a[..., 0] ** 2)
                 else:
-                    block = (torch.einsum("nol,nil->noi", g, a) ** 2).sum(0)
+                    block = sum((torch.einsum("nol,nil->noi", g, a) ** 2).sum(0) for g in lb.g)
                 total[lb.spec.offset : lb.spec.offset + lb.spec.size] += block.reshape(-1).double()
         return cls((total / x.shape[0]).float().cpu())
 

@@ -7,7 +7,7 @@ from typing import Hashable
 import torch
 from torch import nn
 
-from .base import FisherKind, FisherRep, FisherSum
+from .base import FisherKind, FisherLabels, FisherRep, FisherSum
 from .capture import iterate_layer_batches, layer_specs
 
 MAX_FULL_DIM = 20_000
@@ -34,17 +34,18 @@ class FullFisher(FisherRep):
         return cls(tensors["full"])
 
     @classmethod
-    def compute(cls, model: nn.Module, x: torch.Tensor, batch_size: int, generator: torch.Generator) -> "FullFisher":
-        """``E[g g^T]`` from per-sample flat gradients."""
+    def compute(cls, model: nn.Module, x: torch.Tensor, batch_size: int, generator: torch.Generator,
+                labels: FisherLabels | str = FisherLabels.SAMPLED) -> "FullFisher":
+        """``E[g g^T]`` from per-sample (and per-label) flat gradients."""
         specs = layer_specs(model)
         d = sum(s.size for s in specs)
         if d > MAX_FULL_DIM:
             raise ValueError(f"full Fisher of a {d}-parameter model is too large (limit {MAX_FULL_DIM})")
         total = torch.zeros(d, d, dtype=torch.float64, device=x.device)
-        for layers in iterate_layer_batches(model, x, batch_size, generator):
+        for layers in iterate_layer_batches(model, x, batch_size, generator, labels):
             per_sample = torch.cat(
-                [torch.einsum("nol,nil->noi", lb.g.double(), lb.a.double()).flatten(1) for lb in layers], dim=1
-            )
+                [torch.einsum("snol,nil->snoi", lb.g.double(), lb.a.double()).flatten(2) for lb in layers], dim=2
+            ).flatten(0, 1)
             total += per_sample.T @ per_sample
         return cls((total / x.shape[0]).float().cpu())
 

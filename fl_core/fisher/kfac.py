@@ -15,7 +15,7 @@ from typing import Hashable
 import torch
 from torch import nn
 
-from .base import FisherKind, FisherRep, FisherSum, Preconditioner
+from .base import FisherKind, FisherLabels, FisherRep, FisherSum, Preconditioner
 from .capture import LayerSpec, iterate_layer_batches, layer_specs
 
 
@@ -145,7 +145,8 @@ class KFACFisher(FisherRep):
         ])
 
     @classmethod
-    def compute(cls, model: nn.Module, x: torch.Tensor, batch_size: int, generator: torch.Generator) -> "KFACFisher":
+    def compute(cls, model: nn.Module, x: torch.Tensor, batch_size: int, generator: torch.Generator,
+                labels: FisherLabels | str = FisherLabels.SAMPLED) -> "KFACFisher":
         specs = layer_specs(model)
         acc = [
             (torch.zeros(s.in_features, s.in_features, dtype=torch.float64, device=x.device),
@@ -153,12 +154,12 @@ class KFACFisher(FisherRep):
             for s in specs
         ]
         positions = [1] * len(specs)
-        for layers in iterate_layer_batches(model, x, batch_size, generator):
+        for layers in iterate_layer_batches(model, x, batch_size, generator, labels):
             for i, lb in enumerate(layers):
                 a, g = lb.a, lb.g  # per-batch contractions in the model's dtype, running sums in float64
                 positions[i] = a.shape[-1]
                 acc[i][0].add_(torch.einsum("nil,njl->ij", a, a).double())
-                acc[i][1].add_(torch.einsum("nol,npl->op", g, g).double())
+                acc[i][1].add_(torch.einsum("snol,snpl->op", g, g).double())
         n = x.shape[0]
         factors = [(_symmetric(a / (n * pos)).float().cpu(), _symmetric(g / n).float().cpu()) for (a, g), pos in zip(acc, positions)]
         return cls(specs, factors)

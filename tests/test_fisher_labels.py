@@ -1,0 +1,126 @@
+"""The expected-label Fisher (``fisher_labels: expected``) is the exact expectation over classes
+that the drawn-label Fisher estimates: checked against a per-sample autograd reference, against
+the mean of many drawn-label Fishers, and across representations; and choosing it changes the
+contribution store's key while the default keeps every key already on disk."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from fl_core.fisher import FisherLabels, compute_fisher
+from fl_core.models import build_model, flat_params
+from fl_core.training import TrainConfig, key_settings
+
+
+@pytest.fixture()
+def mlp():
+    torch.manual_seed(0)
+    return build_model("mlp", (1, 6, 6), 5, hidden=(7,))
+
+
+def reference_fisher(model: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """mean_n sum_c p(c|x_n) grad log p(c|x_n) grad log p(c|x_n)^T, one autograd call per (n, c)."""
+    params = list(model.parameters())
+    d = flat_params(model).numel()
+    total = torch.zeros(d, d, dtype=torch.float64)
+    for xn in x:
+        logp = F.log_softmax(model(xn.unsqueeze(0)), dim=1)[0]
+        for c in range(logp.shape[0]):
+            g = torch.cat([t.reshape(-1) for t in torch.autograd.grad(logp[c], params, retain_graph=True)]).double()
+            total += logp[c].exp().double() * torch.outer(g, g)
+    return total / x.shape[0]
+
+
+def test_expected_full_fisher_is_the_exact_expectation_over_classes(mlp):
+    x = torch.randn(9, 1, 6, 6)
+    got = compute_fisher("full", mlp, x, torch.Generator().manual_seed(0), batch_size=4, labels="expected")
+    torch.testing.assert_close(got.matrix.double(), reference_fisher(mlp, x), rtol=1e-4, atol=1e-7)
+
+
+def test_drawn_labels_average_to_the_expected_fisher(mlp):
+    """The drawn-label Fisher is unbiased for the expected one: the mean of N independent draws
+    sits at the distance sqrt(E||draw - exact||^2 / N) from it that unbiasedness predicts (a
+    bias would add a term that does not shrink with N)."""
+    x = torch.randn(12, 1, 6, 6)
+    exact = compute_fisher("full", mlp, x, torch.Generator(), labels="expected").matrix.double()
+    n = 300
+    draws = torch.stack([compute_fisher("full", mlp, x, torch.Generator().manual_seed(s)).matrix.double()
+                         for s in range(n)])
+    rms = torch.sqrt(((draws - exact) ** 2).sum((1, 2)).mean())
+    predicted = rms / n**0.5
+    got = torch.linalg.norm(draws.mean(0) - exact)
+    assert 0.5 * predicted < got < 1.5 * predicted, (float(got), float(predicted))
+
+
+def test_expected_representations_agree(mlp):
+    """Diagonal = diag(full) and, for one input, K-FAC = the full Fisher's layer blocks (A is a
+    rank-one outer product then), all with expected labels."""
+    x = torch.randn(8, 1, 6, 6)
+    full = compute_fisher("full", mlp, x, torch.Generator(), labels="expected")
+    diag = compute_fisher("diagonal", mlp, x, torch.Generator(), labels="expected")
+    torch.testing.assert_close(torch.diagonal(full.matrix), diag.diag, rtol=1e-5, atol=1e-8)
+    one = x[:1]
+    full1 = compute_fisher("full", mlp, one, torch.Generator(), labels="expected").matrix.double()
+    kfac1 = compute_fisher("kfac", mlp, one, torch.Generator(), labels="expected")
+    mask = torch.zeros_like(full1)
+    for s in kfac1.specs:
+        mask[s.offset : s.offset + s.size, s.offset : s.offset + s.size] = 1
+    v = torch.randn(full1.shape[0], dtype=torch.float64)
+    torch.testing.assert_close(kfac1.matvec(v), (full1 * mask) @ v, rtol=1e-4, atol=1e-7)
+
+
+def test_expected_conv_kfac_matches_the_mean_of_drawn_ones():
+    """On the paper's CNN: G factors from expected labels against the mean over 60 drawn-label
+    captures (A does not depend on labels and is identical)."""
+    torch.manual_seed(0)
+    cnn = build_model("cnn", (1, 28, 28), 10)
+    x = torch.randn(6, 1, 28, 28)
+    exact = compute_fisher("kfac", cnn, x, torch.Generator(), labels="expected")
+    draws = [compute_fisher("kfac", cnn, x, torch.Generator().manual_seed(s)) for s in range(60)]
+    for layer, (a, g) in enumerate(exact.factors):
+        torch.testing.assert_close(draws[0].factors[layer][0], a)
+        mean_g = torch.stack([d.factors[layer][1].double() for d in draws]).mean(0)
+        assert torch.linalg.norm(mean_g - g.double()) / torch.linalg.norm(g.double()) < 0.2
+
+
+def test_expected_labels_use_no_random_draw(mlp):
+    x = torch.randn(5, 1, 6, 6)
+    a = compute_fisher("kfac", mlp, x, torch.Generator().manual_seed(1), labels="expected")
+    b = compute_fisher("kfac", mlp, x, torch.Generator().manual_seed(2), labels="expected")
+    for fa, fb in zip(a.factors, b.factors):
+        for ma, mb in zip(fa, fb):
+            assert torch.equal(ma, mb)
+
+
+def test_store_keys_keep_the_default_and_change_with_expected_labels():
+    sampled = key_settings(TrainConfig(), ("device",))
+    expected = key_settings(TrainConfig(fisher_labels="expected"), ("device",))
+    assert "fisher_labels" not in sampled and "device" not in sampled
+    assert expected["fisher_labels"] is FisherLabels.EXPECTED
+    assert {k: v for k, v in expected.items() if k != "fisher_labels"} == sampled
+    with pytest.raises(ValueError):
+        TrainConfig(fisher_labels="argmax")
+
+
+def test_table2_store_key_is_unchanged_for_sampled_labels():
+    """The one-shot reproductions' store (``tools/repro.py``): the sampled default keeps the
+    fingerprint contributions were stored under before the option existed."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+    import repro
+
+    args = argparse.Namespace(store="STORE", dataset="mnist", scheme="per_client", clients=20, model="cnn", seed=0,
+                              max_train=None, validation_samples=500)
+
+    def store(labels: str) -> str:
+        setup = argparse.Namespace(train=TrainConfig(fisher_labels=labels),
+                                   model_fn=lambda: build_model("cnn", (1, 28, 28), 10))
+        return repro.contribution_store(setup, args, 0.1).fingerprint
+
+    assert store("sampled") == "d1ed86363eb748c3"  # MNIST alpha 0.1's store in reports/table2_mnist
+    assert store("expected") != store("sampled")
