@@ -50,7 +50,7 @@ def test_drawn_labels_average_to_the_expected_fisher(mlp):
     x = torch.randn(12, 1, 6, 6)
     exact = compute_fisher("full", mlp, x, torch.Generator(), labels="expected").matrix.double()
     n = 300
-    draws = torch.stack([compute_fisher("full", mlp, x, torch.Generator().manual_seed(s)).matrix.double()
+    draws = torch.stack([compute_fisher("full", mlp, x, torch.Generator().manual_seed(s), labels="sampled").matrix.double()
                          for s in range(n)])
     rms = torch.sqrt(((draws - exact) ** 2).sum((1, 2)).mean())
     predicted = rms / n**0.5
@@ -82,7 +82,7 @@ def test_expected_conv_kfac_matches_the_mean_of_drawn_ones():
     cnn = build_model("cnn", (1, 28, 28), 10)
     x = torch.randn(6, 1, 28, 28)
     exact = compute_fisher("kfac", cnn, x, torch.Generator(), labels="expected")
-    draws = [compute_fisher("kfac", cnn, x, torch.Generator().manual_seed(s)) for s in range(60)]
+    draws = [compute_fisher("kfac", cnn, x, torch.Generator().manual_seed(s), labels="sampled") for s in range(60)]
     for layer, (a, g) in enumerate(exact.factors):
         torch.testing.assert_close(draws[0].factors[layer][0], a)
         mean_g = torch.stack([d.factors[layer][1].double() for d in draws]).mean(0)
@@ -98,9 +98,17 @@ def test_expected_labels_use_no_random_draw(mlp):
             assert torch.equal(ma, mb)
 
 
-def test_store_keys_keep_the_default_and_change_with_expected_labels():
-    sampled = key_settings(TrainConfig(), ("device",))
-    expected = key_settings(TrainConfig(fisher_labels="expected"), ("device",))
+def test_expected_labels_are_the_default():
+    """The paper follows FedFisher, whose code takes the expectation over classes."""
+    assert TrainConfig().fisher_labels is FisherLabels.EXPECTED
+    from vmc_sim.config import TrainSection
+
+    assert TrainSection().build().fisher_labels is FisherLabels.EXPECTED
+
+
+def test_store_keys_keep_sampled_labels_keys_and_change_with_expected_labels():
+    sampled = key_settings(TrainConfig(fisher_labels="sampled"), ("device",))
+    expected = key_settings(TrainConfig(), ("device",))
     assert "fisher_labels" not in sampled and "device" not in sampled
     assert expected["fisher_labels"] is FisherLabels.EXPECTED
     assert {k: v for k, v in expected.items() if k != "fisher_labels"} == sampled
@@ -109,8 +117,8 @@ def test_store_keys_keep_the_default_and_change_with_expected_labels():
 
 
 def test_table2_store_key_is_unchanged_for_sampled_labels():
-    """The one-shot reproductions' store (``tools/repro.py``): the sampled default keeps the
-    fingerprint contributions were stored under before the option existed."""
+    """The one-shot reproductions' store (``tools/repro.py``): sampled labels keep the fingerprint
+    contributions were stored under before the option existed."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
     import repro
 

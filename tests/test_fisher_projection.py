@@ -110,7 +110,7 @@ def stats_for(kind, model, n_clients=4, seed=0):
     contributions = []
     for i in range(n_clients):
         w = flat_params(model) + 0.1 * torch.randn(num_params(model))
-        fisher = compute_fisher(kind, model, torch.randn(30, 1, 8, 8), gen(i))
+        fisher = compute_fisher(kind, model, torch.randn(30, 1, 8, 8), gen(i), labels="sampled")
         contributions.append(Contribution(i, w, fisher, 30))
     stats.apply(joined=contributions)
     return stats

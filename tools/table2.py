@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--fisher-rank", type=int, default=None,
                    help="K-FAC uploads as the top-R eigenpairs of each factor (seed 000's compression)")
-    p.add_argument("--fisher-labels", choices=[v.value for v in FisherLabels], default="sampled",
+    p.add_argument("--fisher-labels", choices=[v.value for v in FisherLabels], default="expected",
                    help="labels the true Fisher averages over: one drawn per input, or every class at its "
                         "probability (FedFisher's code)")
     p.add_argument("--scheme", choices=[s.value for s in DirichletScheme], default="per_client",

@@ -38,7 +38,7 @@ class TrainSection(Strict):
     momentum: float = Field(0.9, ge=0, lt=1, description="SGD momentum (seed 000 / FedFisher: 0.9)")
     fisher: FisherKind = FisherKind.KFAC
     fisher_batch: int = Field(128, gt=0)
-    fisher_labels: FisherLabels = Field(FisherLabels.SAMPLED, description="sampled (one drawn label per input) or "
+    fisher_labels: FisherLabels = Field(FisherLabels.EXPECTED, description="sampled (one drawn label per input) or "
                                         "expected (every class at its probability, as FedFisher's code)")
     upload_dtype: str = "float32"
     fisher_rank: int | None = Field(None, gt=0, description="K-FAC uploads as top-r eigenpairs per factor (seed 000's "

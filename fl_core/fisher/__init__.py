@@ -20,7 +20,7 @@ REPRESENTATIONS: dict[FisherKind, type[FisherRep]] = {
 
 def compute_fisher(
     kind: FisherKind | str, model: nn.Module, x: torch.Tensor, generator: torch.Generator, batch_size: int = 128,
-    labels: FisherLabels | str = FisherLabels.SAMPLED,
+    labels: FisherLabels | str = FisherLabels.EXPECTED,
 ) -> FisherRep | None:
     """The true Fisher of ``model`` on inputs ``x`` in representation ``kind`` (None for NONE),
     over drawn or expected labels (:class:`FisherLabels`)."""

@@ -67,7 +67,7 @@ class LayerBatch:
 
 def iterate_layer_batches(
     model: nn.Module, x: torch.Tensor, batch_size: int, generator: torch.Generator,
-    labels: FisherLabels | str = FisherLabels.SAMPLED,
+    labels: FisherLabels | str = FisherLabels.EXPECTED,
 ) -> Iterator[list[LayerBatch]]:
     """Yield, per mini-batch of ``x``, the captured (a, g) of every layer in flat order.
     ``labels`` sampled draws one label per input from ``generator``; expected uses no draw."""

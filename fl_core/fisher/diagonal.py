@@ -33,7 +33,7 @@ class DiagonalFisher(FisherRep):
 
     @classmethod
     def compute(cls, model: nn.Module, x: torch.Tensor, batch_size: int, generator: torch.Generator,
-                labels: FisherLabels | str = FisherLabels.SAMPLED) -> "DiagonalFisher":
+                labels: FisherLabels | str = FisherLabels.EXPECTED) -> "DiagonalFisher":
         """Exact per-sample squared gradients, without materialising them for linear layers."""
         specs = layer_specs(model)
         total = torch.zeros(sum(s.size for s in specs), dtype=torch.float64, device=x.device)

@@ -146,7 +146,7 @@ class KFACFisher(FisherRep):
 
     @classmethod
     def compute(cls, model: nn.Module, x: torch.Tensor, batch_size: int, generator: torch.Generator,
-                labels: FisherLabels | str = FisherLabels.SAMPLED) -> "KFACFisher":
+                labels: FisherLabels | str = FisherLabels.EXPECTED) -> "KFACFisher":
         specs = layer_specs(model)
         acc = [
             (torch.zeros(s.in_features, s.in_features, dtype=torch.float64, device=x.device),
