@@ -189,6 +189,32 @@ def test_failure_keeps_records_and_resume_matches_uninterrupted(tmp_path, monkey
     assert list(broken.records())[: len(kept)] == kept
 
 
+def test_a_run_recorded_before_fisher_labels_existed_resumes_with_drawn_labels(tmp_path, monkeypatch):
+    """A manifest written before ``train.fisher_labels`` existed recorded a run that drew its labels:
+    resuming it must not switch to today's default (expected labels) half way through."""
+    import json
+
+    import vmc_sim.cosim as cosim
+    from vmc_sim.cosim import manifest_scenario
+
+    trace = trace_file(tmp_path)
+    sc = scenario(trace, federated={"train": {"epochs": 2, "lr": 0.05, "fisher": "diagonal", "fisher_labels": "sampled"}})
+    full = run_scenario(sc, out=tmp_path / "full", progress=False, say=lambda s: None)
+    original = cosim.open_source
+    monkeypatch.setattr(cosim, "open_source", lambda *a, **k: (lambda s, r: (DiesAt(s, 60.0), r))(*original(*a, **k)))
+    with pytest.raises(Exception, match="SUMO died"):
+        run_scenario(sc, out=tmp_path / "broken", progress=False, say=lambda s: None)
+    monkeypatch.setattr(cosim, "open_source", original)
+    broken_dir = next((tmp_path / "broken").iterdir())
+    manifest = json.loads((broken_dir / "manifest.json").read_text())
+    del manifest["config"]["federated"]["train"]["fisher_labels"]  # as a session-8 manifest has it
+    (broken_dir / "manifest.json").write_text(json.dumps(manifest))
+    recorded = manifest_scenario(broken_dir / "manifest.json")
+    assert recorded.federated.train.fisher_labels.value == "sampled"
+    run_scenario(recorded, progress=False, say=lambda s: None, run_dir=broken_dir, resume=True)
+    assert sim_records(RunDir(broken_dir)) == sim_records(full)
+
+
 def test_shipped_scenarios_validate():
     from pathlib import Path
 

@@ -100,11 +100,17 @@ def replay_scenario(trace: str | Path, scenario_path: str | Path | None = None) 
 
 
 def manifest_scenario(manifest: Path) -> Scenario:
-    """The scenario recorded in a run's ``manifest.json`` (a bad one is refused naming that file)."""
+    """The scenario recorded in a run's ``manifest.json`` (a bad one is refused naming that file).
+    A setting added since the run was recorded takes the value the code had then, not today's
+    default: a recorded train section without ``fisher_labels`` drew its labels (``sampled``)."""
     from .config import ConfigError, load_model
 
+    config = read_manifest(manifest)["config"]
+    train = config.get("federated", {}).get("train") if isinstance(config, dict) else None
+    if isinstance(train, dict) and "fisher_labels" not in train:
+        train["fisher_labels"] = "sampled"
     try:
-        return load_model(Scenario, None, read_manifest(manifest)["config"])
+        return load_model(Scenario, None, config)
     except ConfigError as e:
         raise ConfigError(str(e).replace("<embedded default>", f"{manifest}: config")) from None
 

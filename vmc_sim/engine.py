@@ -301,6 +301,8 @@ def _fingerprint(scenario: Scenario) -> str:
     fed = scenario.federated.model_dump(mode="json")
     fed.pop("methods", None)
     fed.pop("projection", None)
+    if fed["train"].get("fisher_labels") == "sampled":  # runs recorded before the setting keep their key
+        del fed["train"]["fisher_labels"]
     return hashlib.sha256(json.dumps([scenario.seed, fed], sort_keys=True).encode()).hexdigest()
 
 
