@@ -109,7 +109,7 @@ class EpochLadder:
             sgd_epochs(model, data, cfg, generator, epochs=k - done, optimizer=optimizer)
             weights = flat_params(model).cpu()
             t1 = time.perf_counter()
-            fisher = compute_fisher(cfg.fisher, model, x, t.streams.torch("fisher", client), cfg.fisher_batch)
+            fisher = compute_fisher(cfg.fisher, model, x, t.streams.torch("fisher", client), cfg.fisher_batch, cfg.fisher_labels)
             t2 = time.perf_counter()
             trained_s, done = trained_s + (t1 - t0), k
             out[k] = Contribution(client, weights.to(dtype), None if fisher is None else fisher.cast(dtype), len(data),
