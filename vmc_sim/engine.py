@@ -38,7 +38,7 @@ from fl_core.editors import Editor, EditReport, UnsupportedRequestError, build_e
 from fl_core.errors import EmptyPopulationError
 from fl_core.experiment import OneShotSetup
 from fl_core.rng import derive_seed
-from fl_core.training import LocalTrainer, evaluate
+from fl_core.training import LocalTrainer, evaluate, key_settings
 from mobility.events import MobilityEvent
 from mobility.rsu import Rsu
 from mobility.source import MobilitySource
@@ -301,8 +301,7 @@ def _fingerprint(scenario: Scenario) -> str:
     fed = scenario.federated.model_dump(mode="json")
     fed.pop("methods", None)
     fed.pop("projection", None)
-    if fed["train"].get("fisher_labels") == "sampled":  # runs recorded before the setting keep their key
-        del fed["train"]["fisher_labels"]
+    fed["train"] = key_settings(scenario.federated.train.build())  # runs recorded before a setting keep their key
     return hashlib.sha256(json.dumps([scenario.seed, fed], sort_keys=True).encode()).hexdigest()
 
 
