@@ -478,3 +478,46 @@ def test_co_simulated_merges_select_their_damping_on_the_held_out_set(tmp_path):
     run = run_scenario(sc, out=tmp_path / "v", progress=False, say=lambda s: None)
     fits = [r for r in run.records() if r.get("solve")]
     assert fits and all(r["solve"]["validation"] is not None and len(r["solve"]["candidates"]) == 5 for r in fits)
+
+
+def test_vmc_calibrate_prints_costs_that_pin_a_scenario(tmp_path, monkeypatch, capsys):
+    """``vmc calibrate`` measures the scenario's costs, keeps them in the machine's cache (where the
+    next run of the setup finds them) and prints a ``compute.calibration`` block that, pasted into
+    the scenario, charges exactly those costs."""
+    import yaml
+
+    from vmc_sim import calibration
+    from vmc_sim.cli import main
+
+    monkeypatch.setenv("VMC_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(calibration, "_CACHE", {})
+    trace = trace_file(tmp_path)
+    sc = scenario(trace, federated={"methods": ["fsosa"]}, compute={"time_model": "calibrated"})
+    path = tmp_path / "sc.yaml"
+    path.write_text(yaml.safe_dump(sc.model_dump(mode="json")))
+    assert main(["calibrate", str(path), "--repeats", "1"]) == 0
+    printed = yaml.safe_load(capsys.readouterr().out)
+    costs = printed["compute"]["calibration"]
+    assert set(costs) == {"train_s_per_sample_epoch", "fisher_s_per_sample", "solve_s_per_unit"}
+    assert costs["train_s_per_sample_epoch"] > 0 and costs["fisher_s_per_sample"] > 0
+    stored = list(calibration._read_cache().values())
+    assert len(stored) == 1 and stored[0]["train_s_per_sample_epoch"] == costs["train_s_per_sample_epoch"]
+    assert len(stored[0]["load"]) == 2
+
+    pinned = scenario(trace, federated={"methods": ["fsosa"]}, compute={"time_model": "calibrated", "calibration": costs})
+    run = run_scenario(pinned, out=tmp_path / "runs", progress=False, say=lambda s: None)
+    assert run.manifest()["calibration"] == {**run.manifest()["calibration"], **costs, "source": "pinned"}
+
+    with pytest.raises(SystemExit):
+        main(["calibrate", str(path), "--repeats", "0"])
+    assert "whole number >= 1" in capsys.readouterr().err
+
+
+def test_a_calibration_measured_on_a_busy_host_is_flagged():
+    from vmc_sim.calibration import Calibration, busy_host
+
+    quiet = Calibration(1e-4, 1e-3, 1e-3, load=(0.9, 1.2))
+    busy = Calibration(1e-4, 1e-3, 1e-3, load=(2.4, 3.1))
+    assert busy_host(quiet, threads=1) is None
+    assert "3.10" in busy_host(busy, threads=1) and "too high" in busy_host(busy, threads=1)
+    assert busy_host(Calibration(1e-4, 1e-3, 1e-3), threads=1) is None

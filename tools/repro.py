@@ -200,11 +200,21 @@ def run(args: argparse.Namespace) -> list[dict]:
                 "stop_reason": solve.stop_reason if solve else "-", "converged": solve.converged if solve else True,
                 "acc_per_s": round(100 * acc / parallel, 3), "acc_per_MB": round(100 * acc / mb, 3),
                 "wall_s": round(wall, 1),
-                "candidates": candidates_label(solve),
+                "candidates": candidates_label(solve), "validation_held": len(setup.validation_set),
             }
             rows.append(row)
             print(json.dumps(row), file=sys.stderr, flush=True)
     return rows
+
+
+def held_out_label(rows: list[dict], asked: int) -> str:
+    """How many training samples the runs held out for validation, and why if fewer than asked
+    (at most 10 % of the training slice is held out)."""
+    held = sorted({r["validation_held"] for r in rows if "validation_held" in r})
+    if not held or held == [asked]:
+        return f"{asked} training samples held out"
+    counts = "/".join(str(h) for h in held)
+    return f"{counts} training samples held out (asked for {asked}; at most 10 % of the training slice)"
 
 
 def merge_choice(solve) -> str:

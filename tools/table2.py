@@ -66,7 +66,9 @@ PAPER = {  # seed 000, Table II (Dirichlet alpha) and Table III (FEMNIST, alpha 
 }
 
 
-from repro import CHOICES, METHODS, alpha_label, damping_label, dense_config, parse_alpha, parse_damping, run  # noqa: E402
+from repro import (  # noqa: E402
+    CHOICES, METHODS, alpha_label, damping_label, dense_config, held_out_label, parse_alpha, parse_damping, run,
+)
 
 SMOKE_ARGS = "--dataset digits --model mlp --cg-iter 50"  # extra arguments of the CI smoke run (tests/test_reproductions.py)
 
@@ -93,7 +95,7 @@ def markdown(rows: list[dict], args: argparse.Namespace) -> str:
         + (f", subset drawn with seed {args.subset_seed}" if args.subset_seed is not None else "")
         + (" (QUICK size)" if args.quick else ""),
         f"Split: {'by writer' if args.dataset == 'femnist' else f'Dirichlet, {args.scheme} scheme'}; "
-        f"{args.validation_samples} training samples held out as the server's validation set. Merge: {args.merge}, "
+        f"{held_out_label(rows, args.validation_samples)} as the server's validation set. Merge: {args.merge}, "
         f"members weighted by {'sample count' if args.weighting == 'samples' else 'one'}, "
         + (f"Adam lr {args.adam_lr}, {args.cg_iter} steps, best validated iterate" if args.merge == "adam" else
            f"CG iterate selected on the validation set from 0 (the mean), {', '.join(map(str, args.iterates))} at damping {args.damping:g}"

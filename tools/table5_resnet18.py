@@ -50,7 +50,7 @@ PAPER_V = {  # seed 000, Table V, CIFAR-10 (ResNet-18, pretrained): (accuracy %,
     0.8: {"fedfisher": (72.61, 365.50, 882.16), "fedlpa": (70.55, 1713.55, 8066.21),
           "dense": (63.92, 473.76, 895.13), "fsosa": (69.87, 208.27, 462.44)},
 }
-SMOKE_ARGS = "--max-train 120 --max-test 100"  # extra arguments of the CI smoke run (tests/test_reproductions.py)
+SMOKE_ARGS = "--max-train 60 --max-test 50"  # extra arguments of the CI smoke run (tests/test_reproductions.py)
 
 
 def options(argv: list[str] | None) -> argparse.Namespace:
@@ -75,7 +75,7 @@ def options(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--max-train", type=int, default=None)
     p.add_argument("--max-test", type=int, default=None)
     p.add_argument("--out", default="tools/out/table5_resnet18")
-    p.add_argument("--quick", action="store_true", help="smoke size: 600 samples, M = 6, K = 1, alpha 0.5 (CI: 120)")
+    p.add_argument("--quick", action="store_true", help="smoke size: 600 samples, M = 6, K = 1, alpha 0.5 (CI: 60)")
     args = p.parse_args(argv)
     if args.quick:
         args.alphas, args.clients, args.epochs = [0.5], 6, 1
@@ -94,7 +94,7 @@ def markdown(rows: list[dict], args: argparse.Namespace) -> str:
         "ResNet-18 trained FROM SCRATCH (CIFAR stem, parameter-free GroupNorm): the paper starts from ImageNet-pretrained "
         "weights, which cannot be downloaded here. "
         f"Training slice: {args.max_train or 'all'} images, test: {args.max_test or 'all'} images.",
-        f"Split: Dirichlet per_client; {args.validation_samples} training samples held out for the damping selection from "
+        f"Split: Dirichlet per_client; {repro.held_out_label(rows, args.validation_samples)} for the damping selection from "
         f"{', '.join(repro.damping_label(d) for d in args.dampings)}; CG tolerance {args.cg_tol:g}, at most {args.cg_iter} "
         f"iterations per layer.",
         f"Machine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}",

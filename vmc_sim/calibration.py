@@ -56,6 +56,7 @@ class Calibration:
     samples: int = 0
     seconds: float = 0.0  # host time the calibration took (warm-up included)
     measured_at: str = ""  # UTC time of the measurement
+    load: tuple[float, float] | None = None  # the host's 1-minute load average before and after measuring
 
     def client_seconds(self, samples: int, epochs: int, fisher: bool = True) -> float:
         """One client's local training (+ Fisher pass) on ``samples`` samples for ``epochs``."""
@@ -151,13 +152,29 @@ def calibrated(federated, setup, repeats: int = 5) -> Calibration:
     stored = None if fresh else _read_cache().get(key)
     if stored:
         try:
-            cal = Calibration(**{**stored, "source": "cached"})
+            load = stored.get("load")
+            cal = Calibration(**{**stored, "source": "cached", "load": tuple(load) if load else None})
             if cal.train_s_per_sample_epoch > 0:
                 _CACHE[key] = cal
                 return cal
         except TypeError:
             pass
     cal = measure(setup, federated.projection.build(), repeats)
+    busy = busy_host(cal, _host_key()["threads"])
+    if busy:
+        warnings.warn(f"calibrating {federated.dataset}/{federated.model}: {busy} (simulated times inherit them; "
+                      "pin a quiet machine's costs with `vmc calibrate`)", stacklevel=2)
+    _write_cache(key, cal)
+    _CACHE[key] = cal
+    return cal
+
+
+def recalibrate(scenario, repeats: int = 5) -> Calibration:
+    """Measure a scenario's costs anew on this machine (``vmc calibrate``) and keep them in the
+    machine's cache, where the next run of the same setup finds them."""
+    federated = scenario.federated
+    cal = measure(federated.setup(scenario.seed), federated.projection.build(), repeats)
+    key = json.dumps([json.loads(calibration_key(federated)), _host_key()], sort_keys=True)
     _write_cache(key, cal)
     _CACHE[key] = cal
     return cal
@@ -176,6 +193,7 @@ def measure(setup, projection, repeats: int = 5) -> Calibration:
     from fl_core.training import LocalTrainer
 
     t_start = time.perf_counter()
+    load_before = _load_average()
     shards = sorted((d for d in setup.client_data.values() if len(d)), key=len)
     mid = len(shards) // 2
     lo = max(0, mid - CALIBRATION_CLIENTS // 2)
@@ -211,7 +229,29 @@ def measure(setup, projection, repeats: int = 5) -> Calibration:
         train_s_per_sample_epoch=statistics.median(train), fisher_s_per_sample=fisher_s,
         solve_s_per_unit=statistics.median(solve), source="measured", repeats=repeats, samples=samples,
         seconds=time.perf_counter() - t_start, measured_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        load=None if load_before is None else (load_before, _load_average()),
     )
+
+
+def _load_average() -> float | None:
+    """The host's 1-minute load average (None where the platform has none)."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (AttributeError, OSError):
+        return None
+
+
+def busy_host(cal: Calibration, threads: int) -> str | None:
+    """Why ``cal`` may have been measured on a busy host (its load average was above the measuring
+    process's own threads by more than half a core at either end), or None."""
+    if cal.load is None:
+        return None
+    cores = os.cpu_count() or 1
+    excess = max(cal.load) - threads
+    if excess > 0.5:
+        return (f"the host's load average reached {max(cal.load):.2f} on {cores} cores while measuring with "
+                f"{threads} thread(s): other work competed, so these costs are likely too high")
+    return None
 
 
 def pinned(costs) -> Calibration:

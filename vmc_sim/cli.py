@@ -62,6 +62,41 @@ def _replay(args: argparse.Namespace) -> int:
     return 0
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {value}")
+    return value
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    import torch
+    import yaml
+
+    from .calibration import busy_host, recalibrate
+    from .scenario import load_scenario
+
+    scenario = load_scenario(args.scenario)
+    if scenario.compute.time_model != "calibrated":
+        print(f"vmc: compute.time_model is {scenario.compute.time_model!r}; only the calibrated time model has "
+              "costs to measure", file=sys.stderr)
+        return 2
+    cal = recalibrate(scenario, args.repeats)
+    print(f"# {scenario.name}: {scenario.federated.dataset}, {scenario.federated.model}, "
+          f"{cal.samples} samples x {cal.repeats} repeats, {cal.seconds:.0f} s, {torch.get_num_threads()} thread(s), "
+          f"measured {cal.measured_at}" + ("" if cal.load is None else f", load average {cal.load[0]} -> {cal.load[1]}"))
+    warning = busy_host(cal, torch.get_num_threads())
+    if warning:
+        print(f"# WARNING: {warning}")
+        print(f"vmc calibrate: {warning}", file=sys.stderr)
+    print("# pin these in the scenario to make simulated times the same on any machine:")
+    print(yaml.safe_dump({"compute": {"calibration": cal.costs()}}, sort_keys=False), end="")
+    return 0
+
+
 def _plot(args: argparse.Namespace) -> int:
     from .plots import plot_run
 
@@ -115,6 +150,15 @@ def build_parser() -> argparse.ArgumentParser:
     p_replay.add_argument("--out", default="runs")
     p_replay.add_argument("--quiet", action="store_true")
     p_replay.set_defaults(func=_replay)
+    p_cal = sub.add_parser(
+        "calibrate", help="measure the calibrated time model's costs on this machine and print them to pin",
+        description="Measure the costs per unit of work (training, Fisher pass, solve) of a scenario's federated "
+                    "setup on this machine, replace the machine's cached entry, and print the compute.calibration "
+                    "block that pins them in the scenario. Measure on an otherwise idle machine: the load average "
+                    "before and after is printed, with a warning when other work competed.")
+    p_cal.add_argument("scenario", help="scenario YAML")
+    p_cal.add_argument("--repeats", type=_positive_int, default=5, help="timed repeats after the warm-up (the median is kept)")
+    p_cal.set_defaults(func=_calibrate)
     p_plot = sub.add_parser("plot", help="plot a run directory (accuracy, cumulative time and bytes)")
     p_plot.add_argument("run", help="run directory")
     p_plot.add_argument("--out", help="output PNG (default: RUN/fig6.png)")

@@ -70,11 +70,16 @@ def iterate_layer_batches(
     labels: FisherLabels | str = FisherLabels.EXPECTED,
 ) -> Iterator[list[LayerBatch]]:
     """Yield, per mini-batch of ``x``, the captured (a, g) of every layer in flat order.
-    ``labels`` sampled draws one label per input from ``generator``; expected uses no draw."""
+    ``labels`` sampled draws one label per input from ``generator``; expected uses no draw.
+
+    The gradients are taken with respect to the layer outputs only (no weight gradients), and
+    for expected labels all C cotangents go through one batched backward pass
+    (``is_grads_batched``) instead of C passes (bench/RESULTS.md, "The expected-label Fisher in
+    one backward pass")."""
     labels = FisherLabels(labels)
     specs = layer_specs(model)
     modules = dict(model.named_modules())
-    store: dict[str, dict[str, torch.Tensor]] = {}
+    store: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
     handles = []
 
     def make_hook(name: str, mod: nn.Module):
@@ -84,12 +89,7 @@ def iterate_layer_batches(
                 a = F.unfold(inp, mod.kernel_size, mod.dilation, mod.padding, mod.stride)
             else:
                 a = inp.unsqueeze(-1)
-            store[name] = {"a": a, "g": []}
-
-            def grad_hook(grad):
-                store[name]["g"].append(grad.detach().reshape(grad.shape[0], grad.shape[1], -1))
-
-            output.register_hook(grad_hook)
+            store[name] = (a, output)
 
         return hook
 
@@ -101,24 +101,49 @@ def iterate_layer_batches(
         for start in range(0, x.shape[0], batch_size):
             xb = x[start : start + batch_size]
             store.clear()
-            model.zero_grad(set_to_none=True)
-            logits = model(xb)
-            with torch.no_grad():
-                probs = torch.softmax(logits.double(), dim=1)
-            if labels is FisherLabels.SAMPLED:
-                # drawn on the CPU from the CPU stream, so a CUDA model samples the labels a CPU model would
-                y = torch.multinomial(probs.cpu(), 1, generator=generator).squeeze(1).to(logits.device)
-                F.cross_entropy(logits, y, reduction="sum").backward()
-            else:
-                scale = probs.sqrt().to(logits.dtype)
-                classes = logits.shape[1]
-                for c in range(classes):
-                    y = torch.full((xb.shape[0],), c, dtype=torch.long, device=logits.device)
-                    loss = (scale[:, c] * F.cross_entropy(logits, y, reduction="none")).sum()
-                    loss.backward(retain_graph=c < classes - 1)
-            yield [LayerBatch(s, store[s.name]["a"], torch.stack(store[s.name]["g"])) for s in specs]
+            with torch.enable_grad():
+                logits = model(xb)
+            outputs = [store[s.name][1] for s in specs]
+            cotangents = _cotangents(logits, labels, generator)
+            grads = _output_grads(logits, outputs, cotangents)
+            yield [
+                LayerBatch(s, store[s.name][0], g.reshape(g.shape[0], g.shape[1], g.shape[2], -1))
+                for s, g in zip(specs, grads)
+            ]
+            del outputs, grads, logits
     finally:
         for h in handles:
             h.remove()
-        model.zero_grad(set_to_none=True)
+        store.clear()
         model.train(was_training)
+
+
+def _cotangents(logits: torch.Tensor, labels: FisherLabels, generator: torch.Generator) -> torch.Tensor:
+    """(S, N, C) gradients of the negative log-likelihood with respect to the logits: ``p - e_y``
+    for one drawn label, or ``sqrt(p_c) (p - e_c)`` for every class c (so that summing squares over
+    S gives the expectation over labels)."""
+    with torch.no_grad():
+        probs = torch.softmax(logits.double(), dim=1)
+        classes = logits.shape[1]
+        if labels is FisherLabels.SAMPLED:
+            # drawn on the CPU from the CPU stream, so a CUDA model samples the labels a CPU model would
+            y = torch.multinomial(probs.cpu(), 1, generator=generator).squeeze(1).to(logits.device)
+            v = (probs - F.one_hot(y, classes).to(probs.dtype)).unsqueeze(0)
+        else:
+            eye = torch.eye(classes, dtype=probs.dtype, device=probs.device)
+            v = probs.sqrt().T.unsqueeze(-1) * (probs.unsqueeze(0) - eye.unsqueeze(1))
+    return v.to(logits.dtype)
+
+
+def _output_grads(
+    logits: torch.Tensor, outputs: list[torch.Tensor], cotangents: torch.Tensor
+) -> list[torch.Tensor]:
+    """Each layer output's gradient for every cotangent, stacked as (S, N, ...)."""
+    if cotangents.shape[0] == 1:
+        return [g.unsqueeze(0) for g in torch.autograd.grad(logits, outputs, cotangents[0])]
+    try:
+        return list(torch.autograd.grad(logits, outputs, cotangents, retain_graph=True, is_grads_batched=True))
+    except RuntimeError:
+        pass  # an operator without a batching rule: one pass per cotangent (the same values)
+    per = [torch.autograd.grad(logits, outputs, v, retain_graph=True) for v in cotangents]
+    return [torch.stack(gs) for gs in zip(*per)]

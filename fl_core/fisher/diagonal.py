@@ -43,7 +43,10 @@ class DiagonalFisher(FisherRep):
                 if a.shape[-1] == 1:
                     block = (lb.g[..., 0] ** 2).sum(0).T @ (a[..., 0] ** 2)
                 else:
-                    block = sum((torch.einsum("nol,nil->noi", g, a) ** 2).sum(0) for g in lb.g)
+                    block = torch.zeros(a.shape[1], lb.g.shape[2], dtype=a.dtype, device=a.device)
+                    for g in lb.g:  # per-sample gradients (N, in, out) of one label, squared in place
+                        block += torch.bmm(a, g.transpose(1, 2)).square_().sum(0)
+                    block = block.T
                 total[lb.spec.offset : lb.spec.offset + lb.spec.size] += block.reshape(-1).double()
         return cls((total / x.shape[0]).float().cpu())
 
