@@ -30,9 +30,9 @@ class FisherLabels(str, Enum):
     ``sampled``: one label drawn from the model's predictive distribution, an unbiased estimate
     at the cost of one backward pass a batch. ``expected``: every class, weighted by its
     predicted probability, the exact expectation (as nngeometry's ``FIM``, which FedFisher's
-    code calls, computes it) at C backward passes a batch. A confident local model puts nearly
-    all its mass on one class, so a drawn label rarely lands where its curvature is; the
-    expectation counts every class at its weight."""
+    code calls, computes it) at C cotangents a batch, sent through one batched backward pass.
+    A confident local model puts nearly all its mass on one class, so a drawn label rarely lands
+    where its curvature is; the expectation counts every class at its weight."""
 
     SAMPLED = "sampled"
     EXPECTED = "expected"
