@@ -56,3 +56,29 @@ def test_jobs_two_gives_the_records_of_jobs_one(tmp_path: Path):
             assert a == b, (d, {k: (a.get(k), b.get(k)) for k in a.keys() | b.keys() if a.get(k) != b.get(k)})
     for name in ("trace.jsonl", "summary.csv", "requests.csv"):
         assert (serial_out / name).read_text() == (parallel_out / name).read_text(), name
+
+
+def test_costs_pinned_for_one_dataset_are_not_charged_to_another_shape(tmp_path, monkeypatch):
+    """The scenario's pinned costs price its own dataset and any of the same image shape and class
+    count; a dataset of another shape is calibrated instead of silently charged them."""
+    import argparse
+    from types import SimpleNamespace
+
+    import yaml
+
+    monkeypatch.syspath_prepend(str(ROOT / "tools"))
+    import fl_core.data
+    import lust_case_study
+
+    shapes = {"mnist": ((1, 28, 28), 10), "fashion_mnist": ((1, 28, 28), 10), "cifar10": ((3, 32, 32), 10)}
+    monkeypatch.setattr(fl_core.data, "load_train_test", lambda name, root=None: (
+        SimpleNamespace(input_shape=shapes[name][0], num_classes=shapes[name][1]), None))
+    costs = {"train_s_per_sample_epoch": 1e-4, "fisher_s_per_sample": 1e-3, "solve_s_per_unit": 1e-3}
+    path = tmp_path / "cs.yaml"
+    path.write_text(yaml.safe_dump({"federated": {"dataset": "mnist"}, "compute": {"calibration": costs}}))
+    args = argparse.Namespace(quick=False, scenario=str(path), epochs=None)
+    for dataset, kept in (("mnist", True), ("fashion_mnist", True), ("cifar10", False)):
+        sc = lust_case_study.scenario_for(args, dataset, None)
+        assert (sc.compute.calibration is not None) == kept, dataset
+        if kept:
+            assert sc.compute.calibration.model_dump() == costs

@@ -482,8 +482,44 @@ def test_co_simulated_merges_select_their_damping_on_the_held_out_set(tmp_path):
 
 def test_vmc_calibrate_prints_costs_that_pin_a_scenario(tmp_path, monkeypatch, capsys):
     """``vmc calibrate`` measures the scenario's costs, keeps them in the machine's cache (where the
-    next run of the setup finds them) and prints a ``compute.calibration`` block that, pasted into
-    the scenario, charges exactly those costs."""
+    next unpinned run of the setup finds them, load average included) and prints a
+    ``compute.calibration`` block that, pasted into the scenario, charges exactly those costs."""
+    import yaml
+
+    from vmc_sim import calibration
+    from vmc_sim.cli import main
+
+    monkeypatch.setenv("VMC_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(calibration, "_CACHE", {})
+    monkeypatch.setattr(calibration, "_load_average", lambda: 0.2)  # an idle host
+    trace = trace_file(tmp_path)
+    sc = scenario(trace, federated={"methods": ["fsosa"]}, compute={"time_model": "calibrated"})
+    path = tmp_path / "sc.yaml"
+    path.write_text(yaml.safe_dump(sc.model_dump(mode="json")))
+    assert main(["calibrate", str(path), "--repeats", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "WARNING" not in out
+    costs = yaml.safe_load(out)["compute"]["calibration"]
+    assert set(costs) == {"train_s_per_sample_epoch", "fisher_s_per_sample", "solve_s_per_unit"}
+    assert costs["train_s_per_sample_epoch"] > 0 and costs["fisher_s_per_sample"] > 0
+
+    calibration._CACHE.clear()  # a new process: the costs come back from the cache file
+    run = run_scenario(sc, out=tmp_path / "cached", progress=False, say=lambda s: None)
+    cal = run.manifest()["calibration"]
+    assert cal["source"] == "cached" and cal["load"] == [0.2, 0.2]
+    assert {k: cal[k] for k in costs} == costs
+
+    pinned = scenario(trace, federated={"methods": ["fsosa"]}, compute={"time_model": "calibrated", "calibration": costs})
+    run_p = run_scenario(pinned, out=tmp_path / "pinned", progress=False, say=lambda s: None)
+    assert run_p.manifest()["calibration"]["source"] == "pinned"
+    assert sim_records(run_p) == sim_records(run)
+
+    with pytest.raises(SystemExit):
+        main(["calibrate", str(path), "--repeats", "0"])
+    assert "whole number >= 1" in capsys.readouterr().err
+
+
+def test_vmc_calibrate_on_a_busy_host_warns_and_keeps_the_cached_costs(tmp_path, monkeypatch, capsys):
     import yaml
 
     from vmc_sim import calibration
@@ -495,29 +531,28 @@ def test_vmc_calibrate_prints_costs_that_pin_a_scenario(tmp_path, monkeypatch, c
     sc = scenario(trace, federated={"methods": ["fsosa"]}, compute={"time_model": "calibrated"})
     path = tmp_path / "sc.yaml"
     path.write_text(yaml.safe_dump(sc.model_dump(mode="json")))
+    monkeypatch.setattr(calibration, "_load_average", lambda: 0.1)
     assert main(["calibrate", str(path), "--repeats", "1"]) == 0
-    printed = yaml.safe_load(capsys.readouterr().out)
-    costs = printed["compute"]["calibration"]
-    assert set(costs) == {"train_s_per_sample_epoch", "fisher_s_per_sample", "solve_s_per_unit"}
-    assert costs["train_s_per_sample_epoch"] > 0 and costs["fisher_s_per_sample"] > 0
-    stored = list(calibration._read_cache().values())
-    assert len(stored) == 1 and stored[0]["train_s_per_sample_epoch"] == costs["train_s_per_sample_epoch"]
-    assert len(stored[0]["load"]) == 2
-
-    pinned = scenario(trace, federated={"methods": ["fsosa"]}, compute={"time_model": "calibrated", "calibration": costs})
-    run = run_scenario(pinned, out=tmp_path / "runs", progress=False, say=lambda s: None)
-    assert run.manifest()["calibration"] == {**run.manifest()["calibration"], **costs, "source": "pinned"}
-
-    with pytest.raises(SystemExit):
-        main(["calibrate", str(path), "--repeats", "0"])
-    assert "whole number >= 1" in capsys.readouterr().err
+    before = calibration.cache_file().read_bytes()
+    capsys.readouterr()
+    monkeypatch.setattr(calibration, "_load_average", lambda: 3.0)  # two other jobs on the machine
+    assert main(["calibrate", str(path), "--repeats", "1"]) == 0
+    captured = capsys.readouterr()
+    assert "NOT saved" in captured.out and "other work competed" in captured.err
+    assert calibration.cache_file().read_bytes() == before
+    assert main(["calibrate", str(path), "--repeats", "1", "--force"]) == 0
+    assert "saved to the machine's cache anyway" in capsys.readouterr().out
+    assert calibration.cache_file().read_bytes() != before
+    calibration._CACHE.clear()
+    with pytest.warns(UserWarning, match="other work competed"):
+        run_scenario(sc, out=tmp_path / "runs", progress=False, say=lambda s: None)
 
 
 def test_a_calibration_measured_on_a_busy_host_is_flagged():
     from vmc_sim.calibration import Calibration, busy_host
 
-    quiet = Calibration(1e-4, 1e-3, 1e-3, load=(0.9, 1.2))
-    busy = Calibration(1e-4, 1e-3, 1e-3, load=(2.4, 3.1))
-    assert busy_host(quiet, threads=1) is None
-    assert "3.10" in busy_host(busy, threads=1) and "too high" in busy_host(busy, threads=1)
+    assert busy_host(Calibration(1e-4, 1e-3, 1e-3, load=(0.3, 1.2)), threads=1) is None
+    busy_before = busy_host(Calibration(1e-4, 1e-3, 1e-3, load=(1.4, 1.4)), threads=1)
+    busy_after = busy_host(Calibration(1e-4, 1e-3, 1e-3, load=(0.2, 3.1)), threads=1)
+    assert "1.40 before" in busy_before and "3.10 after" in busy_after and "too high" in busy_after
     assert busy_host(Calibration(1e-4, 1e-3, 1e-3), threads=1) is None

@@ -104,24 +104,62 @@ def reference_diagonal(model: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
 def test_expected_conv_diagonal_from_one_batched_backward_matches_per_class_autograd(monkeypatch):
     """The capture sends all C cotangents through one batched backward pass; on the paper's CNN
     (convolutions, max-pooling) it gives the per-(input, class) autograd diagonal, and so does
-    the one-pass-per-class fallback used when an operator cannot be batched."""
+    the one-pass-per-class fallback, taken with a warning when an operator cannot be batched."""
     torch.manual_seed(0)
     cnn = build_model("cnn", (1, 28, 28), 10)
     x = torch.randn(5, 1, 28, 28)
     ref = reference_diagonal(cnn, x)
+    real_grad = torch.autograd.grad
+    calls = []
+
+    def spy(*args, **kwargs):
+        calls.append(bool(kwargs.get("is_grads_batched")))
+        return real_grad(*args, **kwargs)
+
+    monkeypatch.setattr(torch.autograd, "grad", spy)
     got = compute_fisher("diagonal", cnn, x, torch.Generator(), batch_size=3, labels="expected").diag.double()
     torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-9)
-
-    real_grad = torch.autograd.grad
+    assert calls == [True, True]  # one batched pass per mini-batch, nothing else
 
     def unbatchable(*args, **kwargs):
+        calls.append(bool(kwargs.get("is_grads_batched")))
         if kwargs.get("is_grads_batched"):
             raise RuntimeError("no batching rule")
         return real_grad(*args, **kwargs)
 
+    calls.clear()
     monkeypatch.setattr(torch.autograd, "grad", unbatchable)
-    looped = compute_fisher("diagonal", cnn, x, torch.Generator(), batch_size=3, labels="expected").diag.double()
+    with pytest.warns(RuntimeWarning, match="one backward pass per class"):
+        looped = compute_fisher("diagonal", cnn, x, torch.Generator(), batch_size=3, labels="expected").diag.double()
     torch.testing.assert_close(looped, got, rtol=1e-5, atol=1e-10)
+    assert calls == [True] + [False] * 20  # the batched pass is tried once per call, then 10 passes a batch
+
+
+class _InplaceAfterLayer(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1 = torch.nn.Linear(6, 8, bias=False)
+        self.fc2 = torch.nn.Linear(8, 3, bias=False)
+
+    def forward(self, x):
+        return self.fc2(F.relu(self.fc1(x.flatten(1)), inplace=True))
+
+
+class _LayerTwice(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(6, 6, bias=False)
+
+    def forward(self, x):
+        return self.fc(torch.relu(self.fc(x.flatten(1))))
+
+
+@pytest.mark.parametrize("model, message", [(_InplaceAfterLayer, "in place"), (_LayerTwice, "twice")])
+def test_a_model_whose_layer_outputs_the_fisher_cannot_see_is_refused(model, message):
+    """An in-place op on a layer's output, or a layer applied twice, would give the gradient of
+    another function: refused with the layer's name instead of a wrong Fisher."""
+    with pytest.raises(ValueError, match=message):
+        compute_fisher("diagonal", model(), torch.randn(4, 1, 2, 3), torch.Generator(), labels="expected")
 
 
 def test_expected_labels_use_no_random_draw(mlp):

@@ -13,9 +13,11 @@ run is reported too (``fsosa, paper accounting``), so both savings can be seen s
 With ``--jobs N`` (N > 1) the datasets run side by side: one mobility-only pass steps SUMO exactly
 as the co-simulation does and records the trace (``<runs>/<name>-trace-<stamp>/trace.jsonl``),
 then every dataset, the first included, replays it in a pool of N spawned processes. The time
-model's costs are calibrated here, once per training setup, and pinned into every dataset's
-scenario (with any ``--jobs``), so no record depends on ``--jobs`` or on which process ran it;
-only the host-measured ``host_*`` columns differ.
+model's costs are pinned into every dataset's scenario (with any ``--jobs``), so no record depends
+on ``--jobs`` or on which process ran it; only the host-measured ``host_*`` columns differ. The
+costs are the scenario's own (``compute.calibration``: ``scenarios/lust_case_study.yaml`` pins
+those measured by ``vmc calibrate`` on an idle machine) for every dataset of the same image shape
+and class count, and calibrated here, once per training setup, for any other dataset.
 
     python tools/lust_case_study.py                    # LuST, mnist + fashion_mnist (long)
     python tools/lust_case_study.py --jobs 2           # the same, both datasets at once
@@ -51,6 +53,11 @@ def scenario_for(args: argparse.Namespace, dataset: str, trace: Path | None):
 
     data = load_scenario(None if args.quick else args.scenario).model_dump(mode="json")
     fed = data["federated"]
+    if data["compute"].get("calibration") and not same_work(fed["dataset"], dataset, fed.get("data_root")):
+        # costs pinned for the scenario's dataset do not price another input shape or class count
+        print(f"{dataset}: the costs pinned for {fed['dataset']} do not apply (another input shape or class "
+              "count); calibrating here", flush=True)
+        data["compute"]["calibration"] = None
     fed["dataset"] = dataset
     fed["methods"] = ["fsosa", "retrain"]
     if args.quick:
@@ -62,6 +69,17 @@ def scenario_for(args: argparse.Namespace, dataset: str, trace: Path | None):
         data["mobility"] = {"source": "trace", "trace": str(trace)}
     data["name"] = f"lust-case-study-{dataset}" + ("-quick" if args.quick else "")
     return load_model(Scenario, None, data)
+
+
+def same_work(a: str, b: str, root: str | None) -> bool:
+    """Whether datasets ``a`` and ``b`` cost the same per sample: the same image shape and number
+    of classes (the model and its Fisher are then the same size)."""
+    if a == b:
+        return True
+    from fl_core.data import load_train_test
+
+    da, db = load_train_test(a, root=root)[0], load_train_test(b, root=root)[0]
+    return da.input_shape == db.input_shape and da.num_classes == db.num_classes
 
 
 def pin_costs(scenario: Scenario, done: dict[str, Any]) -> Scenario:

@@ -102,6 +102,9 @@ def calibration_key(federated) -> str:
     keep = {k: d[k] for k in ("dataset", "data_root", "model", "projection", "num_clients", "alpha", "scheme",
                               "max_train_samples", "validation_samples")}
     keep["train"] = {k: v for k, v in d["train"].items() if k not in ("epochs", "lr")}
+    from fl_core.training import TRAINER_VERSION
+
+    keep["trainer_version"] = TRAINER_VERSION  # a trainer that got faster (or slower) is measured anew
     return json.dumps(keep, sort_keys=True)
 
 
@@ -155,6 +158,11 @@ def calibrated(federated, setup, repeats: int = 5) -> Calibration:
             load = stored.get("load")
             cal = Calibration(**{**stored, "source": "cached", "load": tuple(load) if load else None})
             if cal.train_s_per_sample_epoch > 0:
+                busy = busy_host(cal, _host_key()["threads"])
+                if busy:
+                    warnings.warn(f"the cached calibration of {federated.dataset}/{federated.model} ({cache_file()}): "
+                                  f"{busy}; measure anew on an idle machine (VMC_RECALIBRATE=1 or `vmc calibrate`)",
+                                  stacklevel=2)
                 _CACHE[key] = cal
                 return cal
         except TypeError:
@@ -169,15 +177,18 @@ def calibrated(federated, setup, repeats: int = 5) -> Calibration:
     return cal
 
 
-def recalibrate(scenario, repeats: int = 5) -> Calibration:
+def recalibrate(scenario, repeats: int = 5, save_busy: bool = False) -> tuple[Calibration, bool]:
     """Measure a scenario's costs anew on this machine (``vmc calibrate``) and keep them in the
-    machine's cache, where the next run of the same setup finds them."""
+    machine's cache, where the next run of the same setup finds them, unless other work competed
+    while measuring (``save_busy`` saves them anyway). Returns the costs and whether they were saved."""
     federated = scenario.federated
     cal = measure(federated.setup(scenario.seed), federated.projection.build(), repeats)
+    if busy_host(cal, _host_key()["threads"]) and not save_busy:
+        return cal, False
     key = json.dumps([json.loads(calibration_key(federated)), _host_key()], sort_keys=True)
     _write_cache(key, cal)
     _CACHE[key] = cal
-    return cal
+    return cal, True
 
 
 def measure(setup, projection, repeats: int = 5) -> Calibration:
@@ -242,16 +253,16 @@ def _load_average() -> float | None:
 
 
 def busy_host(cal: Calibration, threads: int) -> str | None:
-    """Why ``cal`` may have been measured on a busy host (its load average was above the measuring
-    process's own threads by more than half a core at either end), or None."""
+    """Why ``cal`` may have been measured on a busy host, or None: before measuring, the host's
+    1-minute load average was above half a core; after it, above the measuring process's own
+    threads by more than half a core."""
     if cal.load is None:
         return None
-    cores = os.cpu_count() or 1
-    excess = max(cal.load) - threads
-    if excess > 0.5:
-        return (f"the host's load average reached {max(cal.load):.2f} on {cores} cores while measuring with "
-                f"{threads} thread(s): other work competed, so these costs are likely too high")
-    return None
+    before, after = cal.load
+    if before <= 0.5 and after <= threads + 0.5:
+        return None
+    return (f"the host's load average was {before:.2f} before and {after:.2f} after measuring with {threads} "
+            f"thread(s) on {os.cpu_count() or 1} cores: other work competed, so these costs are likely too high")
 
 
 def pinned(costs) -> Calibration:

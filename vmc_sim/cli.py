@@ -84,14 +84,16 @@ def _calibrate(args: argparse.Namespace) -> int:
         print(f"vmc: compute.time_model is {scenario.compute.time_model!r}; only the calibrated time model has "
               "costs to measure", file=sys.stderr)
         return 2
-    cal = recalibrate(scenario, args.repeats)
+    cal, saved = recalibrate(scenario, args.repeats, save_busy=args.force)
     print(f"# {scenario.name}: {scenario.federated.dataset}, {scenario.federated.model}, "
           f"{cal.samples} samples x {cal.repeats} repeats, {cal.seconds:.0f} s, {torch.get_num_threads()} thread(s), "
           f"measured {cal.measured_at}" + ("" if cal.load is None else f", load average {cal.load[0]} -> {cal.load[1]}"))
     warning = busy_host(cal, torch.get_num_threads())
     if warning:
-        print(f"# WARNING: {warning}")
-        print(f"vmc calibrate: {warning}", file=sys.stderr)
+        kept = ("saved to the machine's cache anyway (--force)" if saved
+                else "NOT saved to the machine's cache (--force saves them)")
+        print(f"# WARNING: {warning}; {kept}")
+        print(f"vmc calibrate: {warning}; {kept}", file=sys.stderr)
     print("# pin these in the scenario to make simulated times the same on any machine:")
     print(yaml.safe_dump({"compute": {"calibration": cal.costs()}}, sort_keys=False), end="")
     return 0
@@ -158,6 +160,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "before and after is printed, with a warning when other work competed.")
     p_cal.add_argument("scenario", help="scenario YAML")
     p_cal.add_argument("--repeats", type=_positive_int, default=5, help="timed repeats after the warm-up (the median is kept)")
+    p_cal.add_argument("--force", action="store_true",
+                       help="save the costs to the machine's cache even when other work competed while measuring")
     p_cal.set_defaults(func=_calibrate)
     p_plot = sub.add_parser("plot", help="plot a run directory (accuracy, cumulative time and bytes)")
     p_plot.add_argument("run", help="run directory")

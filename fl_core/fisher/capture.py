@@ -2,14 +2,17 @@
 
 Labels come from the model's own predictive distribution (the true Fisher, not the empirical
 one): one drawn label per input, or every class weighted by its probability
-(:class:`~fl_core.fisher.base.FisherLabels`). Hooks record, for every Linear/Conv2d layer, the
-layer inputs ``a`` (unfolded patches for convolutions) and the gradients ``g`` of the negative
-log-likelihood with respect to the layer outputs, one set per label draw. Every representation
-is computed from these.
+(:class:`~fl_core.fisher.base.FisherLabels`). Forward hooks record, for every Linear/Conv2d
+layer, the layer inputs ``a`` (unfolded patches for convolutions) and its output; the gradients
+``g`` of the negative log-likelihood with respect to those outputs, one set per label draw, are
+then taken in one ``torch.autograd.grad`` call. Every representation is computed from these.
+A model that changes a layer's output in place, or calls one layer twice in a forward pass, is
+refused (the gradients would be those of another function).
 """
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -79,17 +82,21 @@ def iterate_layer_batches(
     labels = FisherLabels(labels)
     specs = layer_specs(model)
     modules = dict(model.named_modules())
-    store: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
+    store: dict[str, tuple[torch.Tensor, torch.Tensor, int]] = {}
     handles = []
+    batched = [True]  # cleared for the rest of the call if an operator has no batching rule
 
     def make_hook(name: str, mod: nn.Module):
         def hook(_m, inputs, output):
+            if name in store:
+                raise ValueError(f"layer {name!r} runs twice in one forward pass; the Fisher needs each "
+                                 "Linear/Conv2d layer applied once")
             inp = inputs[0].detach()
             if isinstance(mod, nn.Conv2d):
                 a = F.unfold(inp, mod.kernel_size, mod.dilation, mod.padding, mod.stride)
             else:
                 a = inp.unsqueeze(-1)
-            store[name] = (a, output)
+            store[name] = (a, output, output._version)
 
         return hook
 
@@ -103,14 +110,20 @@ def iterate_layer_batches(
             store.clear()
             with torch.enable_grad():
                 logits = model(xb)
+            for s in specs:
+                if store[s.name][1]._version != store[s.name][2]:
+                    raise ValueError(f"the model changes the output of layer {s.name!r} in place (e.g. an "
+                                     "inplace ReLU right after it); the Fisher needs that output unchanged")
             outputs = [store[s.name][1] for s in specs]
             cotangents = _cotangents(logits, labels, generator)
-            grads = _output_grads(logits, outputs, cotangents)
-            yield [
+            grads = _output_grads(logits, outputs, cotangents, batched)
+            layers = [
                 LayerBatch(s, store[s.name][0], g.reshape(g.shape[0], g.shape[1], g.shape[2], -1))
                 for s, g in zip(specs, grads)
             ]
-            del outputs, grads, logits
+            store.clear()  # the forward graph goes before the caller works on the batch
+            del outputs, grads, logits, cotangents
+            yield layers
     finally:
         for h in handles:
             h.remove()
@@ -136,14 +149,23 @@ def _cotangents(logits: torch.Tensor, labels: FisherLabels, generator: torch.Gen
 
 
 def _output_grads(
-    logits: torch.Tensor, outputs: list[torch.Tensor], cotangents: torch.Tensor
+    logits: torch.Tensor, outputs: list[torch.Tensor], cotangents: torch.Tensor, batched: list[bool]
 ) -> list[torch.Tensor]:
-    """Each layer output's gradient for every cotangent, stacked as (S, N, ...)."""
+    """Each layer output's gradient for every cotangent, stacked as (S, N, ...). Several
+    cotangents go through one batched backward pass while ``batched[0]``; if an operator has no
+    batching rule, a warning says so once and this call goes on with one pass per cotangent
+    (the same values to float rounding)."""
     if cotangents.shape[0] == 1:
         return [g.unsqueeze(0) for g in torch.autograd.grad(logits, outputs, cotangents[0])]
-    try:
-        return list(torch.autograd.grad(logits, outputs, cotangents, retain_graph=True, is_grads_batched=True))
-    except RuntimeError:
-        pass  # an operator without a batching rule: one pass per cotangent (the same values)
-    per = [torch.autograd.grad(logits, outputs, v, retain_graph=True) for v in cotangents]
+    if batched[0]:
+        try:
+            return list(torch.autograd.grad(logits, outputs, cotangents, retain_graph=True, is_grads_batched=True))
+        except torch.cuda.OutOfMemoryError:
+            raise
+        except RuntimeError as e:
+            batched[0] = False
+            warnings.warn(f"the Fisher's batched backward pass failed ({str(e).splitlines()[0][:200]}); "
+                          "this pass goes on with one backward pass per class, slower", RuntimeWarning, stacklevel=3)
+    per = [torch.autograd.grad(logits, outputs, v, retain_graph=k < len(cotangents) - 1)
+           for k, v in enumerate(cotangents)]
     return [torch.stack(gs) for gs in zip(*per)]
