@@ -17,6 +17,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
+import tempfile
 import weakref
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -24,6 +26,7 @@ from typing import Hashable
 
 from .contribution import Contribution
 from .data import ArrayDataset
+from .errors import CorruptFileError
 from .fisher import layer_specs
 from .store import ContributionStore
 from .training import TRAINER_VERSION, LocalTrainer, key_settings
@@ -92,40 +95,64 @@ class ContributionCache:
         h.update(data.y.detach().cpu().contiguous().numpy().tobytes())
         return h.hexdigest()
 
-    def _entry(self, key: str, trainer: LocalTrainer) -> ContributionStore:
-        return ContributionStore(self.root / key[:2] / key, key, trainer.config.fisher,
+    def _entry(self, key: str, trainer: LocalTrainer, directory: Path | None = None) -> ContributionStore:
+        return ContributionStore(directory or self.root / key[:2] / key, key, trainer.config.fisher,
                                  layer_specs(trainer.model_fn()))
 
     def _sidecar(self, key: str) -> Path:
         return self.root / key[:2] / f"{key}.sha256"
 
     def get(self, key: str, trainer: LocalTrainer, client: Hashable) -> Contribution | None:
-        """The cached contribution (relabelled as ``client``), or None (a miss is counted)."""
-        entry = self._entry(key, trainer)
-        files = sorted(entry.directory.glob("*.safetensors"))
-        sidecar = self._sidecar(key)
-        if len(files) == 1 and sidecar.is_file():
-            if sidecar.read_text().strip() == _sha256_file(files[0]):
-                c = entry.get(_LABEL)
-                if c is not None:
-                    self.stats.hits += 1
-                    return replace(c, client=client)
+        """The cached contribution (relabelled as ``client``), or None (a miss is counted). An
+        entry that does not verify (its file against the sidecar and its own index, or one that
+        cannot be read) is rejected, never trusted: the caller trains again."""
+        found, c = self._verified(key, trainer)
+        if c is not None:
+            self.stats.hits += 1
+            return replace(c, client=client)
+        if found:
             self.stats.rejected += 1
         self.stats.misses += 1
         return None
 
-    def put(self, key: str, trainer: LocalTrainer, contribution: Contribution) -> None:
-        """Write ``contribution`` under ``key`` (the sidecar last, so a torn write is a miss)."""
+    def _verified(self, key: str, trainer: LocalTrainer) -> tuple[bool, Contribution | None]:
+        """(whether an entry is there, its contribution if it verifies, else None)."""
         entry = self._entry(key, trainer)
+        files = sorted(entry.directory.glob("*.safetensors"))
         sidecar = self._sidecar(key)
-        sidecar.unlink(missing_ok=True)
-        for old in entry.directory.glob("*.safetensors") if entry.directory.is_dir() else ():
-            old.unlink()
-        entry.put(replace(contribution, client=_LABEL))
-        files = list(entry.directory.glob("*.safetensors"))
-        if len(files) != 1:  # another process rewrote the entry meanwhile: leave it a miss
-            return
-        tmp = sidecar.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(_sha256_file(files[0]))
-        os.replace(tmp, sidecar)
+        if len(files) != 1 or not sidecar.is_file():
+            return False, None
+        try:
+            if sidecar.read_text().strip() != _sha256_file(files[0]):
+                return True, None
+            return True, entry.get(_LABEL)
+        except (CorruptFileError, OSError, ValueError):
+            return True, None
 
+    def put(self, key: str, trainer: LocalTrainer, contribution: Contribution) -> None:
+        """Write ``contribution`` under ``key``. The entry is written in a directory of this
+        process's own and renamed into place, the sidecar last, so that processes that train the
+        same client at once (sweep points side by side) never see each other's half-written
+        files: the first rename wins and the others discard theirs."""
+        final = self.root / key[:2] / key
+        final.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{key[:16]}-", dir=final.parent))
+        try:
+            self._entry(key, trainer, staging).put(replace(contribution, client=_LABEL))
+            (file,) = staging.glob("*.safetensors")
+            digest = _sha256_file(file)
+            sidecar = self._sidecar(key)
+            if final.is_dir():
+                if self._verified(key, trainer)[1] is not None:
+                    return  # another process wrote this entry meanwhile
+                sidecar.unlink(missing_ok=True)
+                shutil.rmtree(final, ignore_errors=True)  # a stale or damaged entry: replaced
+            try:
+                os.rename(staging, final)
+            except OSError:
+                return  # another process renamed its entry into place first
+            tmp = sidecar.with_suffix(f".tmp{os.getpid()}")
+            tmp.write_text(digest)
+            os.replace(tmp, sidecar)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)

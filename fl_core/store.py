@@ -128,7 +128,7 @@ class ContributionStore:
 
     def _write(self, path: Path, tensors: dict, meta: dict, save_index: bool = True) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
         save_file(tensors, str(tmp), metadata={"vmc": json.dumps(meta)})
         digest = hashlib.sha256(tmp.read_bytes()).hexdigest()
         os.replace(tmp, path)
@@ -137,6 +137,6 @@ class ContributionStore:
             self._save_index()
 
     def _save_index(self) -> None:
-        tmp = self.index_path.with_suffix(".tmp")
+        tmp = self.index_path.with_suffix(f".tmp{os.getpid()}")
         tmp.write_text(json.dumps(self.index(), indent=1, sort_keys=True))
         os.replace(tmp, self.index_path)

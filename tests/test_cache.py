@@ -65,3 +65,47 @@ def test_a_damaged_entry_is_retrained_not_used(tmp_path):
     assert _same(original, again)
     third = _pool(_setup(), ContributionCache(tmp_path))  # the entry was rewritten
     assert _same(original, third.train(0)) and third.trainings == 0
+
+
+def test_an_entry_whose_index_disagrees_with_its_file_is_a_miss_not_an_error(tmp_path):
+    """What two processes that write one entry at once used to leave behind (the file of one, the
+    index of the other): the run that meets it retrains instead of failing."""
+    import json
+
+    first = _pool(_setup(), ContributionCache(tmp_path))
+    original = first.train(0)
+    (index,) = tmp_path.rglob("index.json")
+    entries = json.loads(index.read_text())
+    for e in entries.values():
+        e["sha256"] = "0" * 64
+    index.write_text(json.dumps(entries))
+    second = _pool(_setup(), ContributionCache(tmp_path))
+    again = second.train(0)
+    assert second.cache.stats.rejected == 1 and second.trainings == 1 and _same(original, again)
+    third = _pool(_setup(), ContributionCache(tmp_path))
+    assert _same(original, third.train(0)) and third.trainings == 0
+
+
+def _train_all(root: str, rounds: int) -> dict:
+    cache = ContributionCache(root)
+    for _ in range(rounds):
+        pool = _pool(_setup(), cache)
+        pool.cache = cache
+        for c in range(4):
+            pool.train(c)
+    return cache.stats.as_dict()
+
+
+def test_processes_that_fill_one_cache_at_once_never_fail_and_leave_verified_entries(tmp_path):
+    """Sweep points side by side train the same clients into one cache: each entry is staged in a
+    private directory and renamed into place, so no process reads another's half-written files."""
+    import multiprocessing as mp
+
+    with mp.get_context("spawn").Pool(2) as workers:
+        stats = workers.starmap(_train_all, [(str(tmp_path), 3)] * 2)
+    assert all(s["rejected"] == 0 for s in stats)
+    assert sum(s["hits"] + s["misses"] for s in stats) == 24
+    assert not [p for p in tmp_path.rglob("*") if p.name.startswith(".") or ".tmp" in p.name]
+    after = _pool(_setup(), ContributionCache(tmp_path))
+    [after.train(c) for c in range(4)]
+    assert after.trainings == 0 and after.cache.stats.hits == 4
