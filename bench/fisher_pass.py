@@ -25,9 +25,12 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import worktree  # noqa: E402
 
 
 def child(kind: str, labels: str, samples: int, repeats: int, out: str) -> None:
@@ -93,39 +96,33 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.samples = min(args.samples, 256)
         args.repeats, args.rounds = 1, 1
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         tmp = Path(tmp)
         paths = {"after": ROOT}
         if "before" in args.versions:
-            paths["before"] = tmp / "before"
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "-q", "--detach", str(paths["before"]), args.before],
-                           check=True)
-        try:
-            print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} cores, 1 thread, "
-                  f"{args.samples} samples, best of {args.repeats}, {args.rounds} interleaved round(s); "
-                  f"before = {args.before}" + (f", load average {os.getloadavg()[0]:.2f}" if hasattr(os, "getloadavg") else ""))
-            times: dict[tuple[str, str, str], list[float]] = {}
-            for r in range(args.rounds):
-                for kind in args.kinds:
-                    for labels in args.labels:
-                        for v in args.versions:
-                            out = tmp / f"{v}-{kind}-{labels}.safetensors"
-                            times.setdefault((v, kind, labels), []).append(
-                                run_one(paths[v], kind, labels, args.samples, args.repeats, out))
-            print("| representation | labels | " + " | ".join(f"{v} ms/sample" for v in args.versions)
-                  + (" | before/after | max rel. diff |" if len(args.versions) == 2 else " |"))
-            print("|---|---|" + "---|" * len(args.versions) + ("---|---|" if len(args.versions) == 2 else ""))
+            paths["before"] = stack.enter_context(worktree.checkout(ROOT, args.before))
+        print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} cores, 1 thread, "
+              f"{args.samples} samples, best of {args.repeats}, {args.rounds} interleaved round(s); "
+              f"before = {args.before}" + (f", load average {os.getloadavg()[0]:.2f}" if hasattr(os, "getloadavg") else ""))
+        times: dict[tuple[str, str, str], list[float]] = {}
+        for _ in range(args.rounds):
             for kind in args.kinds:
                 for labels in args.labels:
-                    best = {v: min(times[(v, kind, labels)]) for v in args.versions}
-                    row = f"| {kind} | {labels} | " + " | ".join(f"{best[v]:.3f}" for v in args.versions)
-                    if len(args.versions) == 2:
-                        diff = rel_diff(tmp / f"before-{kind}-{labels}.safetensors", tmp / f"after-{kind}-{labels}.safetensors")
-                        row += f" | {best['before'] / best['after']:.2f}x | {diff:.1e}"
-                    print(row + " |")
-        finally:
-            if "before" in paths:
-                subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(paths["before"])], check=False)
+                    for v in args.versions:
+                        out = tmp / f"{v}-{kind}-{labels}.safetensors"
+                        times.setdefault((v, kind, labels), []).append(
+                            run_one(paths[v], kind, labels, args.samples, args.repeats, out))
+        print("| representation | labels | " + " | ".join(f"{v} ms/sample" for v in args.versions)
+              + (" | before/after | max rel. diff |" if len(args.versions) == 2 else " |"))
+        print("|---|---|" + "---|" * len(args.versions) + ("---|---|" if len(args.versions) == 2 else ""))
+        for kind in args.kinds:
+            for labels in args.labels:
+                best = {v: min(times[(v, kind, labels)]) for v in args.versions}
+                row = f"| {kind} | {labels} | " + " | ".join(f"{best[v]:.3f}" for v in args.versions)
+                if len(args.versions) == 2:
+                    diff = rel_diff(tmp / f"before-{kind}-{labels}.safetensors", tmp / f"after-{kind}-{labels}.safetensors")
+                    row += f" | {best['before'] / best['after']:.2f}x | {diff:.1e}"
+                print(row + " |")
     return 0
 
 

@@ -46,6 +46,9 @@ import torch
 from safetensors.torch import load_file, save_file
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import worktree  # noqa: E402
+
 BEFORE_COMMIT = "637fb6d"
 WORKTREE = Path("/tmp/wt-before")
 PROBLEM = "problem.safetensors"
@@ -222,21 +225,12 @@ def worker(directory: Path, tag: str, damping: float, tol: float, max_iter: int,
 
 def ensure_worktree() -> bool:
     """Create the worktree of the old commit; True if this run created it (and must remove it)."""
-    if WORKTREE.exists():
-        head = subprocess.run(["git", "-C", str(WORKTREE), "rev-parse", "HEAD"], capture_output=True, text=True)
-        if head.returncode != 0 or not head.stdout.startswith(BEFORE_COMMIT):
-            raise SystemExit(f"{WORKTREE} exists and is not a worktree of {BEFORE_COMMIT}")
-        return False
-    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(WORKTREE), BEFORE_COMMIT],
-                   check=True, capture_output=True)
-    return True
+    return worktree.add(ROOT, BEFORE_COMMIT, WORKTREE)
 
 
 def remove_worktree() -> None:
     """Remove the worktree created by :func:`ensure_worktree`."""
-    done = subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", str(WORKTREE)], capture_output=True)
-    if done.returncode != 0:
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(WORKTREE)], check=True)
+    worktree.remove(ROOT, WORKTREE)
 
 
 def run_version(version: str, tag: str, directory: Path, args: argparse.Namespace,
