@@ -118,6 +118,11 @@ def _host_key() -> dict[str, Any]:
             "torch": torch.__version__, "threads": torch.get_num_threads()}
 
 
+def _cache_key(federated) -> str:
+    """The machine cache's key: the setup's costs key and this host."""
+    return json.dumps([json.loads(calibration_key(federated)), _host_key()], sort_keys=True)
+
+
 def cache_file() -> Path:
     """``$VMC_CACHE/calibration.json``, else ``~/.cache/vmc-sim/calibration.json``."""
     env = os.environ.get("VMC_CACHE")
@@ -148,7 +153,7 @@ def _write_cache(key: str, cal: Calibration) -> None:
 def calibrated(federated, setup, repeats: int = 5) -> Calibration:
     """The costs for this federated section on this machine: from this process's memory, else
     the machine's cache file, else measured now (and cached in both)."""
-    key = json.dumps([json.loads(calibration_key(federated)), _host_key()], sort_keys=True)
+    key = _cache_key(federated)
     fresh = os.environ.get("VMC_RECALIBRATE", "").strip() not in ("", "0")
     if key in _CACHE:
         return _CACHE[key]
@@ -185,7 +190,7 @@ def recalibrate(scenario, repeats: int = 5, save_busy: bool = False) -> tuple[Ca
     cal = measure(federated.setup(scenario.seed), federated.projection.build(), repeats)
     if busy_host(cal, _host_key()["threads"]) and not save_busy:
         return cal, False
-    key = json.dumps([json.loads(calibration_key(federated)), _host_key()], sort_keys=True)
+    key = _cache_key(federated)
     _write_cache(key, cal)
     _CACHE[key] = cal
     return cal, True
