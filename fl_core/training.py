@@ -15,6 +15,7 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 
+from .augment import Augment, augmenter
 from .contribution import Contribution
 from .data import ArrayDataset
 from .fisher import FisherKind, FisherLabels, compute_fisher
@@ -41,6 +42,7 @@ class TrainConfig:
     lr: float = 0.01
     batch_size: int = 64
     momentum: float = 0.9
+    augment: Augment = Augment.NONE  # crop_flip: FedFisher's CIFAR recipe (fl_core.augment)
     fisher: FisherKind = FisherKind.KFAC
     fisher_batch: int = 128
     fisher_labels: FisherLabels = FisherLabels.EXPECTED  # every class at its probability (FedFisher), or one drawn label
@@ -51,6 +53,10 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "fisher", FisherKind(self.fisher))
+        try:
+            object.__setattr__(self, "augment", Augment(self.augment))
+        except ValueError:
+            raise ValueError(f"train.augment must be one of {[a.value for a in Augment]}, got {self.augment!r}") from None
         object.__setattr__(self, "fisher_labels", FisherLabels(self.fisher_labels))
         for name in ("epochs", "batch_size", "fisher_batch"):
             if getattr(self, name) < 1:
@@ -74,10 +80,12 @@ SMALL_MODEL_PARAMS = 200_000
 def key_settings(config: TrainConfig, exclude: tuple[str, ...] = ()) -> dict:
     """``config``'s fields for a store's or cache's key, less ``exclude``. A field added after
     stores were written enters the key only where it differs from what the code did before it
-    (``fisher_labels`` sampled), so contributions already on disk keep their keys."""
+    (``fisher_labels`` sampled, ``augment`` none), so contributions already on disk keep their keys."""
     settings = {k: v for k, v in asdict(config).items() if k not in exclude}
     if settings.get("fisher_labels") is FisherLabels.SAMPLED:
         del settings["fisher_labels"]
+    if settings.get("augment") is Augment.NONE:
+        del settings["augment"]
     return settings
 
 
@@ -121,13 +129,15 @@ def sgd_epochs(
     Pass ``optimizer`` (from :func:`sgd_optimizer`) to continue a run across calls with its
     momentum buffers intact: two calls of K1 and K2 epochs then equal one call of K1 + K2.
     Image batches run in the channels-last layout (faster convolutions on CPU; the weights'
-    values and flat order are unchanged)."""
+    values and flat order are unchanged). With ``cfg.augment`` every batch is augmented
+    (``fl_core.augment``) with draws from ``generator``."""
     device = next(model.parameters()).device
     opt = sgd_optimizer(model, cfg) if optimizer is None else optimizer
     x, y = data.x.to(device), data.y.to(device)
     if x.dim() == 4:
         model.to(memory_format=torch.channels_last)
         x = x.contiguous(memory_format=torch.channels_last)
+    augment = augmenter(cfg.augment, data, generator)
     n = len(data)
     model.train()
     for _ in range(cfg.epochs if epochs is None else epochs):
@@ -135,7 +145,8 @@ def sgd_epochs(
         for start in range(0, n, cfg.batch_size):
             idx = order[start : start + cfg.batch_size]
             opt.zero_grad(set_to_none=True)
-            F.cross_entropy(model(x[idx]), y[idx]).backward()
+            batch = x[idx] if augment is None else augment(x[idx])
+            F.cross_entropy(model(batch), y[idx]).backward()
             opt.step()
     return model
 

@@ -165,7 +165,8 @@ def run(args: argparse.Namespace) -> list[dict]:
             train=TrainConfig(epochs=args.epochs, lr=args.lr, batch_size=args.batch_size, momentum=args.momentum,
                               fisher=args.fisher, device=args.device, threads=args.threads,
                               fisher_rank=getattr(args, "fisher_rank", None),
-                              fisher_labels=getattr(args, "fisher_labels", "expected")),
+                              fisher_labels=getattr(args, "fisher_labels", "expected"),
+                              augment=getattr(args, "augment", "none")),
             max_train_samples=args.max_train, max_test_samples=args.max_test, scheme=args.scheme,
             validation_samples=args.validation_samples,
         )

@@ -37,6 +37,7 @@ import torch
 
 import report
 
+from fl_core.augment import Augment
 from fl_core.fisher import FisherLabels
 from fl_core.partition import DirichletScheme
 from fl_core.projection import DEFAULT_DAMPINGS, ProjectionMethod
@@ -89,7 +90,8 @@ SMOKE_ARGS = "--dataset digits --model mlp --cg-iter 50"  # extra arguments of t
 def markdown(rows: list[dict], args: argparse.Namespace) -> str:
     lines = [
         f"Table {'III' if args.dataset == 'femnist' else 'II'} reproduction: {args.dataset}, M={args.clients}, rho={args.rho}, K={args.epochs} epochs, "
-        f"lr={args.lr}, batch {args.batch_size}, momentum {args.momentum}, {args.model}, Fisher {args.fisher} "
+        f"lr={args.lr}, batch {args.batch_size}, momentum {args.momentum}"
+        + (f", augment {args.augment}" if args.augment != "none" else "") + f", {args.model}, Fisher {args.fisher} "
         f"({args.fisher_labels} labels)"
         + (f" (low-rank uploads, rank {args.fisher_rank})" if args.fisher_rank else "") + f", seed {args.seed}"
         + (f", subset drawn with seed {args.subset_seed}" if args.subset_seed is not None else "")
@@ -160,6 +162,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model", default="cnn")
     p.add_argument("--fisher", default="kfac")
     p.add_argument("--momentum", type=float, default=0.9)
+    p.add_argument("--augment", choices=[a.value for a in Augment], default="none",
+                   help="crop_flip: FedFisher's CIFAR recipe (random crop of the 4-pixel padded image, horizontal flip)")
     p.add_argument("--fisher-rank", type=int, default=None,
                    help="K-FAC uploads as the top-R eigenpairs of each factor (seed 000's compression)")
     p.add_argument("--fisher-labels", choices=[v.value for v in FisherLabels], default="expected",

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from fl_core.augment import Augment
 from fl_core.editors import EDITORS
 from fl_core.fisher import FisherKind
 from fl_core.fisher.base import FisherLabels, Preconditioner
@@ -36,6 +37,8 @@ class TrainSection(Strict):
     lr: float = Field(0.01, gt=0)
     batch_size: int = Field(64, gt=0)
     momentum: float = Field(0.9, ge=0, lt=1, description="SGD momentum (seed 000 / FedFisher: 0.9)")
+    augment: Augment = Field(Augment.NONE, description="none, or crop_flip (FedFisher's CIFAR recipe: random crop of "
+                                                       "the 4-pixel padded image, horizontal flip)")
     fisher: FisherKind = FisherKind.KFAC
     fisher_batch: int = Field(128, gt=0)
     fisher_labels: FisherLabels = Field(FisherLabels.EXPECTED, description="sampled (one drawn label per input) or "
