@@ -80,12 +80,15 @@ SMALL_MODEL_PARAMS = 200_000
 def key_settings(config: TrainConfig, exclude: tuple[str, ...] = ()) -> dict:
     """``config``'s fields for a store's or cache's key, less ``exclude``. A field added after
     stores were written enters the key only where it differs from what the code did before it
-    (``fisher_labels`` sampled, ``augment`` none), so contributions already on disk keep their keys."""
+    (``fisher_labels`` sampled, ``augment`` none), so contributions already on disk keep their keys;
+    float16 K-FAC uploads, whose factors are now balanced before the cast, get a new key."""
     settings = {k: v for k, v in asdict(config).items() if k not in exclude}
     if settings.get("fisher_labels") is FisherLabels.SAMPLED:
         del settings["fisher_labels"]
     if settings.get("augment") is Augment.NONE:
         del settings["augment"]
+    if config.fisher is FisherKind.KFAC and config.upload_dtype == "float16":
+        settings["kfac_float16"] = "balanced"  # factor pairs balanced before the cast (fisher.kfac._balanced)
     return settings
 
 
