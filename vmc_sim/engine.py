@@ -293,8 +293,9 @@ def vehicle_shard(seed: int, vehicle: Hashable, num_shards: int) -> int:
     return derive_seed(seed, "shard", vehicle) % num_shards
 
 
-def _fingerprint(scenario: Scenario) -> str:
-    """What a client's contribution depends on: the run seed and the federated configuration."""
+def store_fingerprint(scenario: Scenario) -> str:
+    """The key of a run's contribution store: what a client's contribution depends on (the run seed
+    and the federated configuration)."""
     import hashlib
     import json
 
@@ -327,7 +328,7 @@ class CoSimulation:
         self.shard_of = lambda v: vehicle_shard(scenario.seed, v, n)
         trainer = LocalTrainer(self.setup.model_fn, self.setup.w0, self.setup.train, self.setup.streams)
         store = ContributionStore(
-            run.path / "contributions", _fingerprint(scenario), self.setup.train.fisher,
+            run.path / "contributions", store_fingerprint(scenario), self.setup.train.fisher,
             layer_specs(self.setup.model_fn()),
         )
         cache_dir = scenario.compute.contribution_cache

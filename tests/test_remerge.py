@@ -1,0 +1,58 @@
+"""tools/remerge.py rebuilds a recorded run's member sets: with the stored uploads it gives the
+accuracy the run recorded at every request, and a recomputed Fisher merges the same members."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from vmc_sim.cosim import run_scenario
+from vmc_sim.runs import RunDir
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+import remerge  # noqa: E402
+from test_cosim import scenario, trace_file  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory) -> Path:
+    tmp = tmp_path_factory.mktemp("remerge")
+    sc = scenario(trace_file(tmp), federated={"train": {"epochs": 2, "lr": 0.05, "fisher": "diagonal",
+                                                        "upload_dtype": "float16"}})
+    return run_scenario(sc, out=tmp / "runs", progress=False, say=lambda s: None).path
+
+
+def test_stored_uploads_reproduce_every_recorded_accuracy(run_dir, tmp_path):
+    records = [r for r in RunDir(run_dir).records() if r["method"] == "fsosa"]
+    indices = [int(r["index"]) for r in records]
+    rows = remerge.remerge(run_dir, "fsosa", indices, "stored", None, say=lambda s: None)
+    chosen = {r["request"]: r["test_accuracy"] for r in rows if r["selected"]}
+    for r in records:
+        assert abs(chosen[int(r["index"])] - r["accuracy"]) <= remerge.REPRODUCE_TOL
+    assert remerge.main([str(run_dir), "--requests", "0", str(indices[-1]), "--out", str(tmp_path)]) == 0
+    assert "| 0 |" in (tmp_path / "remerge.md").read_text() and (tmp_path / "remerge.csv").is_file()
+
+
+def test_a_member_set_that_does_not_reproduce_is_refused(run_dir, monkeypatch):
+    real = remerge.member_sets
+
+    def off_by_one(records, method):
+        sets = real(records, method)
+        last = max(sets)
+        sets[last] = set(sorted(sets[last])[1:])  # one member dropped: not the run's subset
+        return sets
+
+    monkeypatch.setattr(remerge, "member_sets", off_by_one)
+    last = max(int(r["index"]) for r in RunDir(run_dir).records() if r["method"] == "fsosa")
+    with pytest.raises(SystemExit, match="do not reproduce"):
+        remerge.remerge(run_dir, "fsosa", [last], "stored", None, say=lambda s: None)
+
+
+def test_kfac_recomputed_for_the_same_members(run_dir):
+    rows = remerge.remerge(run_dir, "fsosa", [0], "kfac", "float16", say=lambda s: None)
+    assert {r["fisher"] for r in rows} == {"kfac"} and sum(r["selected"] for r in rows) == 1
+    assert all(0.0 <= r["test_accuracy"] <= 1.0 for r in rows)
+    with pytest.raises(SystemExit, match="no record"):
+        remerge.remerge(run_dir, "fsosa", [999], "stored", None, say=lambda s: None)

@@ -1,0 +1,209 @@
+"""Merge a recorded co-simulation run's member sets again, offline, with another Fisher.
+
+A run directory keeps every contribution its clients uploaded (``contributions/``) and, per
+request, which clients left and joined each method's subset. This script replays those
+changes for one method, and at the requests asked merges the members it finds there:
+
+- ``--fisher stored``: with the uploaded Fishers and the run's own merge settings. This must
+  give the accuracy the run recorded; the script checks it on every request it merges and
+  exits non-zero where it does not (a member set it could not rebuild is never reported as if
+  it were the run's).
+- ``--fisher diagonal|kfac``: with the Fisher of that kind recomputed for every member at its
+  *uploaded* weights, on the client's own shard, from the client's own Fisher stream, then cast
+  to the run's upload dtype (``--upload-dtype`` to change it): what the run would have merged
+  with that Fisher on the same members (the members' weights are the run's).
+
+Each merged request reports the damping the run's validation set selects and the test accuracy
+of every candidate, so a ceiling (the best candidate on the test set) can be read off beside
+what the selection takes. Writes ``remerge.md`` and ``remerge.csv`` into ``--out``.
+
+    python tools/remerge.py RUN_DIR --requests 0 31                   # must reproduce the run
+    python tools/remerge.py RUN_DIR --requests 0 31 --fisher kfac     # the same members, K-FAC
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from fl_core.contribution import Contribution  # noqa: E402
+from fl_core.fisher import compute_fisher, layer_specs, new_sum  # noqa: E402
+from fl_core.models import load_flat  # noqa: E402
+from fl_core.projection import project  # noqa: E402
+from fl_core.stats import SufficientStatistics  # noqa: E402
+from fl_core.store import ContributionStore  # noqa: E402
+from fl_core.training import DTYPES  # noqa: E402
+from fl_core.validation import Validator  # noqa: E402
+from vmc_sim.cosim import manifest_scenario  # noqa: E402
+from vmc_sim.engine import store_fingerprint, vehicle_shard  # noqa: E402
+from vmc_sim.runs import RunDir  # noqa: E402
+
+#: Accuracy the stored-Fisher merge may differ from the recorded one by (one test image in 10,000
+#: flipping on float64 summation order).
+REPRODUCE_TOL = 1.5e-4
+
+
+def member_sets(records: list[dict[str, Any]], method: str) -> dict[int, set[str]]:
+    """The method's subset after each of its records (by record index), rebuilt from the
+    ``left``/``joined`` lists; a fit starts a new subset, a withdrawn model has none."""
+    members: set[str] = set()
+    sets: dict[int, set[str]] = {}
+    for r in records:
+        if r.get("method") != method:
+            continue
+        if r.get("kind") == "fit":
+            members = set(r.get("joined", []))
+        elif r.get("kind") == "suspend":
+            members = set()
+        else:
+            members = (members - set(r.get("left", []))) | set(r.get("joined", []))
+        sets[int(r["index"])] = set(members)
+    return sets
+
+
+def remerge(run_dir: Path, method: str, requests: list[int], fisher: str, upload_dtype: str | None,
+            say=print) -> list[dict[str, Any]]:
+    """One row per (request, candidate damping): validation and test accuracy of the merge."""
+    run = RunDir(run_dir)
+    scenario = manifest_scenario(run_dir / "manifest.json")
+    fed = scenario.federated
+    if fed.projection.build().method.value == "adam" or fed.projection.iterates:
+        raise SystemExit(f"{run_dir}: the run merged with Adam or selected CG iterates; remerge replays damping selection")
+    setup = fed.setup(scenario.seed)
+    model = setup.model_fn()
+    trained_with = setup.train.fisher
+    store = ContributionStore(run_dir / "contributions", store_fingerprint(scenario), trained_with, layer_specs(model))
+    records = [r for r in run.records() if r.get("method") == method]
+    if not records:
+        raise SystemExit(f"{run_dir}: no records of method {method!r}")
+    by_index = {int(r["index"]): r for r in records}
+    missing = [i for i in requests if i not in by_index]
+    if missing:
+        raise SystemExit(f"{run_dir}: method {method!r} has no record(s) {missing} (it has 0-{max(by_index)})")
+    sets = member_sets(records, method)
+    kind = trained_with.value if fisher == "stored" else fisher
+    dtype = DTYPES[upload_dtype or setup.train.upload_dtype]
+    projection = fed.projection.build()
+    validator, test = setup.validator(), Validator(setup.model_fn, setup.test_set)
+    shards = len(setup.client_data)
+    recomputed: dict[str, Contribution] = {}
+
+    def contribution(client: str) -> Contribution:
+        c = store.get(client)
+        if c is None:
+            raise SystemExit(f"{run_dir}: client {client!r} is a member but its contribution is not in the run's store")
+        if fisher == "stored":
+            return c
+        if client not in recomputed:
+            local = load_flat(setup.model_fn(), c.weights.float())
+            data = setup.client_data[vehicle_shard(scenario.seed, client, shards)]
+            rep = compute_fisher(kind, local, data.x, setup.streams.torch("fisher", client), setup.train.fisher_batch,
+                                 setup.train.fisher_labels)
+            recomputed[client] = Contribution(client, c.weights, rep.cast(dtype), c.num_samples)
+        return recomputed[client]
+
+    rows, failed = [], []
+    for i in requests:
+        record, members = by_index[i], sorted(sets[i])
+        if not members:
+            say(f"request {i}: no model (withdrawn); skipped")
+            rows.append({"request": i, "members": 0, "fisher": kind, "damping": "-", "selected": False,
+                         "val_accuracy": None, "test_accuracy": None, "recorded_accuracy": record.get("accuracy"),
+                         "stop_reason": "no model", "seconds": 0.0})
+            continue
+        stats = SufficientStatistics(setup.w0.numel(), new_sum(kind, model), projection.weighting)
+        stats.apply(joined=[contribution(c) for c in members])
+        t0 = time.perf_counter()
+        scores: dict[str, float] = {}
+
+        def scorer(w: torch.Tensor) -> tuple[float, float]:
+            score = validator(w)
+            scores[_key(len(scores))] = test(w)[0]
+            return score
+
+        w, info = project(stats, projection, scorer=scorer)
+        seconds = time.perf_counter() - t0
+        chosen = test(w)[0]
+        candidates = info.candidates or [{"damping": info.damping, "val_accuracy": info.validation[0]}]
+        for n, c in enumerate(candidates):
+            rows.append({"request": i, "members": len(members), "fisher": kind, "damping": _label(c["damping"]),
+                         "selected": _label(c["damping"]) == _label(info.damping),
+                         "val_accuracy": c["val_accuracy"], "test_accuracy": scores.get(_key(n), chosen),
+                         "recorded_accuracy": record.get("accuracy"), "stop_reason": c.get("stop_reason", info.stop_reason),
+                         "seconds": round(seconds, 1)})
+        line = f"request {i}: {len(members)} members, {kind} Fisher: damping {_label(info.damping)}, test {100 * chosen:.2f} %"
+        if fisher == "stored" and record.get("accuracy") is not None:
+            ok = abs(chosen - record["accuracy"]) <= REPRODUCE_TOL
+            line += f" (recorded {100 * record['accuracy']:.2f} %: {'reproduced' if ok else 'NOT REPRODUCED'})"
+            if not ok:
+                failed.append(i)
+        say(line)
+    if failed:
+        raise SystemExit(f"{run_dir}: the stored contributions do not reproduce request(s) {failed}: the member sets "
+                         f"rebuilt from the records are not the run's")
+    return rows
+
+
+def _key(n: int) -> str:
+    return f"c{n}"
+
+
+def _label(damping: float | str | None) -> str:
+    if damping is None:
+        return "-"
+    if isinstance(damping, str):
+        return damping
+    return "mean" if math.isinf(damping) else f"{damping:g}"
+
+
+def markdown(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
+    lines = [f"# Remerged: {args.run} ({args.method}, Fisher {args.fisher}"
+             + (f", uploads {args.upload_dtype}" if args.upload_dtype else "") + ")", "",
+             f"Command: `python tools/remerge.py {args.run} --method {args.method} --requests "
+             f"{' '.join(map(str, args.requests))} --fisher {args.fisher}"
+             + (f" --upload-dtype {args.upload_dtype}" if args.upload_dtype else "") + "`", "",
+             "| request | members | Fisher | damping | selected | val acc % | test acc % | recorded acc % | stop |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        pct = (lambda v: "-" if v is None else f"{100 * v:.2f}")
+        lines.append(f"| {r['request']} | {r['members']} | {r['fisher']} | {r['damping']} | {'yes' if r['selected'] else ''} | "
+                     f"{pct(r['val_accuracy'])} | {pct(r['test_accuracy'])} | {pct(r['recorded_accuracy'])} | "
+                     f"{r.get('stop_reason', '-')} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("run", help="a co-simulation run directory (manifest.json, records.jsonl, contributions/)")
+    p.add_argument("--method", default="fsosa")
+    p.add_argument("--requests", type=int, nargs="+", required=True, help="record indices to merge at")
+    p.add_argument("--fisher", choices=["stored", "diagonal", "kfac"], default="stored")
+    p.add_argument("--upload-dtype", choices=sorted(DTYPES), default=None, help="default: the run's")
+    p.add_argument("--out", default=None, help="directory for remerge.md / remerge.csv")
+    args = p.parse_args(argv)
+    rows = remerge(Path(args.run), args.method, args.requests, args.fisher, args.upload_dtype)
+    text = markdown(rows, args)
+    print(text)
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "remerge.md").write_text(text)
+        with open(out / "remerge.csv", "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
