@@ -33,6 +33,9 @@ def test_stored_uploads_reproduce_every_recorded_accuracy(run_dir, tmp_path):
         assert abs(chosen[int(r["index"])] - r["accuracy"]) <= remerge.REPRODUCE_TOL
     assert remerge.main([str(run_dir), "--requests", "0", str(indices[-1]), "--out", str(tmp_path)]) == 0
     assert "| 0 |" in (tmp_path / "remerge.md").read_text() and (tmp_path / "remerge.csv").is_file()
+    assert remerge.main([str(run_dir), "--requests", "0", "--dampings", "mean", "0", "--out", str(tmp_path)]) == 0
+    text = (tmp_path / "remerge.md").read_text()
+    assert "--dampings mean 0`" in text and "| 0 | " in text and text.count("| diagonal | ") == 2
 
 
 def test_a_member_set_that_does_not_reproduce_is_refused(run_dir, monkeypatch):

@@ -7,7 +7,7 @@ changes for one method, and at the requests asked merges the members it finds th
 - ``--fisher stored``: with the uploaded Fishers and the run's own merge settings. This must
   give the accuracy the run recorded; the script checks it on every request it merges and
   exits non-zero where it does not (a member set it could not rebuild is never reported as if
-  it were the run's).
+  it were the run's). With ``--dampings`` (other candidates) there is nothing to check.
 - ``--fisher diagonal|kfac``: with the Fisher of that kind recomputed for every member at its
   *uploaded* weights, on the client's own shard, from the client's own Fisher stream, then cast
   to the run's upload dtype (``--upload-dtype`` to change it): what the run would have merged
@@ -28,6 +28,7 @@ import csv
 import math
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +48,8 @@ from fl_core.validation import Validator  # noqa: E402
 from vmc_sim.cosim import manifest_scenario  # noqa: E402
 from vmc_sim.engine import store_fingerprint, vehicle_shard  # noqa: E402
 from vmc_sim.runs import RunDir  # noqa: E402
+
+from repro import parse_damping  # noqa: E402
 
 #: Accuracy the stored-Fisher merge may differ from the recorded one by (one test image in 10,000
 #: flipping on float64 summation order).
@@ -72,8 +75,9 @@ def member_sets(records: list[dict[str, Any]], method: str) -> dict[int, set[str
 
 
 def remerge(run_dir: Path, method: str, requests: list[int], fisher: str, upload_dtype: str | None,
-            say=print) -> list[dict[str, Any]]:
-    """One row per (request, candidate damping): validation and test accuracy of the merge."""
+            say=print, dampings: list[float] | None = None) -> list[dict[str, Any]]:
+    """One row per (request, candidate damping): validation and test accuracy of the merge
+    (``dampings``: other candidates than the run's)."""
     run = RunDir(run_dir)
     scenario = manifest_scenario(run_dir / "manifest.json")
     fed = scenario.federated
@@ -94,6 +98,8 @@ def remerge(run_dir: Path, method: str, requests: list[int], fisher: str, upload
     kind = trained_with.value if fisher == "stored" else fisher
     dtype = DTYPES[upload_dtype or setup.train.upload_dtype]
     projection = fed.projection.build()
+    if dampings:
+        projection = replace(projection, dampings=tuple(dampings))
     validator, test = setup.validator(), Validator(setup.model_fn, setup.test_set)
     shards = len(setup.client_data)
     recomputed: dict[str, Contribution] = {}
@@ -142,7 +148,9 @@ def remerge(run_dir: Path, method: str, requests: list[int], fisher: str, upload
                          "recorded_accuracy": record.get("accuracy"), "stop_reason": c.get("stop_reason", info.stop_reason),
                          "seconds": round(seconds, 1)})
         line = f"request {i}: {len(members)} members, {kind} Fisher: damping {_label(info.damping)}, test {100 * chosen:.2f} %"
-        if fisher == "stored" and record.get("accuracy") is not None:
+        if record.get("accuracy") is not None and (fisher != "stored" or dampings):
+            line += f" (recorded {100 * record['accuracy']:.2f} %)"
+        elif record.get("accuracy") is not None:  # the run's own uploads and merge: must be the run's model
             ok = abs(chosen - record["accuracy"]) <= REPRODUCE_TOL
             line += f" (recorded {100 * record['accuracy']:.2f} %: {'reproduced' if ok else 'NOT REPRODUCED'})"
             if not ok:
@@ -171,7 +179,8 @@ def markdown(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
              + (f", uploads {args.upload_dtype}" if args.upload_dtype else "") + ")", "",
              f"Command: `python tools/remerge.py {args.run} --method {args.method} --requests "
              f"{' '.join(map(str, args.requests))} --fisher {args.fisher}"
-             + (f" --upload-dtype {args.upload_dtype}" if args.upload_dtype else "") + "`", "",
+             + (f" --upload-dtype {args.upload_dtype}" if args.upload_dtype else "")
+             + (f" --dampings {' '.join(_label(d) for d in args.dampings)}" if args.dampings else "") + "`", "",
              "| request | members | Fisher | damping | selected | val acc % | test acc % | recorded acc % | stop |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -189,9 +198,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--requests", type=int, nargs="+", required=True, help="record indices to merge at")
     p.add_argument("--fisher", choices=["stored", "diagonal", "kfac"], default="stored")
     p.add_argument("--upload-dtype", choices=sorted(DTYPES), default=None, help="default: the run's")
+    p.add_argument("--dampings", type=parse_damping, nargs="+", default=None,
+                   help="candidate relative dampings ('mean' = the weighted mean); default: the run's")
     p.add_argument("--out", default=None, help="directory for remerge.md / remerge.csv")
     args = p.parse_args(argv)
-    rows = remerge(Path(args.run), args.method, args.requests, args.fisher, args.upload_dtype)
+    rows = remerge(Path(args.run), args.method, args.requests, args.fisher, args.upload_dtype, dampings=args.dampings)
     text = markdown(rows, args)
     print(text)
     if args.out:
