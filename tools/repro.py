@@ -201,7 +201,8 @@ def run(args: argparse.Namespace) -> list[dict]:
                 "stop_reason": solve.stop_reason if solve else "-", "converged": solve.converged if solve else True,
                 "acc_per_s": round(100 * acc / parallel, 3), "acc_per_MB": round(100 * acc / mb, 3),
                 "wall_s": round(wall, 1),
-                "candidates": candidates_label(solve), "validation_held": len(setup.validation_set),
+                "candidates": candidates_label(solve), "stopped_short": stopped_short_label(solve),
+                "validation_held": len(setup.validation_set),
             }
             rows.append(row)
             print(json.dumps(row), file=sys.stderr, flush=True)
@@ -233,6 +234,25 @@ def candidates_label(solve) -> str:
     return " ".join(
         (f"it{c['iteration']}" if "iteration" in c else str(damping_label(c["damping"]))) + f":{100 * c['val_accuracy']:.1f}"
         for c in solve.candidates)
+
+
+def stopped_short_label(solve) -> str:
+    """The scored candidates whose solve ended above its tolerance, ``damping reason residual``
+    each; empty when every candidate converged."""
+    if solve is None:
+        return ""
+    return ", ".join(
+        f"{damping_label(c['damping'])} {c['stop_reason']} {c['residual']:.2e}"
+        for c in solve.candidates if c.get("stop_reason") in ("max_iter", "stalled"))
+
+
+def solve_label(row: dict) -> str:
+    """A table's 'solve' cell: why the selected solve stopped, and every other candidate that did
+    not reach its tolerance (a row is only 'converged' when all of them did)."""
+    short = row.get("stopped_short") or ""
+    if not short:
+        return row["stop_reason"]
+    return f"{row['stop_reason']}; candidate {short}"
 
 
 def common_args(p: argparse.ArgumentParser, **defaults: Any) -> argparse.ArgumentParser:

@@ -69,6 +69,7 @@ PAPER = {  # seed 000, Table II (Dirichlet alpha) and Table III (FEMNIST, alpha 
 
 from repro import (  # noqa: E402
     CHOICES, METHODS, alpha_label, damping_label, dense_config, held_out_label, parse_alpha, parse_damping, run,
+    solve_label,
 )
 
 SMOKE_ARGS = "--dataset digits --model mlp --cg-iter 50"  # extra arguments of the CI smoke run (tests/test_reproductions.py)
@@ -119,7 +120,7 @@ def markdown(rows: list[dict], args: argparse.Namespace) -> str:
         pa, pmb = (f"{paper[0]:.2f}", f"{paper[2]:.2f}") if paper else ("-", "-")
         val = "" if r["val_accuracy"] is None else f" ({r['val_accuracy']:.1f})"
         lines.append(
-            f"| {alpha_label(r['alpha'])} | {r['method']} | {r['accuracy']:.2f} | {pa} | {r['damping']}{val} | {r['stop_reason']} | "
+            f"| {alpha_label(r['alpha'])} | {r['method']} | {r['accuracy']:.2f} | {pa} | {r['damping']}{val} | {solve_label(r)} | "
             f"{r['parallel_s']:.1f} | {r['compute_s']:.1f} | "
             f"{r['solve_s']:.2f} | {'-' if r['cg_iters'] is None else r['cg_iters']} | {r['MB']:.2f} | {pmb} | {r['acc_per_s']:.2f} | {r['acc_per_MB']:.2f} |"
         )

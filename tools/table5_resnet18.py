@@ -108,7 +108,7 @@ def markdown(rows: list[dict], args: argparse.Namespace) -> str:
         paper = PAPER_V.get(r["alpha"], {}).get(r["method"])
         pa, ps, pmb = (f"{paper[0]:.2f}", f"{paper[1]:.2f}", f"{paper[2]:.2f}") if paper else ("-", "-", "-")
         val = "" if r["val_accuracy"] is None else f" ({r['val_accuracy']:.1f})"
-        lines.append(f"| {r['alpha']} | {r['method']} | {r['accuracy']:.2f} | {pa} | {r['damping']}{val} | {r['stop_reason']} | "
+        lines.append(f"| {r['alpha']} | {r['method']} | {r['accuracy']:.2f} | {pa} | {r['damping']}{val} | {repro.solve_label(r)} | "
                      f"{r['parallel_s']:.1f} | {ps} | {r['MB']:.2f} | {pmb} |")
     return "\n".join(lines) + "\n"
 
