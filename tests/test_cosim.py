@@ -556,3 +556,27 @@ def test_a_calibration_measured_on_a_busy_host_is_flagged():
     busy_after = busy_host(Calibration(1e-4, 1e-3, 1e-3, load=(0.2, 3.1)), threads=1)
     assert "1.40 before" in busy_before and "3.10 after" in busy_after and "too high" in busy_after
     assert busy_host(Calibration(1e-4, 1e-3, 1e-3), threads=1) is None
+
+
+def test_calibrating_a_kfac_setup_times_short_solves(monkeypatch):
+    """The solve cost is a cost per operator product: ``measure`` times solves cut at
+    ``CALIBRATION_SOLVE_ITER`` products, not CG runs to the tolerance (about 1,000 products and
+    half an hour for a K-FAC CNN), and still reports a positive cost per product."""
+    import fl_core.projection as projection_module
+    from fl_core.experiment import OneShotSetup
+    from fl_core.projection import ProjectionConfig
+    from fl_core.training import TrainConfig
+    from vmc_sim import calibration
+
+    seen = []
+    real = projection_module.project
+
+    def spy(stats, config, *args, **kwargs):
+        seen.append(config.max_iter)
+        return real(stats, config, *args, **kwargs)
+
+    monkeypatch.setattr(projection_module, "project", spy)
+    setup = OneShotSetup("digits", num_clients=10, model="mlp", seed=0, train=TrainConfig(epochs=1, lr=0.05, fisher="kfac"))
+    cal = calibration.measure(setup, ProjectionConfig(method="cg_f", max_iter=1000, damping=1e-8), repeats=1)
+    assert seen and all(m == calibration.CALIBRATION_SOLVE_ITER for m in seen)
+    assert cal.solve_s_per_unit > 0 and cal.fisher_s_per_sample > 0

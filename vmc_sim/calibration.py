@@ -8,7 +8,9 @@ function of the scenario and its seeds:
 - local training: ``train_s_per_sample_epoch x samples x epochs``;
 - the Fisher pass after it: ``fisher_s_per_sample x samples``;
 - the coordinator's solve: ``solve_s_per_unit x (1 + operator products)`` of the solve
-  (a closed-form diagonal solve is one unit; CG adds one unit per Fisher-vector product).
+  (a closed-form diagonal solve is one unit; CG adds one unit per Fisher-vector product;
+  measured on solves cut at ``CALIBRATION_SOLVE_ITER`` products, which is enough for a cost per
+  product and keeps a K-FAC calibration to minutes).
 
 The costs are measured on the scenario's own model, training settings and client shards (the
 eight around the median size, so fixed per-call overheads weigh as for a typical client), after a
@@ -42,6 +44,7 @@ from typing import Any
 
 CALIBRATION_EPOCHS = 2
 CALIBRATION_CLIENTS = 8
+CALIBRATION_SOLVE_ITER = 50  # operator products a timed solve may take: enough for a per-product cost
 
 
 @dataclass(frozen=True)
@@ -230,7 +233,9 @@ def measure(setup, projection, repeats: int = 5) -> Calibration:
         fsum = new_sum(kind, setup.model_fn())
         stats = SufficientStatistics(setup.w0.numel(), fsum, projection.weighting)
         stats.apply([], warm)
-        projection = replace(projection, iterates=())  # the cost of a product, measured on one fixed-damping solve
+        # the cost of a product, measured on one fixed-damping solve cut at CALIBRATION_SOLVE_ITER
+        # products per block (a K-FAC CNN solve to its tolerance would take ~1000: 30 min a calibration)
+        projection = replace(projection, iterates=(), max_iter=min(projection.max_iter, CALIBRATION_SOLVE_ITER))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             project(stats, projection)  # warm-up
