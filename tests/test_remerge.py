@@ -59,3 +59,28 @@ def test_kfac_recomputed_for_the_same_members(run_dir):
     assert all(0.0 <= r["test_accuracy"] <= 1.0 for r in rows)
     with pytest.raises(SystemExit, match="no record"):
         remerge.remerge(run_dir, "fsosa", [999], "stored", None, say=lambda s: None)
+
+
+def test_a_low_rank_kfac_run_without_a_validation_set_is_reproduced(tmp_path):
+    """A run that uploaded K-FAC factors in low-rank form (``train.fisher_rank``; its store keeps
+    the whole factors) and merged at its fixed damping (no validation set): the stored uploads,
+    compressed as the run compressed them and merged without selection, give its accuracy; a
+    request without a recorded accuracy is said to be unchecked, never passed silently."""
+    sc = scenario(trace_file(tmp_path), federated={
+        "methods": ["fsosa"], "validation_samples": 0,
+        "train": {"epochs": 2, "lr": 0.05, "fisher": "kfac", "fisher_rank": 2}})
+    run = run_scenario(sc, out=tmp_path / "runs", progress=False, say=lambda s: None)
+    records = [r for r in run.records() if r["method"] == "fsosa"]
+    indices = [int(r["index"]) for r in records]
+    said: list[str] = []
+    rows = remerge.remerge(run.path, "fsosa", indices, "stored", None, say=said.append)
+    chosen = {r["request"]: r["test_accuracy"] for r in rows if r["selected"]}
+    assert all(r["val_accuracy"] is None for r in rows)
+    for r in records:
+        if r["accuracy"] is not None:
+            assert abs(chosen[int(r["index"])] - r["accuracy"]) <= remerge.REPRODUCE_TOL
+    assert not any("not checked" in s for s in said)
+    with pytest.raises(SystemExit, match="no validation set"):
+        remerge.remerge(run.path, "fsosa", [0], "stored", None, say=said.append, dampings=[1.0])
+    with pytest.raises(SystemExit, match="upload-dtype"):
+        remerge.remerge(run.path, "fsosa", [0], "stored", "float16", say=said.append)

@@ -25,12 +25,11 @@ from __future__ import annotations
 
 import argparse
 import csv
-import math
 import sys
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -49,7 +48,7 @@ from vmc_sim.cosim import manifest_scenario  # noqa: E402
 from vmc_sim.engine import store_fingerprint, vehicle_shard  # noqa: E402
 from vmc_sim.runs import RunDir  # noqa: E402
 
-from repro import parse_damping  # noqa: E402
+from repro import damping_label, parse_damping  # noqa: E402
 
 #: Accuracy the stored-Fisher merge may differ from the recorded one by (one test image in 10,000
 #: flipping on float64 summation order).
@@ -75,9 +74,13 @@ def member_sets(records: list[dict[str, Any]], method: str) -> dict[int, set[str
 
 
 def remerge(run_dir: Path, method: str, requests: list[int], fisher: str, upload_dtype: str | None,
-            say=print, dampings: list[float] | None = None) -> list[dict[str, Any]]:
+            say: Callable[[str], None] = print, dampings: list[float] | None = None) -> list[dict[str, Any]]:
     """One row per (request, candidate damping): validation and test accuracy of the merge
-    (``dampings``: other candidates than the run's)."""
+    (``dampings``: other candidates than the run's). Members' Fishers go through the run's
+    upload form (``train.fisher_rank``: K-FAC factors compressed, as the run merged them); a run
+    without a validation set merged at its fixed damping, and so does this."""
+    if fisher == "stored" and upload_dtype:
+        raise SystemExit("--upload-dtype recasts a recomputed Fisher; with --fisher stored the uploads are the run's")
     run = RunDir(run_dir)
     scenario = manifest_scenario(run_dir / "manifest.json")
     fed = scenario.federated
@@ -101,6 +104,15 @@ def remerge(run_dir: Path, method: str, requests: list[int], fisher: str, upload
     if dampings:
         projection = replace(projection, dampings=tuple(dampings))
     validator, test = setup.validator(), Validator(setup.model_fn, setup.test_set)
+    if validator is None and dampings:
+        raise SystemExit(f"{run_dir}: the run holds out no validation set, so there is nothing to select --dampings with")
+    rank = setup.train.fisher_rank
+
+    def uploaded(c: Contribution) -> Contribution:
+        """``c`` as the run merged it (fl_core.clients compresses K-FAC factors after the store)."""
+        if rank is None or c.fisher is None:
+            return c
+        return replace(c, fisher=c.fisher.compress(rank), _digest=None)
     shards = len(setup.client_data)
     recomputed: dict[str, Contribution] = {}
 
@@ -109,16 +121,16 @@ def remerge(run_dir: Path, method: str, requests: list[int], fisher: str, upload
         if c is None:
             raise SystemExit(f"{run_dir}: client {client!r} is a member but its contribution is not in the run's store")
         if fisher == "stored":
-            return c
+            return uploaded(c)
         if client not in recomputed:
             local = load_flat(setup.model_fn(), c.weights.float())
             data = setup.client_data[vehicle_shard(scenario.seed, client, shards)]
             rep = compute_fisher(kind, local, data.x, setup.streams.torch("fisher", client), setup.train.fisher_batch,
                                  setup.train.fisher_labels)
-            recomputed[client] = Contribution(client, c.weights, rep.cast(dtype), c.num_samples)
+            recomputed[client] = uploaded(Contribution(client, c.weights, rep.cast(dtype), c.num_samples))
         return recomputed[client]
 
-    rows, failed = [], []
+    rows, failed, unchecked = [], [], []
     for i in requests:
         record, members = by_index[i], sorted(sets[i])
         if not members:
@@ -137,17 +149,18 @@ def remerge(run_dir: Path, method: str, requests: list[int], fisher: str, upload
             scores[_key(len(scores))] = test(w)[0]
             return score
 
-        w, info = project(stats, projection, scorer=scorer)
+        w, info = project(stats, projection, scorer=scorer if validator is not None else None)
         seconds = time.perf_counter() - t0
         chosen = test(w)[0]
-        candidates = info.candidates or [{"damping": info.damping, "val_accuracy": info.validation[0]}]
+        candidates = info.candidates or [{"damping": info.damping,
+                                          "val_accuracy": info.validation[0] if info.validation else None}]
         for n, c in enumerate(candidates):
-            rows.append({"request": i, "members": len(members), "fisher": kind, "damping": _label(c["damping"]),
-                         "selected": _label(c["damping"]) == _label(info.damping),
+            rows.append({"request": i, "members": len(members), "fisher": kind, "damping": damping_label(c["damping"]),
+                         "selected": damping_label(c["damping"]) == damping_label(info.damping),
                          "val_accuracy": c["val_accuracy"], "test_accuracy": scores.get(_key(n), chosen),
                          "recorded_accuracy": record.get("accuracy"), "stop_reason": c.get("stop_reason", info.stop_reason),
                          "seconds": round(seconds, 1)})
-        line = f"request {i}: {len(members)} members, {kind} Fisher: damping {_label(info.damping)}, test {100 * chosen:.2f} %"
+        line = f"request {i}: {len(members)} members, {kind} Fisher: damping {damping_label(info.damping)}, test {100 * chosen:.2f} %"
         if record.get("accuracy") is not None and (fisher != "stored" or dampings):
             line += f" (recorded {100 * record['accuracy']:.2f} %)"
         elif record.get("accuracy") is not None:  # the run's own uploads and merge: must be the run's model
@@ -155,7 +168,12 @@ def remerge(run_dir: Path, method: str, requests: list[int], fisher: str, upload
             line += f" (recorded {100 * record['accuracy']:.2f} %: {'reproduced' if ok else 'NOT REPRODUCED'})"
             if not ok:
                 failed.append(i)
+        elif fisher == "stored" and not dampings:
+            unchecked.append(i)
+            line += " (the run recorded no accuracy here: not checked)"
         say(line)
+    if unchecked:
+        say(f"not checked against the run (no recorded accuracy): request(s) {unchecked}")
     if failed:
         raise SystemExit(f"{run_dir}: the stored contributions do not reproduce request(s) {failed}: the member sets "
                          f"rebuilt from the records are not the run's")
@@ -166,21 +184,13 @@ def _key(n: int) -> str:
     return f"c{n}"
 
 
-def _label(damping: float | str | None) -> str:
-    if damping is None:
-        return "-"
-    if isinstance(damping, str):
-        return damping
-    return "mean" if math.isinf(damping) else f"{damping:g}"
-
-
 def markdown(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
     lines = [f"# Remerged: {args.run} ({args.method}, Fisher {args.fisher}"
              + (f", uploads {args.upload_dtype}" if args.upload_dtype else "") + ")", "",
              f"Command: `python tools/remerge.py {args.run} --method {args.method} --requests "
              f"{' '.join(map(str, args.requests))} --fisher {args.fisher}"
              + (f" --upload-dtype {args.upload_dtype}" if args.upload_dtype else "")
-             + (f" --dampings {' '.join(_label(d) for d in args.dampings)}" if args.dampings else "") + "`", "",
+             + (f" --dampings {' '.join(damping_label(d) for d in args.dampings)}" if args.dampings else "") + "`", "",
              "| request | members | Fisher | damping | selected | val acc % | test acc % | recorded acc % | stop |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
