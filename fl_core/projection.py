@@ -135,6 +135,10 @@ class ProjectionConfig:
             raise ValueError(f"projection.check_every must be >= 1, got {self.check_every}")
 
 
+#: Stop reasons of a solve that ended above its tolerance.
+STOPPED_SHORT = ("max_iter", "stalled")
+
+
 @dataclass
 class SolveInfo:
     method: str
@@ -272,7 +276,7 @@ def _solve_cg_f(stats: SufficientStatistics, r: torch.Tensor, lam: float, config
         reason = "converged" if true_res <= config.tol else ("max_iter" if it_total >= config.max_iter else "stalled")
         reasons.add(reason)
         worst_res, worst_it = max(worst_res, true_res), max(worst_it, it_total)
-    reason = next((r_ for r_ in ("max_iter", "stalled") if r_ in reasons), "converged")
+    reason = next((r_ for r_ in STOPPED_SHORT if r_ in reasons), "converged")
     return _Solve(x, worst_it, worst_res, round(products), reason, used_pre)
 
 
@@ -454,12 +458,12 @@ def project(
         if solve is not None:
             info.iterations, info.residual, info.stop_reason = solve.iterations, solve.residual, solve.stop_reason
         for c in info.candidates:
-            if c["stop_reason"] in ("max_iter", "stalled"):
+            if c["stop_reason"] in STOPPED_SHORT:
                 _warn(method, c["damping"], c["residual"], c["iterations"], config.tol)
         if not info.candidates and info.stop_reason != "converged":
             _warn(method, info.damping, info.residual, info.iterations, config.tol)
     info.converged = info.stop_reason in ("converged", "validation") and not any(
-        c["stop_reason"] in ("max_iter", "stalled") for c in info.candidates)
+        c["stop_reason"] in STOPPED_SHORT for c in info.candidates)
     bnorm = _norm(stats.b)
     info.constraint_residual = _norm(fsum.matvec(w) - stats.b) / bnorm if bnorm else 0.0
     info.seconds = time.perf_counter() - t0

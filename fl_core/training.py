@@ -19,6 +19,7 @@ from .augment import Augment, augmenter
 from .contribution import Contribution
 from .data import ArrayDataset
 from .fisher import FisherKind, FisherLabels, compute_fisher
+from .fisher.kfac import NARROW_RANGE
 from .models import flat_params, load_flat
 from .rng import Streams
 
@@ -87,7 +88,7 @@ def key_settings(config: TrainConfig, exclude: tuple[str, ...] = ()) -> dict:
         del settings["fisher_labels"]
     if settings.get("augment") is Augment.NONE:
         del settings["augment"]
-    if config.fisher is FisherKind.KFAC and config.upload_dtype == "float16":
+    if config.fisher is FisherKind.KFAC and DTYPES[config.upload_dtype] in NARROW_RANGE:
         settings["kfac_float16"] = "balanced"  # factor pairs balanced before the cast (fisher.kfac._balanced)
     return settings
 

@@ -23,7 +23,7 @@ from fl_core.contribution import Contribution
 from fl_core.editors import DenseConfig, DenseEditor, FixedRatio, build_editor
 from fl_core.experiment import OneShotSetup
 from fl_core.fisher import layer_specs
-from fl_core.projection import ProjectionConfig
+from fl_core.projection import STOPPED_SHORT, ProjectionConfig, SolveInfo
 from fl_core.rng import derive_seed
 from fl_core.store import ContributionStore
 from fl_core.training import LocalTrainer, TrainConfig, evaluate, key_settings
@@ -236,14 +236,14 @@ def candidates_label(solve) -> str:
         for c in solve.candidates)
 
 
-def stopped_short_label(solve) -> str:
+def stopped_short_label(solve: SolveInfo | None) -> str:
     """The scored candidates whose solve ended above its tolerance, ``damping reason residual``
     each; empty when every candidate converged."""
     if solve is None:
         return ""
     return ", ".join(
         f"{damping_label(c['damping'])} {c['stop_reason']} {c['residual']:.2e}"
-        for c in solve.candidates if c.get("stop_reason") in ("max_iter", "stalled"))
+        for c in solve.candidates if c.get("stop_reason") in STOPPED_SHORT)
 
 
 def solve_label(row: dict) -> str:

@@ -40,6 +40,7 @@ import torch
 
 import report
 import repro
+from fl_core.fisher import FisherLabels
 from fl_core.projection import DEFAULT_DAMPINGS
 
 PAPER_V = {  # seed 000, Table V, CIFAR-10 (ResNet-18, pretrained): (accuracy %, time s, MB)
@@ -63,7 +64,7 @@ def options(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--fisher", default="diagonal", choices=["diagonal", "kfac"])
-    p.add_argument("--fisher-labels", choices=["sampled", "expected"], default="expected",
+    p.add_argument("--fisher-labels", choices=[v.value for v in FisherLabels], default="expected",
                    help="labels the true Fisher averages over: one drawn per input, or every class at its probability")
     p.add_argument("--validation-samples", type=int, default=500)
     p.add_argument("--dampings", type=repro.parse_damping, nargs="+", default=list(DEFAULT_DAMPINGS))

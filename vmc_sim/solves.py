@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-STOPPED = ("max_iter", "stalled")
+from fl_core.projection import STOPPED_SHORT as STOPPED
 
 
 def unconverged_solves(records: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
