@@ -88,3 +88,8 @@ def test_a_low_rank_kfac_run_without_a_validation_set_is_reproduced(tmp_path):
         remerge.remerge(run.path, "fsosa", [0], "stored", None, say=said.append, dampings=[1.0])
     with pytest.raises(SystemExit, match="upload-dtype"):
         remerge.remerge(run.path, "fsosa", [0], "stored", "float16", say=said.append)
+
+
+def test_a_directory_that_is_not_a_run_is_named(tmp_path):
+    with pytest.raises(SystemExit, match="not a run directory"):
+        remerge.main([str(tmp_path), "--requests", "0"])

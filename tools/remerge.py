@@ -212,7 +212,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="candidate relative dampings ('mean' = the weighted mean); default: the run's")
     p.add_argument("--out", default=None, help="directory for remerge.md / remerge.csv")
     args = p.parse_args(argv)
-    rows = remerge(Path(args.run), args.method, args.requests, args.fisher, args.upload_dtype, dampings=args.dampings)
+    try:
+        rows = remerge(Path(args.run), args.method, args.requests, args.fisher, args.upload_dtype, dampings=args.dampings)
+    except FileNotFoundError as e:  # not a run directory, or one missing a file: one line, not a traceback
+        raise SystemExit(f"remerge: {e}") from None
     text = markdown(rows, args)
     print(text)
     if args.out:
