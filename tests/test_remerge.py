@@ -3,6 +3,7 @@ accuracy the run recorded at every request, and a recomputed Fisher merges the s
 
 from __future__ import annotations
 
+import csv
 import sys
 from pathlib import Path
 
@@ -93,3 +94,30 @@ def test_a_low_rank_kfac_run_without_a_validation_set_is_reproduced(tmp_path):
 def test_a_directory_that_is_not_a_run_is_named(tmp_path):
     with pytest.raises(SystemExit, match="not a run directory"):
         remerge.main([str(tmp_path), "--requests", "0"])
+
+
+def test_an_interrupted_remerge_keeps_the_requests_it_finished(run_dir, tmp_path, monkeypatch):
+    """Results are written after every request: a remerge stopped during its second merge leaves
+    the first request's rows (checked against the run) and a table that says it is partial; the
+    complete command then replaces both files with every request."""
+    last = max(int(r["index"]) for r in RunDir(run_dir).records() if r["method"] == "fsosa")
+    real, calls = remerge.project, []
+
+    def stop_on_second(*a, **k):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*a, **k)
+
+    monkeypatch.setattr(remerge, "project", stop_on_second)
+    with pytest.raises(KeyboardInterrupt):
+        remerge.main([str(run_dir), "--requests", "0", str(last), "--out", str(tmp_path)])
+    rows = list(csv.DictReader(open(tmp_path / "remerge.csv")))
+    assert rows and {r["request"] for r in rows} == {"0"} and {r["check"] for r in rows} == {"reproduced"}
+    assert "Partial: 1 of the 2 requests asked" in (tmp_path / "remerge.md").read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["remerge.csv", "remerge.md"]
+    monkeypatch.setattr(remerge, "project", real)
+    assert remerge.main([str(run_dir), "--requests", "0", str(last), "--out", str(tmp_path)]) == 0
+    rows = list(csv.DictReader(open(tmp_path / "remerge.csv")))
+    assert {r["request"] for r in rows} == {"0", str(last)} and {r["check"] for r in rows} == {"reproduced"}
+    assert "Partial" not in (tmp_path / "remerge.md").read_text()

@@ -15,7 +15,9 @@ changes for one method, and at the requests asked merges the members it finds th
 
 Each merged request reports the damping the run's validation set selects and the test accuracy
 of every candidate, so a ceiling (the best candidate on the test set) can be read off beside
-what the selection takes. Writes ``remerge.md`` and ``remerge.csv`` into ``--out``.
+what the selection takes. Writes ``remerge.md`` and ``remerge.csv`` into ``--out`` after every
+merged request (each file replaced whole), so an interrupted remerge keeps the requests it
+finished and its table says how many of the asked requests it holds.
 
     python tools/remerge.py RUN_DIR --requests 0 31                   # must reproduce the run
     python tools/remerge.py RUN_DIR --requests 0 31 --fisher kfac     # the same members, K-FAC
@@ -25,6 +27,8 @@ from __future__ import annotations
 
 import argparse
 import csv
+import io
+import os
 import sys
 import time
 from dataclasses import replace
@@ -74,11 +78,15 @@ def member_sets(records: list[dict[str, Any]], method: str) -> dict[int, set[str
 
 
 def remerge(run_dir: Path, method: str, requests: list[int], fisher: str, upload_dtype: str | None,
-            say: Callable[[str], None] = print, dampings: list[float] | None = None) -> list[dict[str, Any]]:
+            say: Callable[[str], None] = print, dampings: list[float] | None = None,
+            on_rows: Callable[[list[dict[str, Any]]], None] | None = None) -> list[dict[str, Any]]:
     """One row per (request, candidate damping): validation and test accuracy of the merge
     (``dampings``: other candidates than the run's). Members' Fishers go through the run's
     upload form (``train.fisher_rank``: K-FAC factors compressed, as the run merged them); a run
-    without a validation set merged at its fixed damping, and so does this."""
+    without a validation set merged at its fixed damping, and so does this. ``on_rows`` is
+    handed the rows so far after every request (to write them before the next merge starts);
+    ``check`` says whether a row's request reproduced the run (stored uploads, the run's
+    candidates only) or could not be checked."""
     if fisher == "stored" and upload_dtype:
         raise SystemExit("--upload-dtype recasts a recomputed Fisher; with --fisher stored the uploads are the run's")
     run = RunDir(run_dir)
@@ -137,7 +145,9 @@ def remerge(run_dir: Path, method: str, requests: list[int], fisher: str, upload
             say(f"request {i}: no model (withdrawn); skipped")
             rows.append({"request": i, "members": 0, "fisher": kind, "damping": "-", "selected": False,
                          "val_accuracy": None, "test_accuracy": None, "recorded_accuracy": record.get("accuracy"),
-                         "stop_reason": "no model", "seconds": 0.0})
+                         "stop_reason": "no model", "seconds": 0.0, "check": "-"})
+            if on_rows:
+                on_rows(rows)
             continue
         stats = SufficientStatistics(setup.w0.numel(), new_sum(kind, model), projection.weighting)
         stats.apply(joined=[contribution(c) for c in members])
@@ -154,24 +164,29 @@ def remerge(run_dir: Path, method: str, requests: list[int], fisher: str, upload
         chosen = test(w)[0]
         candidates = info.candidates or [{"damping": info.damping,
                                           "val_accuracy": info.validation[0] if info.validation else None}]
+        line = f"request {i}: {len(members)} members, {kind} Fisher: damping {damping_label(info.damping)}, test {100 * chosen:.2f} %"
+        check = "-"
+        if record.get("accuracy") is not None and (fisher != "stored" or dampings):
+            line += f" (recorded {100 * record['accuracy']:.2f} %)"
+        elif record.get("accuracy") is not None:  # the run's own uploads and merge: must be the run's model
+            ok = abs(chosen - record["accuracy"]) <= REPRODUCE_TOL
+            check = "reproduced" if ok else "NOT REPRODUCED"
+            line += f" (recorded {100 * record['accuracy']:.2f} %: {check})"
+            if not ok:
+                failed.append(i)
+        elif fisher == "stored" and not dampings:
+            unchecked.append(i)
+            check = "unchecked (no recorded accuracy)"
+            line += " (the run recorded no accuracy here: not checked)"
         for n, c in enumerate(candidates):
             rows.append({"request": i, "members": len(members), "fisher": kind, "damping": damping_label(c["damping"]),
                          "selected": damping_label(c["damping"]) == damping_label(info.damping),
                          "val_accuracy": c["val_accuracy"], "test_accuracy": scores.get(_key(n), chosen),
                          "recorded_accuracy": record.get("accuracy"), "stop_reason": c.get("stop_reason", info.stop_reason),
-                         "seconds": round(seconds, 1)})
-        line = f"request {i}: {len(members)} members, {kind} Fisher: damping {damping_label(info.damping)}, test {100 * chosen:.2f} %"
-        if record.get("accuracy") is not None and (fisher != "stored" or dampings):
-            line += f" (recorded {100 * record['accuracy']:.2f} %)"
-        elif record.get("accuracy") is not None:  # the run's own uploads and merge: must be the run's model
-            ok = abs(chosen - record["accuracy"]) <= REPRODUCE_TOL
-            line += f" (recorded {100 * record['accuracy']:.2f} %: {'reproduced' if ok else 'NOT REPRODUCED'})"
-            if not ok:
-                failed.append(i)
-        elif fisher == "stored" and not dampings:
-            unchecked.append(i)
-            line += " (the run recorded no accuracy here: not checked)"
+                         "seconds": round(seconds, 1), "check": check})
         say(line)
+        if on_rows:
+            on_rows(rows)
     if unchecked:
         say(f"not checked against the run (no recorded accuracy): request(s) {unchecked}")
     if failed:
@@ -191,13 +206,18 @@ def markdown(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
              f"{' '.join(map(str, args.requests))} --fisher {args.fisher}"
              + (f" --upload-dtype {args.upload_dtype}" if args.upload_dtype else "")
              + (f" --dampings {' '.join(damping_label(d) for d in args.dampings)}" if args.dampings else "") + "`", "",
-             "| request | members | Fisher | damping | selected | val acc % | test acc % | recorded acc % | stop |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             ]
+    done = len({r["request"] for r in rows})
+    if done < len(args.requests):
+        lines += [f"**Partial: {done} of the {len(args.requests)} requests asked** (the command was interrupted, "
+                  "failed or is still running; each request's rows are complete).", ""]
+    lines += ["| request | members | Fisher | damping | selected | val acc % | test acc % | recorded acc % | stop | check |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         pct = (lambda v: "-" if v is None else f"{100 * v:.2f}")
         lines.append(f"| {r['request']} | {r['members']} | {r['fisher']} | {r['damping']} | {'yes' if r['selected'] else ''} | "
                      f"{pct(r['val_accuracy'])} | {pct(r['test_accuracy'])} | {pct(r['recorded_accuracy'])} | "
-                     f"{r.get('stop_reason', '-')} |")
+                     f"{r.get('stop_reason', '-')} | {r['check']} |")
     return "\n".join(lines) + "\n"
 
 
@@ -212,22 +232,28 @@ def main(argv: list[str] | None = None) -> int:
                    help="candidate relative dampings ('mean' = the weighted mean); default: the run's")
     p.add_argument("--out", default=None, help="directory for remerge.md / remerge.csv")
     args = p.parse_args(argv)
+    out = Path(args.out) if args.out else None
+
+    def write(rows: list[dict[str, Any]]) -> None:
+        if out is None:
+            return
+        out.mkdir(parents=True, exist_ok=True)
+        table = io.StringIO()
+        writer = csv.DictWriter(table, fieldnames=list(rows[0]), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+        for name, text in (("remerge.csv", table.getvalue()), ("remerge.md", markdown(rows, args))):
+            tmp = out / f".{name}.tmp"
+            tmp.write_text(text)
+            os.replace(tmp, out / name)
+
     try:
-        rows = remerge(Path(args.run), args.method, args.requests, args.fisher, args.upload_dtype, dampings=args.dampings)
+        rows = remerge(Path(args.run), args.method, args.requests, args.fisher, args.upload_dtype, dampings=args.dampings,
+                       on_rows=write)
     except FileNotFoundError as e:  # not a run directory, or one missing a file: one line, not a traceback
         raise SystemExit(f"remerge: {e}") from None
-    text = markdown(rows, args)
-    print(text)
-    if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "remerge.md").write_text(text)
-        with open(out / "remerge.csv", "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
+    print(markdown(rows, args))
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())
