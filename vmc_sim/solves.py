@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from fl_core.projection import STOPPED_SHORT as STOPPED
+from fl_core.projection import STOPPED_SHORT
 
 
 def unconverged_solves(records: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -21,8 +21,8 @@ def unconverged_solves(records: Iterable[dict[str, Any]]) -> dict[str, dict[str,
         e["solves"] += 1
         if s.get("converged", True):
             continue
-        stopped = [c for c in s.get("candidates") or [] if c.get("stop_reason") in STOPPED]
-        if s.get("stop_reason") in STOPPED or not stopped:
+        stopped = [c for c in s.get("candidates") or [] if c.get("stop_reason") in STOPPED_SHORT]
+        if s.get("stop_reason") in STOPPED_SHORT or not stopped:
             stopped.append(s)
         e["unconverged"] += 1
         e["worst_residual"] = max([e["worst_residual"], *(float(c.get("residual") or 0.0) for c in stopped)])
