@@ -183,10 +183,18 @@ def test_failure_keeps_records_and_resume_matches_uninterrupted(tmp_path, monkey
     kept = list(broken.records())
     assert kept and broken.manifest()["status"] == "failed"
     assert "--resume" in broken.manifest()["hint"]
+    before = broken.manifest()
     monkeypatch.setattr(cosim, "open_source", original)
     run_scenario(sc, progress=False, say=lambda s: None, run_dir=broken_dir, resume=True)
     assert sim_records(broken) == sim_records(full)
     assert list(broken.records())[: len(kept)] == kept
+    # the manifest keeps when and with what the run began, and says what the resume continued
+    after = broken.manifest()
+    assert after["status"] == "complete"
+    assert {k: after[k] for k in ("created", "versions", "host")} == {k: before[k] for k in ("created", "versions", "host")}
+    (resume,) = after["resumes"]
+    assert sum(resume["after"].values()) == len(kept) and resume["ended"]["status"] == "failed"
+    assert "SUMO died" in resume["ended"]["error"] and resume["at"] >= before["created"]
 
 
 def test_a_run_recorded_before_fisher_labels_existed_resumes_with_drawn_labels(tmp_path, monkeypatch):

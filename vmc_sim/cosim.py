@@ -176,10 +176,10 @@ def pin_calibration(scenario: Scenario, calibration: dict | None) -> Scenario:
 
 
 def _write_running(run: RunDir, scenario: Scenario, sim: CoSimulation, source: MobilitySource, rsus: list[Rsu],
-                   resumed_after: dict[str, int] | None) -> None:
+                   resumed_after: dict[str, int] | None, previous: dict | None = None) -> None:
     seeds = sim.setup.streams.manifest()
     seeds["sumo"] = scenario.mobility.sumo.seed
-    run.write_manifest(scenario.model_dump(mode="json"), seeds, kind="cosim", status="running",
+    run.write_manifest(scenario.model_dump(mode="json"), seeds, previous, kind="cosim", status="running",
                        calibration=sim.calibration.as_dict() if sim.calibration else None,
                        mobility=source.metadata, rsus=[r.to_dict() for r in rsus], resumed_after=resumed_after)
 
@@ -215,7 +215,8 @@ class ResumeError(RuntimeError):
 def _resume(scenario: Scenario, path: Path, progress: bool, say) -> RunDir:
     run = RunDir(path, create=False)
     check_inputs(scenario)
-    scenario = pin_calibration(scenario, run.manifest().get("calibration"))
+    previous = run.manifest()
+    scenario = pin_calibration(scenario, previous.get("calibration"))
     if run.torn_tail():
         say(f"{run.path / 'records.jsonl'}: its last line is incomplete (cut while being written); "
             "it is dropped when the resumed run writes, every complete record is kept")
@@ -231,7 +232,7 @@ def _resume(scenario: Scenario, path: Path, progress: bool, say) -> RunDir:
         if live:
             os.replace(staged, trace)
         run.drop_torn_tail()
-        _write_running(run, scenario, sim, source, rsus, {m: len(v) for m, v in existing.items()})
+        _write_running(run, scenario, sim, source, rsus, {m: len(v) for m, v in existing.items()}, previous)
 
     try:
         sim = CoSimulation(scenario, source, rsus, run, progress=progress, existing=existing,
