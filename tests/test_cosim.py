@@ -3,6 +3,7 @@ replays are identical, transfers fail when a vehicle leaves, and bad scenarios a
 
 from __future__ import annotations
 
+import sys
 
 import pytest
 
@@ -500,6 +501,7 @@ def test_vmc_calibrate_prints_costs_that_pin_a_scenario(tmp_path, monkeypatch, c
     monkeypatch.setenv("VMC_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(calibration, "_CACHE", {})
     monkeypatch.setattr(calibration, "_load_average", lambda: 0.2)  # an idle host
+    monkeypatch.setattr(calibration, "_others_cores", lambda a, b: 0.0)
     trace = trace_file(tmp_path)
     sc = scenario(trace, federated={"methods": ["fsosa"]}, compute={"time_model": "calibrated"})
     path = tmp_path / "sc.yaml"
@@ -540,10 +542,12 @@ def test_vmc_calibrate_on_a_busy_host_warns_and_keeps_the_cached_costs(tmp_path,
     path = tmp_path / "sc.yaml"
     path.write_text(yaml.safe_dump(sc.model_dump(mode="json")))
     monkeypatch.setattr(calibration, "_load_average", lambda: 0.1)
+    monkeypatch.setattr(calibration, "_others_cores", lambda a, b: 0.0)
     assert main(["calibrate", str(path), "--repeats", "1"]) == 0
     before = calibration.cache_file().read_bytes()
     capsys.readouterr()
     monkeypatch.setattr(calibration, "_load_average", lambda: 3.0)  # two other jobs on the machine
+    monkeypatch.setattr(calibration, "_others_cores", lambda a, b: 2.0)
     assert main(["calibrate", str(path), "--repeats", "1"]) == 0
     captured = capsys.readouterr()
     assert "NOT saved" in captured.out and "other work competed" in captured.err
@@ -564,6 +568,22 @@ def test_a_calibration_measured_on_a_busy_host_is_flagged():
     busy_after = busy_host(Calibration(1e-4, 1e-3, 1e-3, load=(0.2, 3.1)), threads=1)
     assert "1.40 before" in busy_before and "3.10 after" in busy_after and "too high" in busy_after
     assert busy_host(Calibration(1e-4, 1e-3, 1e-3), threads=1) is None
+    # measured: the cores other processes used while it ran decide, not the lagging load average
+    assert busy_host(Calibration(1e-4, 1e-3, 1e-3, load=(1.4, 1.4), others=0.05), threads=1) is None
+    flagged = busy_host(Calibration(1e-4, 1e-3, 1e-3, load=(0.1, 0.9), others=1.2), threads=1)
+    assert "1.20 core(s) busy" in flagged and "too high" in flagged
+
+
+def test_other_processes_cpu_is_measured_without_the_calibrating_process():
+    from vmc_sim.calibration import _cpu_snapshot, _others_cores
+
+    # host busy 30 s, of which this process 10 s, over 10 s of wall clock: the others kept 2 cores busy
+    assert _others_cores((100.0, 5.0, 50.0), (130.0, 15.0, 60.0)) == 2.0
+    assert _others_cores((100.0, 5.0, 50.0), (110.0, 15.0, 60.0)) == 0.0  # only this process worked
+    assert _others_cores(None, (1.0, 1.0, 1.0)) is None and _others_cores((1.0, 1.0, 1.0), (1.0, 1.0, 1.0)) is None
+    snap = _cpu_snapshot()
+    if sys.platform.startswith("linux"):
+        assert snap is not None and snap[0] > 0 and snap[1] >= 0
 
 
 def test_calibrating_a_kfac_setup_times_short_solves(monkeypatch):

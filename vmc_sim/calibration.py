@@ -60,6 +60,7 @@ class Calibration:
     seconds: float = 0.0  # host time the calibration took (warm-up included)
     measured_at: str = ""  # UTC time of the measurement
     load: tuple[float, float] | None = None  # the host's 1-minute load average before and after measuring
+    others: float | None = None  # cores other processes kept busy, on average, while measuring (None: not known)
 
     def client_seconds(self, samples: int, epochs: int, fisher: bool = True) -> float:
         """One client's local training (+ Fisher pass) on ``samples`` samples for ``epochs``."""
@@ -213,6 +214,7 @@ def measure(setup, projection, repeats: int = 5) -> Calibration:
 
     t_start = time.perf_counter()
     load_before = _load_average()
+    cpu_before = _cpu_snapshot()
     shards = sorted((d for d in setup.client_data.values() if len(d)), key=len)
     mid = len(shards) // 2
     lo = max(0, mid - CALIBRATION_CLIENTS // 2)
@@ -251,6 +253,7 @@ def measure(setup, projection, repeats: int = 5) -> Calibration:
         solve_s_per_unit=statistics.median(solve), source="measured", repeats=repeats, samples=samples,
         seconds=time.perf_counter() - t_start, measured_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         load=None if load_before is None else (load_before, _load_average()),
+        others=_others_cores(cpu_before, _cpu_snapshot()),
     )
 
 
@@ -262,17 +265,50 @@ def _load_average() -> float | None:
         return None
 
 
+def _cpu_snapshot() -> tuple[float, float, float] | None:
+    """(CPU seconds the whole host has been busy, CPU seconds of this process, wall clock), or
+    None where the host's counters cannot be read (they come from Linux's /proc/stat)."""
+    try:
+        with open("/proc/stat", encoding="ascii") as f:
+            ticks = [int(x) for x in f.readline().split()[1:9]]
+        hz = os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, AttributeError):
+        return None
+    if len(ticks) < 5:
+        return None
+    idle = ticks[3] + ticks[4]  # idle + iowait
+    return (sum(ticks) - idle) / hz, time.process_time(), time.perf_counter()
+
+
+def _others_cores(start: tuple[float, float, float] | None, end: tuple[float, float, float] | None) -> float | None:
+    """Cores that other processes kept busy on average between two :func:`_cpu_snapshot` calls:
+    the host's busy CPU time less this process's own, over the wall clock between them."""
+    if start is None or end is None or end[2] <= start[2]:
+        return None
+    return round(max(0.0, ((end[0] - start[0]) - (end[1] - start[1])) / (end[2] - start[2])), 2)
+
+
 def busy_host(cal: Calibration, threads: int) -> str | None:
-    """Why ``cal`` may have been measured on a busy host, or None: before measuring, the host's
-    1-minute load average was above half a core; after it, above the measuring process's own
-    threads by more than half a core."""
+    """Why ``cal`` may have been measured on a busy host, or None.
+
+    Where it was measured (``cal.others``): other processes kept more than half a core busy on
+    average while it ran. The 1-minute load average lags (right after other work ends it is still
+    high on an idle host), so it is only the fallback, for calibrations cached before ``others``
+    existed and hosts without the counters: above half a core before measuring, or above the
+    measuring process's own threads by more than half a core after it."""
+    cores = f"with {threads} thread(s) on {os.cpu_count() or 1} cores"
+    if cal.others is not None:
+        if cal.others <= 0.5:
+            return None
+        return (f"other processes kept {cal.others:.2f} core(s) busy on average while measuring {cores}: "
+                "other work competed, so these costs are likely too high")
     if cal.load is None:
         return None
     before, after = cal.load
     if before <= 0.5 and after <= threads + 0.5:
         return None
-    return (f"the host's load average was {before:.2f} before and {after:.2f} after measuring with {threads} "
-            f"thread(s) on {os.cpu_count() or 1} cores: other work competed, so these costs are likely too high")
+    return (f"the host's load average was {before:.2f} before and {after:.2f} after measuring {cores}: "
+            "other work competed, so these costs are likely too high")
 
 
 def pinned(costs) -> Calibration:

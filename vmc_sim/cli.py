@@ -87,7 +87,8 @@ def _calibrate(args: argparse.Namespace) -> int:
     cal, saved = recalibrate(scenario, args.repeats, save_busy=args.force)
     print(f"# {scenario.name}: {scenario.federated.dataset}, {scenario.federated.model}, "
           f"{cal.samples} samples x {cal.repeats} repeats, {cal.seconds:.0f} s, {torch.get_num_threads()} thread(s), "
-          f"measured {cal.measured_at}" + ("" if cal.load is None else f", load average {cal.load[0]} -> {cal.load[1]}"))
+          f"measured {cal.measured_at}" + ("" if cal.load is None else f", load average {cal.load[0]} -> {cal.load[1]}")
+          + ("" if cal.others is None else f", other processes {cal.others} core(s)"))
     warning = busy_host(cal, torch.get_num_threads())
     if warning:
         kept = ("saved to the machine's cache anyway (--force)" if saved
