@@ -21,6 +21,7 @@ from .data import ArrayDataset
 from .fisher import FisherKind, FisherLabels, compute_fisher
 from .fisher.kfac import NARROW_RANGE
 from .models import flat_params, load_flat
+from .optim import MomentumSGD
 from .rng import Streams
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
@@ -115,9 +116,9 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def sgd_optimizer(model: nn.Module, cfg: TrainConfig) -> torch.optim.Optimizer:
+def sgd_optimizer(model: nn.Module, cfg: TrainConfig) -> MomentumSGD:
     """The local optimizer of ``cfg`` (SGD with ``cfg.momentum``) over ``model``'s parameters."""
-    return torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=cfg.momentum)
+    return MomentumSGD(model.parameters(), lr=cfg.lr, momentum=cfg.momentum)
 
 
 def sgd_epochs(
@@ -126,7 +127,7 @@ def sgd_epochs(
     cfg: TrainConfig,
     generator: torch.Generator,
     epochs: int | None = None,
-    optimizer: torch.optim.Optimizer | None = None,
+    optimizer: MomentumSGD | None = None,
 ) -> nn.Module:
     """Mini-batch SGD on ``data`` for ``epochs`` (default ``cfg.epochs``), shuffled by ``generator``.
 

@@ -37,6 +37,7 @@ from torch import nn
 
 from ..errors import InvalidContributionError, UnknownClientError
 from ..models import flat_params, load_flat
+from ..optim import MomentumSGD
 from ..payload import ByteKind, control_size, serialized_size
 from ..rng import Streams
 from ..sampler import ordered
@@ -148,7 +149,7 @@ class FineTuneEditor(Editor):
         val, fit = data.subset(perm[:n_val].sort().values.numpy()), data.subset(perm[n_val:].sort().values.numpy())
         model = load_flat(self._model(), weights)
         cfg = self.train_config
-        opt = torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=cfg.momentum)
+        opt = MomentumSGD(model.parameters(), lr=cfg.lr, momentum=cfg.momentum)
         gen = self.streams.torch("finetune", client)
         device = next(model.parameters()).device
         x, y = fit.x.to(device), fit.y.to(device)

@@ -14,6 +14,7 @@ from torch import nn
 from ..data import ArrayDataset
 from ..errors import InvalidContributionError
 from ..models import flat_params, load_flat
+from ..optim import MomentumSGD
 from .config import ClientAlgo, RoundConfig
 
 
@@ -49,7 +50,7 @@ def local_update(
     device = next(model.parameters()).device
     mu = (cfg.prox_mu if cfg.client_algo is ClientAlgo.PROX else 0.0) if prox_mu is None else prox_mu
     anchor = [p.detach().clone() for p in model.parameters()] if mu > 0 else None
-    opt = torch.optim.SGD(model.parameters(), lr=cfg.lr, momentum=cfg.momentum)
+    opt = MomentumSGD(model.parameters(), lr=cfg.lr, momentum=cfg.momentum)
     x, y = data.x.to(device), data.y.to(device)
     n = len(data)
     model.train()
