@@ -1,0 +1,84 @@
+"""The default job (`vmc run`, the embedded city) in this checkout against another commit, side
+by side: each run is a fresh process that times its own import of the CLI and the run itself
+(the launcher and interpreter exit, whose noise on a shared machine is as large as the effects
+measured, are left out), alternating before, after, before, ... Prints a table and the ratio of
+the medians, and whether the run imported ``torch._dynamo``.
+
+Warm caches are assumed (the city build and the calibration: run `vmc run` once first), and the
+records of both versions are compared field for field, the host-measured ``host_*`` columns
+aside: a speed-up that changed a record is reported as such.
+
+    python bench/vmc_run.py --before 5b1972c --repeats 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import worktree
+
+ROOT = Path(__file__).resolve().parents[1]
+
+CHILD = """
+import json, sys, time
+t0 = time.perf_counter()
+from vmc_sim.cli import main
+t1 = time.perf_counter()
+try:
+    main(["run", "--quiet", "--out", sys.argv[1]])
+except SystemExit:
+    pass
+t2 = time.perf_counter()
+print(json.dumps({"import_s": t1 - t0, "run_s": t2 - t1, "total_s": t2 - t0,
+                  "dynamo": "torch._dynamo" in sys.modules}))
+"""
+
+
+def once(checkout: Path, out: Path) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(checkout))
+    env.pop("VMC_RECALIBRATE", None)
+    done = subprocess.run([sys.executable, "-c", CHILD, str(out)], env=env, cwd=str(checkout),
+                          capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def records(out: Path) -> list[dict]:
+    (path,) = out.glob("*/records.jsonl")
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return [{k: v for k, v in r.items() if not k.startswith("host_")} for r in rows]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--before", required=True, help="the commit to compare this checkout with")
+    p.add_argument("--repeats", type=int, default=3)
+    args = p.parse_args(argv)
+    times: dict[str, list[dict]] = {"before": [], "after": []}
+    with worktree.checkout(ROOT, args.before) as before, tempfile.TemporaryDirectory() as tmp:
+        outs = {}
+        for i in range(args.repeats):
+            for name, checkout in (("before", before), ("after", ROOT)):
+                outs[name] = Path(tmp) / f"{name}{i}"
+                times[name].append(once(checkout, outs[name]))
+        same = records(outs["before"]) == records(outs["after"])
+    print(f"| version | import s | run s | total s | torch._dynamo imported |\n|---|---|---|---|---|")
+    for name, label in (("before", args.before), ("after", "this checkout")):
+        t = times[name]
+        cell = (lambda k: " / ".join(f"{x[k]:.2f}" for x in t))
+        print(f"| {name} ({label}) | {cell('import_s')} | {cell('run_s')} | {cell('total_s')} | "
+              f"{'yes' if any(x['dynamo'] for x in t) else 'no'} |")
+    med = {n: statistics.median(x["total_s"] for x in t) for n, t in times.items()}
+    print(f"\nmedian total: before {med['before']:.2f} s, after {med['after']:.2f} s, "
+          f"ratio {med['before'] / med['after']:.2f}x; records {'identical' if same else 'DIFFER'} (host_* aside)")
+    return 0 if same else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
