@@ -26,9 +26,6 @@ finished and its table says how many of the asked requests it holds.
 from __future__ import annotations
 
 import argparse
-import csv
-import io
-import os
 import sys
 import time
 from dataclasses import replace
@@ -52,6 +49,7 @@ from vmc_sim.cosim import manifest_scenario  # noqa: E402
 from vmc_sim.engine import store_fingerprint, vehicle_shard  # noqa: E402
 from vmc_sim.runs import RunDir  # noqa: E402
 
+import report  # noqa: E402
 from repro import damping_label, parse_damping  # noqa: E402
 
 #: Accuracy the stored-Fisher merge may differ from the recorded one by (one test image in 10,000
@@ -205,8 +203,7 @@ def markdown(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
              f"Command: `python tools/remerge.py {args.run} --method {args.method} --requests "
              f"{' '.join(map(str, args.requests))} --fisher {args.fisher}"
              + (f" --upload-dtype {args.upload_dtype}" if args.upload_dtype else "")
-             + (f" --dampings {' '.join(damping_label(d) for d in args.dampings)}" if args.dampings else "") + "`", "",
-             ]
+             + (f" --dampings {' '.join(damping_label(d) for d in args.dampings)}" if args.dampings else "") + "`", ""]
     done = len({r["request"] for r in rows})
     if done < len(args.requests):
         lines += [f"**Partial: {done} of the {len(args.requests)} requests asked** (the command was interrupted, "
@@ -235,17 +232,9 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out) if args.out else None
 
     def write(rows: list[dict[str, Any]]) -> None:
-        if out is None:
-            return
-        out.mkdir(parents=True, exist_ok=True)
-        table = io.StringIO()
-        writer = csv.DictWriter(table, fieldnames=list(rows[0]), lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(rows)
-        for name, text in (("remerge.csv", table.getvalue()), ("remerge.md", markdown(rows, args))):
-            tmp = out / f".{name}.tmp"
-            tmp.write_text(text)
-            os.replace(tmp, out / name)
+        if out is not None:
+            report.write_csv(report.out_dir(out) / "remerge.csv", rows)
+            report.replace_text(out / "remerge.md", markdown(rows, args))
 
     try:
         rows = remerge(Path(args.run), args.method, args.requests, args.fisher, args.upload_dtype, dampings=args.dampings,
@@ -254,6 +243,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"remerge: {e}") from None
     print(markdown(rows, args))
     return 0
+
 
 if __name__ == "__main__":
     sys.exit(main())

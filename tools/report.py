@@ -8,6 +8,7 @@ sizes this machine can run are copied under ``reports/`` and committed.
 from __future__ import annotations
 
 import csv
+import io
 import os
 import platform
 from pathlib import Path
@@ -32,16 +33,26 @@ def out_dir(path: str | Path) -> Path:
     return p
 
 
+def replace_text(path: str | Path, text: str) -> Path:
+    """Write ``text`` to ``path`` whole or not at all (a temporary file beside it, then a rename),
+    so a script stopped while writing never leaves a half-written report."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+    return path
+
+
 def write_csv(path: str | Path, rows: Sequence[dict[str, Any]]) -> Path:
-    """Rows as CSV (columns: the union of keys in first-seen order)."""
+    """Rows as CSV (columns: the union of keys in first-seen order), replaced whole."""
     columns: list[str] = []
     for r in rows:
         columns += [k for k in r if k not in columns]
-    with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=columns)
-        w.writeheader()
-        w.writerows(rows)
-    return Path(path)
+    table = io.StringIO(newline="")
+    w = csv.DictWriter(table, fieldnames=columns)
+    w.writeheader()
+    w.writerows(rows)
+    return replace_text(path, table.getvalue())
 
 
 def fmt(value: Any, digits: int = 2) -> str:
@@ -73,5 +84,4 @@ def pct_diff(ours: float | None, paper: float | None) -> float | None:
 def write_markdown(path: str | Path, title: str, command: str, size: str, body: str) -> Path:
     """A short report: title, the command, the size and the machine, then ``body``."""
     text = f"# {title}\n\nCommand: `{command}`  \nSize: {size}  \nMachine: {machine()}\n\n{body.rstrip()}\n"
-    Path(path).write_text(text)
-    return Path(path)
+    return replace_text(path, text)
