@@ -6,6 +6,8 @@ import gzip
 import lzma
 import os
 import struct
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -85,6 +87,26 @@ def test_digits_loads_with_no_files(tmp_path: Path) -> None:
     target = load_digits().target
     np.testing.assert_array_equal(test.y.numpy(), target[4::5])
     assert set(np.unique(test.y.numpy())) == set(range(10))
+
+
+def test_digits_read_without_scikit_learn_equal_its_loader() -> None:
+    """The bundled CSV read directly is scikit-learn's ``load_digits``, image for image."""
+    from sklearn.datasets import load_digits
+
+    from fl_core.data import _digits_table
+
+    images, labels = _digits_table()
+    bunch = load_digits()
+    np.testing.assert_array_equal(images, bunch.images)
+    np.testing.assert_array_equal(labels, bunch.target)
+
+
+def test_loading_digits_does_not_import_scikit_learn(tmp_path: Path) -> None:
+    code = ("import sys; from fl_core.data import load_train_test; load_train_test('digits'); "
+            "print('sklearn' in sys.modules)")
+    env = {**os.environ, "VMC_CACHE": str(tmp_path / "cache"), "VMC_DATA": str(tmp_path / "data")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    assert out.stdout.strip() == "False"
 
 
 def test_unknown_name_and_bad_split() -> None:
