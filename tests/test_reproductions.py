@@ -13,6 +13,7 @@ the tolerances only cover what is stated beside each one.
 from __future__ import annotations
 
 import csv
+import importlib
 import math
 import os
 import re
@@ -164,19 +165,44 @@ def test_there_are_reproductions():
     assert {"table2.py", "paper_sequence.py"} <= {p.name for p in SCRIPTS}
 
 
-@pytest.mark.parametrize("script", SCRIPTS, ids=[p.stem for p in SCRIPTS])
-def test_quick_size_runs_and_shows_its_claims(script: Path, tmp_path: Path):
-    env = dict(os.environ, OMP_NUM_THREADS="1", MPLBACKEND="Agg")
-    out = tmp_path / "out"
+def smoke_argv(script: Path, out: Path) -> list[str]:
     match = re.search(r'^SMOKE_ARGS = "([^"]*)"', script.read_text(), re.M)
-    extra = shlex.split(match.group(1)) if match else []
-    proc = subprocess.run(
-        [sys.executable, str(script), "--quick", "--out", str(out), *extra],
-        cwd=TOOLS.parent, env=env, capture_output=True, text=True, timeout=600,
-    )
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    return ["--quick", "--out", str(out), *(shlex.split(match.group(1)) if match else [])]
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=[p.stem for p in SCRIPTS])
+def test_quick_size_runs_and_shows_its_claims(script: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    # In this process (each script's main(argv), with sys.argv as the command line would set it):
+    # a subprocess per script paid ~3 s of CPU importing torch again, 11 times a suite.
+    # torch's thread count is a process setting some scripts change; it is put back afterwards.
+    import torch
+
+    monkeypatch.syspath_prepend(str(TOOLS))
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    monkeypatch.chdir(TOOLS.parent)
+    out = tmp_path / "out"
+    argv = smoke_argv(script, out)
+    monkeypatch.setattr(sys, "argv", [str(script), *argv])
+    threads = torch.get_num_threads()
+    try:
+        code = importlib.import_module(script.stem).main(argv)
+    finally:
+        torch.set_num_threads(threads)
+    assert code in (0, None), f"{script.name} exited {code}"
     assert any(out.glob("*.md")), "no markdown report"
     CLAIMS[script.stem](out)
+
+
+def test_a_script_runs_from_the_command_line(tmp_path: Path):
+    """The scripts are run as ``python tools/NAME.py``: one of them, end to end in its own process."""
+    script = TOOLS / "fig2_epochs.py"
+    env = dict(os.environ, OMP_NUM_THREADS="1", MPLBACKEND="Agg")
+    out = tmp_path / "out"
+    proc = subprocess.run([sys.executable, str(script), *smoke_argv(script, out)],
+                          cwd=TOOLS.parent, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    fig2_epochs(out)
+    assert "python tools/fig2_epochs.py --quick" in (out / "fig2.md").read_text()
 
 
 def test_a_failing_method_fails_its_script(tmp_path, monkeypatch):

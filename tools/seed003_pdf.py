@@ -306,7 +306,7 @@ def markdown(result: dict, args: argparse.Namespace) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="smoke size (digits, 16 clients, a few rounds)")
     ap.add_argument("--out", default="tools/out/seed003_pdf")
@@ -334,7 +334,7 @@ def main() -> None:
     ap.add_argument("--max-test", type=int, default=None)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--device", default="cpu")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.quick:
         args.dataset, args.clients, args.per_round, args.alpha = "digits", 16, 4, 0.5
         args.hidden, args.rounds, args.k, args.unlearn_rounds = [32], 8, 6, 6
@@ -351,9 +351,10 @@ def main() -> None:
             + (" (QUICK smoke size)" if args.quick else "") + f"; wall {result['wall_s']:.0f} s")
     md = markdown(result, args)
     report.write_markdown(out / "seed003_pdf.md", "Seed 003 (PDF): unlearning a label-flipping client",
-                          "python tools/seed003_pdf.py " + " ".join(sys.argv[1:]), size, md)
+                          "python tools/seed003_pdf.py " + " ".join(sys.argv[1:] if argv is None else argv), size, md)
     print(md)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())
