@@ -166,8 +166,12 @@ def test_there_are_reproductions():
 
 
 def smoke_argv(script: Path, out: Path) -> list[str]:
-    match = re.search(r'^SMOKE_ARGS = "([^"]*)"', script.read_text(), re.M)
-    return ["--quick", "--out", str(out), *(shlex.split(match.group(1)) if match else [])]
+    """``--quick``, the script's SMOKE_ARGS, and every output directory under ``out``'s parent
+    (a script that writes run directories, ``--runs``, would otherwise leave them in the checkout)."""
+    source = script.read_text()
+    match = re.search(r'^SMOKE_ARGS = "([^"]*)"', source, re.M)
+    runs = ["--runs", str(out.parent / "runs")] if '"--runs"' in source else []
+    return ["--quick", "--out", str(out), *runs, *(shlex.split(match.group(1)) if match else [])]
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=[p.stem for p in SCRIPTS])
