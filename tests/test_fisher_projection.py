@@ -314,3 +314,72 @@ def test_low_rank_is_refused_for_a_diagonal_fisher(mlp):
     assert diag.compress(None) is diag
     with pytest.raises(ValueError, match="K-FAC"):
         diag.compress(4)
+
+
+def low_rank_kfac_stats(rank: int | None, repaired: int | None = None) -> SufficientStatistics:
+    """Three members on a 24 -> 20 -> 4 layer pair, their factors uploaded at ``rank`` (None:
+    whole); member ``repaired`` keeps whole factors (as one whose upload the coordinator
+    repaired would). Deterministic."""
+    g = torch.Generator().manual_seed(11)
+    specs = [LayerSpec("fc1", 0, 20, 24), LayerSpec("fc2", 480, 4, 20)]
+    dim = sum(s.size for s in specs)
+
+    def psd(n: int, scale: float) -> torch.Tensor:
+        x = torch.randn(n, 2 * n, generator=g) * torch.logspace(0, -2, n).unsqueeze(1)
+        return (scale * (x @ x.T) / n).float()
+
+    contributions = []
+    for i, n in enumerate((30, 12, 21)):
+        fisher = KFACFisher(specs, [(psd(s.in_features, 1.0 + i), psd(s.out_features, 0.5 / (i + 1))) for s in specs])
+        contributions.append(Contribution(i, torch.randn(dim, generator=g), fisher if i == repaired else
+                                          fisher.compress(rank), n))
+    stats = SufficientStatistics(dim, KFACSum(specs))
+    stats.apply(joined=contributions)
+    return stats
+
+
+def test_float32_products_use_low_rank_uploads_where_every_member_sent_them():
+    """A layer every member uploaded in low rank multiplies through that form (fc1: 4 r < in + out);
+    the float32 product then equals the float64 product of the rebuilt factors to float32 rounding."""
+    from fl_core.fisher.kfac import _LowRankLayer
+
+    stats = low_rank_kfac_stats(rank=3)
+    fsum = stats.fisher_sum
+    kinds = [isinstance(layer, _LowRankLayer) for layer in fsum._stack32()]
+    assert kinds == [True, False]  # fc2 (4 outputs): its G is too small to compress, so it went whole
+    v = torch.randn(stats.dim, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+    for b, sl in enumerate(fsum.blocks(stats.dim)):
+        exact, fast = fsum.block_matvec(b, v[sl]), fsum.block_matvec(b, v[sl], fast=True)
+        assert float((fast - exact).norm() / exact.norm()) < 1e-6, b
+    for repaired, rank in ((0, 3), (None, None)):  # one member with whole factors, or none compressed
+        assert not any(isinstance(layer, _LowRankLayer) for layer in low_rank_kfac_stats(rank, repaired).fisher_sum._stack32())
+
+
+def test_a_low_rank_upload_whose_rebuild_is_repaired_keeps_its_form():
+    """A rank-2 A factor sent at rank 3: its float32 rebuild fails the PSD test and is repaired,
+    while the upload itself is PSD; the repaired Fisher still names that upload and multiplies
+    through it."""
+    from fl_core.fisher.kfac import _LowRankLayer
+
+    g = torch.Generator().manual_seed(1)
+    specs = [LayerSpec("fc1", 0, 20, 24)]
+    x, y = torch.randn(24, 2, generator=g), torch.randn(20, 40, generator=g)
+    upload = KFACFisher(specs, [((x @ x.T).float(), (y @ y.T / 40).float())]).compress(3)
+    repaired = upload.psd()
+    assert repaired is not upload and repaired.tensors().keys() == upload.tensors().keys()
+    fsum = KFACSum(specs)
+    fsum.add(0, upload)
+    assert isinstance(fsum._stack32()[0], _LowRankLayer)
+    v = torch.randn(480, dtype=torch.float64, generator=g)
+    exact, fast = fsum.block_matvec(0, v), fsum.block_matvec(0, v, fast=True)
+    assert float((fast - exact).norm() / exact.norm()) < 1e-6
+
+
+def test_a_low_rank_merge_reaches_the_float64_solution_of_the_rebuilt_factors():
+    stats = low_rank_kfac_stats(rank=3)
+    f, wbar, damping = dense_fisher(stats), stats.mean(), 1e-4
+    lam = damping * stats.fisher_sum.trace() / stats.dim
+    dense = wbar - torch.linalg.solve(f + lam * torch.eye(stats.dim, dtype=torch.float64), f @ wbar - stats.b)
+    w, info = project(stats, ProjectionConfig(method="cg_f", tol=1e-9, max_iter=5000, damping=damping))
+    assert info.converged and info.residual <= 1e-9
+    torch.testing.assert_close(w.double(), dense, rtol=1e-5, atol=1e-5 * float(dense.abs().max()))

@@ -11,6 +11,7 @@ many clients ever took part, and no dense d x d matrix is ever formed.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Hashable
 
 import torch
@@ -166,13 +167,17 @@ class KFACFisher(FisherRep):
         rank-deficient factor) can carry negative eigenvalues, and ``A (x) G`` with one negative
         eigenvalue in A and a large one in G is a direction of negative curvature that no small
         damping covers: CG then stops early. A factor that fails a Cholesky test has its negative
-        eigenvalues set to zero; a deterministic function of the upload, so edits stay exact."""
+        eigenvalues set to zero; a deterministic function of the upload, so edits stay exact.
+
+        A low-rank upload stays the repaired Fisher's upload: its form ``U diag(s) U^T + t (I -
+        U U^T)`` is PSD exactly (``s, t >= 0``), only the float32 rebuild can dip below zero
+        (where ``t`` is tiny), so float32 products may still go through it (:class:`KFACSum`)."""
         fixed = [tuple(_psd(m) for m in pair) for pair in self.factors]
         if all(f is None for pair in fixed for f in pair):
             return self
         return KFACFisher(self.specs, [
             tuple(m if f is None else f for m, f in zip(pair, fpair)) for pair, fpair in zip(self.factors, fixed)
-        ])
+        ], upload=self._upload)
 
     @classmethod
     def compute(cls, model: nn.Module, x: torch.Tensor, batch_size: int, generator: torch.Generator,
@@ -200,6 +205,65 @@ def _symmetric(m: torch.Tensor) -> torch.Tensor:
     return 0.5 * (m + m.T)
 
 
+@dataclass(frozen=True)
+class _LowRankLayer:
+    """One layer whose A and G factors every member uploaded in low rank (``train.fisher_rank``),
+    for float32 products: ``A_i = ta_i I + Ua_i diag(da_i) Ua_i^T`` and ``w_i G_i = tg_i I + Ug_i
+    diag(dg_i) Ug_i^T`` (``d = s - tail``, the weight folded into G's terms), the members' bases
+    also side by side (``ua_cat``: in x members*r, ``ug_cat``: out x members*r)."""
+
+    ua: torch.Tensor  # (members, in, r)
+    ug: torch.Tensor  # (members, out, r)
+    da: torch.Tensor  # (members, r)
+    dg: torch.Tensor  # (members, r)
+    ta: torch.Tensor  # (members,)
+    tg: torch.Tensor  # (members,)
+    ua_cat: torch.Tensor
+    ug_cat: torch.Tensor
+
+    def times(self, v: torch.Tensor) -> torch.Tensor:
+        """``sum_i w_i G_i V A_i`` for ``v`` (out x in, float32), as four products of the stacked
+        bases (``4 r`` multiplications per entry and member against ``in + out`` through the
+        rebuilt factors; no per-member out x in intermediate):
+        ``G V A = tg ta V + ta Ug Dg (Ug^T V) + (tg P + Ug Dg (Ug^T P)) Ua^T`` with ``P = V Ua Da``."""
+        m, r = self.da.shape
+        out, n_in = v.shape
+        p = (v @ self.ua_cat).view(out, m, r) * self.da  # P_i, side by side
+        q = (self.ug_cat.T @ v).view(m, r, n_in)  # Ug_i^T V
+        total = (self.ug_cat @ ((self.dg * self.ta.view(m, 1)).view(m, r, 1) * q).view(m * r, n_in)).add_(
+            v, alpha=float((self.tg * self.ta).sum()))
+        p_m = p.transpose(0, 1)  # (m, out, r)
+        inner = torch.matmul(self.ug, self.dg.view(m, r, 1) * torch.matmul(self.ug.transpose(1, 2), p_m))
+        left = (p_m * self.tg.view(m, 1, 1) + inner).transpose(0, 1).reshape(out, m * r)
+        return total.add_(left @ self.ua_cat.T)
+
+
+def _low_rank_layer(reps: list[KFACFisher], spec: LayerSpec, weights: torch.Tensor) -> _LowRankLayer | None:
+    """The layer's factors in the members' low-rank upload form (float32), where every member
+    uploaded both so at one rank and that form multiplies in fewer operations (``4 r < in + out``);
+    None otherwise (the rebuilt factors are used)."""
+    keys = (f"{spec.name}.A", f"{spec.name}.G")
+    uploads = [rep._upload for rep in reps]
+    if not uploads or not all(u is not None and all(f"{k}.U" in u for k in keys) for u in uploads):
+        return None
+    ranks = {u[f"{k}.U"].shape[1] for u in uploads for k in keys}
+    if len(ranks) != 1 or 4 * next(iter(ranks)) >= spec.in_features + spec.out_features:
+        return None
+
+    def side(key: str, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        u = torch.stack([up[f"{key}.U"] for up in uploads]).float()
+        s = torch.stack([up[f"{key}.s"] for up in uploads]).double()
+        t = torch.stack([up[f"{key}.tail"] for up in uploads]).double()  # (members, 1)
+        return u, ((s - t) * w.view(-1, 1)).float(), (t.view(-1) * w).float()
+
+    ua, da, ta = side(keys[0], torch.ones_like(weights))
+    ug, dg, tg = side(keys[1], weights)
+    m, r = da.shape
+    return _LowRankLayer(ua, ug, da, dg, ta, tg,
+                         ua.permute(1, 0, 2).reshape(spec.in_features, m * r).contiguous(),
+                         ug.permute(1, 0, 2).reshape(spec.out_features, m * r).contiguous())
+
+
 class KFACSum(FisherSum):
     """Per-member K-FAC factors and weights; ``matvec`` sums the members' weighted Kronecker
     products layer by layer with batched matrix products.
@@ -208,6 +272,9 @@ class KFACSum(FisherSum):
     (:meth:`blocks`). ``block_matvec(..., fast=True)`` multiplies in float32 (the uploaded
     factors are float32 already) and sums the members in float64: about twice as fast, with
     a relative error near float32's epsilon, which a solver removes by finishing in float64.
+    Where every member uploaded a layer's factors in low rank (``train.fisher_rank``), the
+    float32 products go through that form instead of the rebuilt factors (2.4x faster for the
+    CNN's fc1 at rank 128); the float64 products, the solver's final word, keep the rebuilt ones.
     """
 
     def __init__(self, specs: list[LayerSpec]) -> None:
@@ -258,9 +325,16 @@ class KFACSum(FisherSum):
             ] if reps else []
         return self._stacked
 
-    def _stack32(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    def _stack32(self) -> list[tuple[torch.Tensor, torch.Tensor] | _LowRankLayer]:
+        """Per layer, what the float32 products multiply by: the stacked factors, or the members'
+        low-rank uploads where every member sent the layer so (:func:`_low_rank_layer`)."""
         if self._stacked32 is None:
-            self._stacked32 = [(a.float(), g.float()) for a, g in self._stack()]
+            order = self._order()
+            reps = [self.members[k] for k in order]
+            w = torch.tensor([self.weights[k] for k in order], dtype=torch.float64)
+            self._stacked32 = [
+                _low_rank_layer(reps, s, w) or (a.float(), g.float()) for s, (a, g) in zip(self.specs, self._stack())
+            ]
         return self._stacked32
 
     def matvec(self, v: torch.Tensor) -> torch.Tensor:
@@ -278,7 +352,10 @@ class KFACSum(FisherSum):
         s = self.specs[block]
         if not self.members:
             return torch.zeros_like(v)
-        a, g = (self._stack32() if fast else self._stack())[block]
+        factors = (self._stack32() if fast else self._stack())[block]
+        if isinstance(factors, _LowRankLayer):
+            return factors.times(v.view(s.out_features, s.in_features).float()).double().reshape(-1)
+        a, g = factors
         m = v.view(1, s.out_features, s.in_features).to(a.dtype)
         return torch.matmul(torch.matmul(g, m), a).sum(0, dtype=torch.float64).reshape(-1)
 
@@ -299,7 +376,7 @@ class KFACSum(FisherSum):
         Computed in float32 (the factors' upload precision): it only steers CG, which stops on
         the true residual, so its rounding changes iteration counts, not the solution."""
         if block not in self._eig_diag:
-            a, g = self._stack32()[block]
+            a, g = (f.float() for f in self._stack()[block])
             qa, qg, _, _ = self._eigenbasis(block)
             qa32, qg32 = qa.float(), qg.float()
             da = (torch.matmul(a, qa32) * qa32).sum(-2, dtype=torch.float64)  # (members, in): q_j^T A_i q_j
