@@ -73,13 +73,7 @@ class ClientPool:
         return contribution
 
     def _upload_form(self, contribution: Contribution) -> Contribution:
-        """The contribution as uploaded: with ``train.fisher_rank``, its K-FAC factors in low-rank
-        form. Stores and caches keep the whole factors, so runs that differ only in the rank
-        share their trainings."""
-        rank = self.trainer.config.fisher_rank
-        if rank is None or contribution.fisher is None:
-            return contribution
-        return replace(contribution, fisher=contribution.fisher.compress(rank), _digest=None)
+        return upload_form(contribution, self.trainer.config.fisher_rank)
 
     def recall(self, client: Hashable) -> Contribution:
         """What a member sends again so it can be subtracted (recomputed if it was not kept)."""
@@ -88,3 +82,12 @@ class ClientPool:
     def forget(self, client: Hashable) -> None:
         """The client left: it takes its contribution with it."""
         self._kept.pop(client, None)
+
+
+def upload_form(contribution: Contribution, fisher_rank: int | None) -> Contribution:
+    """The contribution as uploaded: with ``fisher_rank`` (``train.fisher_rank``), its K-FAC
+    factors in low-rank form. Stores and caches keep the whole factors, so runs that differ only
+    in the rank share their trainings."""
+    if fisher_rank is None or contribution.fisher is None:
+        return contribution
+    return replace(contribution, fisher=contribution.fisher.compress(fisher_rank), _digest=None)

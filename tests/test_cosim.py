@@ -608,3 +608,32 @@ def test_calibrating_a_kfac_setup_times_short_solves(monkeypatch):
     cal = calibration.measure(setup, ProjectionConfig(method="cg_f", max_iter=1000, damping=1e-8), repeats=1)
     assert seen and all(m == calibration.CALIBRATION_SOLVE_ITER for m in seen)
     assert cal.solve_s_per_unit > 0 and cal.fisher_s_per_sample > 0
+
+
+def test_calibrating_a_low_rank_kfac_setup_times_solves_on_the_uploads(monkeypatch, tmp_path):
+    """With ``train.fisher_rank`` the coordinator merges low-rank uploads (whose products go
+    through that form); the calibration times its solves on those, not on the whole factors,
+    and its cache key tells such a setup from one measured before that was so."""
+    import fl_core.projection as projection_module
+    from fl_core.experiment import OneShotSetup
+    from fl_core.projection import ProjectionConfig
+    from fl_core.training import TrainConfig
+    from vmc_sim import calibration
+
+    uploads = []
+    real = projection_module.project
+
+    def spy(stats, config, *args, **kwargs):
+        uploads.append([rep._upload is not None for rep in stats.fisher_sum.members.values()])
+        return real(stats, config, *args, **kwargs)
+
+    monkeypatch.setattr(projection_module, "project", spy)
+    train = TrainConfig(epochs=1, lr=0.05, fisher="kfac", fisher_rank=4)
+    setup = OneShotSetup("digits", num_clients=10, model="mlp", seed=0, train=train)
+    calibration.measure(setup, ProjectionConfig(method="cg_f", max_iter=1000, damping=1e-2), repeats=1)
+    assert uploads and all(all(u) for u in uploads)
+    (tmp_path / "ranked.yaml").write_text("federated: {train: {fisher: kfac, fisher_rank: 4}}\n")
+    (tmp_path / "whole.yaml").write_text("federated: {train: {fisher: kfac}}\n")
+    ranked, whole = (load_scenario(tmp_path / f"{n}.yaml").federated for n in ("ranked", "whole"))
+    assert "low_rank_uploads" in calibration.calibration_key(ranked)
+    assert "low_rank_uploads" not in calibration.calibration_key(whole)
