@@ -37,6 +37,7 @@ from fl_core.fisher.kfac import KFACSum  # noqa: E402
 from fl_core.projection import ProjectionConfig, project  # noqa: E402
 from fl_core.stats import SufficientStatistics  # noqa: E402
 from fl_core.training import evaluate  # noqa: E402
+from problem import add_problem_arguments, kfac_clients  # noqa: E402
 
 
 @contextmanager
@@ -73,11 +74,7 @@ def fc1_product_seconds(stats: SufficientStatistics, repeats: int = 10) -> float
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--dataset", default="mnist")
-    p.add_argument("--clients", type=int, default=10)
-    p.add_argument("--samples-per-client", type=int, default=600)
-    p.add_argument("--epochs", type=int, default=1)
-    p.add_argument("--seed", type=int, default=0)
+    add_problem_arguments(p)
     p.add_argument("--rank", type=int, default=128)
     p.add_argument("--damping", type=float, default=1e-2, help="relative damping (times tr(F)/d)")
     p.add_argument("--tol", type=float, default=1e-6)
@@ -87,7 +84,6 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.quick:
         args.clients, args.samples_per_client, args.rank, args.repeats = 3, 200, 16, 1
-    from problem import kfac_clients
 
     setup, contributions, train_s = kfac_clients(args)
     uploads = [replace(c, fisher=c.fisher.compress(args.rank), _digest=None) for c in contributions]

@@ -48,6 +48,7 @@ from safetensors.torch import load_file, save_file
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import worktree  # noqa: E402
+from problem import add_problem_arguments  # noqa: E402
 
 BEFORE_COMMIT = "637fb6d"
 WORKTREE = Path("/tmp/wt-before")
@@ -320,11 +321,7 @@ def table(summary: dict) -> str:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--dataset", default="mnist")
-    p.add_argument("--clients", type=int, default=10)
-    p.add_argument("--samples-per-client", type=int, default=600)
-    p.add_argument("--epochs", type=int, default=1)
-    p.add_argument("--seed", type=int, default=0)
+    add_problem_arguments(p)
     p.add_argument("--damping", type=float, default=1e-4, help="relative damping (times tr(F)/d)")
     p.add_argument("--tol", type=float, default=1e-6)
     p.add_argument("--max-iter", type=int, default=None, help="CG iterations at most (per block after; 1000, quick 200)")

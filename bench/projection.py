@@ -26,7 +26,7 @@ from fl_core.fisher import new_sum
 from fl_core.projection import ProjectionConfig, ProjectionMethod, project
 from fl_core.stats import SufficientStatistics
 from fl_core.training import TrainConfig
-from problem import kfac_clients
+from problem import add_problem_arguments, kfac_clients
 
 
 #: Solver variants by name: (method, damping, Kronecker preconditioner).
@@ -108,15 +108,11 @@ def state_growth(args: argparse.Namespace) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--dataset", default="mnist")
-    p.add_argument("--clients", type=int, default=10)
-    p.add_argument("--samples-per-client", type=int, default=600)
-    p.add_argument("--epochs", type=int, default=1)
+    add_problem_arguments(p)
     p.add_argument("--tol", type=float, default=1e-6)
     p.add_argument("--edit-tol", type=float, default=1e-5)
     p.add_argument("--max-iter", type=int, default=500)
     p.add_argument("--edits", type=int, default=1000)
-    p.add_argument("--seed", type=int, default=0)
     p.add_argument("--quick", action="store_true")
     p.add_argument("--only", choices=["solvers", "state"], default=None)
     p.add_argument("--cases", nargs="+", choices=list(CASES), default=list(CASES), help="solver variants to run")
