@@ -13,8 +13,11 @@ run is reported too (``fsosa, paper accounting``), so both savings can be seen s
 With ``--jobs N`` (N > 1) the datasets run side by side: one mobility-only pass steps SUMO exactly
 as the co-simulation does and records the trace (``<runs>/<name>-trace-<stamp>/trace.jsonl``),
 then every dataset, the first included, replays it in a pool of N spawned processes. The time
-model's costs are pinned into every dataset's scenario (with any ``--jobs``), so no record depends
-on ``--jobs`` or on which process ran it; only the host-measured ``host_*`` columns differ. The
+model's costs are pinned into every dataset's scenario (with any ``--jobs``), and the scenario
+trains on one torch thread (``train.threads: 1``: two threads in one process changed per-request
+accuracies by up to 1.6 points on MNIST and 3.9 on Fashion-MNIST, the float sums of training
+differing), so no record depends on
+``--jobs`` or on which process ran it; only the host-measured ``host_*`` columns differ. The
 costs are the scenario's own (``compute.calibration``: ``scenarios/lust_case_study.yaml`` pins
 those measured by ``vmc calibrate`` on an idle machine) for every dataset of the same image shape
 and class count, and calibrated here, once per training setup, for any other dataset.
