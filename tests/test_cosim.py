@@ -637,3 +637,17 @@ def test_calibrating_a_low_rank_kfac_setup_times_solves_on_the_uploads(monkeypat
     ranked, whole = (load_scenario(tmp_path / f"{n}.yaml").federated for n in ("ranked", "whole"))
     assert "low_rank_uploads" in calibration.calibration_key(ranked)
     assert "low_rank_uploads" not in calibration.calibration_key(whole)
+
+
+def test_channel_shadowing_runs_and_does_not_depend_on_the_method_order(tmp_path):
+    """``channel.shadowing_sigma_db > 0`` draws from the run's channel stream (the co-simulation
+    passed none, so any such scenario stopped with an internal error); each method's world draws
+    the same sequence, so the method order changes no record, and the draws change the transfers."""
+    trace = trace_file(tmp_path)
+    runs = [run_scenario(scenario(trace, federated={"methods": methods}, channel={"shadowing_sigma_db": 8.0}),
+                         out=tmp_path / f"o{k}", progress=False, say=lambda s: None)
+            for k, methods in enumerate((["fsosa", "retrain"], ["retrain", "fsosa"]))]
+    first, swapped = (sim_records(r) for r in runs)
+    assert first == swapped
+    plain = sim_records(run_scenario(scenario(trace), out=tmp_path / "plain", progress=False, say=lambda s: None))
+    assert [r["latency_s"] for r in first] != [r["latency_s"] for r in plain]

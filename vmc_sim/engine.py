@@ -121,7 +121,10 @@ class World:
         self.epoch = 0
         self.queue: simpy.Store = simpy.Store(env)
         cfg = sim.channel_cfg
-        self.channels = {r.id: RsuChannel(cfg, (r.x, r.y), rsu_id=r.id, env=env) for r in sim.rsus}
+        # shadowing draws from the run's channel stream, one generator per RSU and world, so every
+        # method's world starts from the same draws whatever order the worlds are built in
+        self.channels = {r.id: RsuChannel(cfg, (r.x, r.y), rsu_id=r.id, env=env,
+                                          rng=sim.setup.streams.numpy("channel", r.id)) for r in sim.rsus}
         self.device = sim.scenario.compute.device(env)
         self.eval_model = sim.setup.model_fn()
         self.process = env.process(self.run())

@@ -48,7 +48,8 @@ class RoundWorld:
         )
         self.queue: simpy.Store = simpy.Store(env)
         self.lock = simpy.Resource(env, capacity=1)
-        self.channels = {r.id: RsuChannel(sim.channel_cfg, (r.x, r.y), rsu_id=r.id, env=env) for r in sim.rsus}
+        self.channels = {r.id: RsuChannel(sim.channel_cfg, (r.x, r.y), rsu_id=r.id, env=env,
+                                          rng=setup.streams.numpy("channel", r.id)) for r in sim.rsus}
         self.device = sim.scenario.compute.device(env)
         self.eval_model = setup.model_fn()
         self.started = env.event()
