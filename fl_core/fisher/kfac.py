@@ -210,9 +210,9 @@ class _LowRankLayer:
     """One layer whose A and G factors every member uploaded in low rank (``train.fisher_rank``),
     for float32 products: ``A_i = ta_i I + Ua_i diag(da_i) Ua_i^T`` and ``w_i G_i = tg_i I + Ug_i
     diag(dg_i) Ug_i^T`` (``d = s - tail``, the weight folded into G's terms), the members' bases
-    also side by side (``ua_cat``: in x members*r, ``ug_cat``: out x members*r)."""
+    also side by side (``ua_cat``: in x members*r, ``ug_cat``: out x members*r; the A bases are
+    only needed that way)."""
 
-    ua: torch.Tensor  # (members, in, r)
     ug: torch.Tensor  # (members, out, r)
     da: torch.Tensor  # (members, r)
     dg: torch.Tensor  # (members, r)
@@ -259,7 +259,7 @@ def _low_rank_layer(reps: list[KFACFisher], spec: LayerSpec, weights: torch.Tens
     ua, da, ta = side(keys[0], torch.ones_like(weights))
     ug, dg, tg = side(keys[1], weights)
     m, r = da.shape
-    return _LowRankLayer(ua, ug, da, dg, ta, tg,
+    return _LowRankLayer(ug, da, dg, ta, tg,
                          ua.permute(1, 0, 2).reshape(spec.in_features, m * r).contiguous(),
                          ug.permute(1, 0, 2).reshape(spec.out_features, m * r).contiguous())
 
@@ -273,8 +273,8 @@ class KFACSum(FisherSum):
     factors are float32 already) and sums the members in float64: about twice as fast, with
     a relative error near float32's epsilon, which a solver removes by finishing in float64.
     Where every member uploaded a layer's factors in low rank (``train.fisher_rank``), the
-    float32 products go through that form instead of the rebuilt factors (2.4x faster for the
-    CNN's fc1 at rank 128); the float64 products, the solver's final word, keep the rebuilt ones.
+    float32 products go through that form instead of the rebuilt factors (3.3-3.5x for the
+    CNN's fc1 at rank 128, bench/kfac_low_rank.py); the float64 products, the solver's final word, keep the rebuilt ones.
     """
 
     def __init__(self, specs: list[LayerSpec]) -> None:
