@@ -8,7 +8,8 @@ holds them, after its PSD repair, kept in float64 so that no version repairs the
 subprocess, builds its own statistics and times one ``project`` call: CG on ``F + lambda I`` with
 ``lambda = damping * tr(F) / d``, the Kronecker preconditioner, one fixed damping, no validation.
 
-- after: the library in this checkout (block by block, float32 products, float64 finish);
+- after: the library in this checkout (block by block, float32 products in the preconditioner's
+  eigenbasis, float64 finish);
 - before: the library at commit 637fb6d, the parent of a91de9a, from a temporary git worktree
   (one CG over the whole vector in float64). That version has no member weights, so its adapter
   hands it each member's G factor multiplied by the member's weight (float64, exact) and sets its

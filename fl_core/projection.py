@@ -31,7 +31,9 @@ Methods:
   default) and stopping test (a block converges when its own relative residual is below ``tol``,
   which bounds the whole system's); small layers stop after a few iterations instead of paying
   for the slowest. Products run in float32 (``fast_products``) and each block finishes in
-  float64 until its true residual is below ``tol``.
+  float64 until its true residual is below ``tol``. The float32 phase runs in the
+  preconditioner's eigenbasis (``FisherSum.block_rotated``), where preconditioning is a
+  division: the same iterates in exact arithmetic, without two basis changes an iteration.
 - ``cg_f2``: the paper's form, CG on ``F_l^2 L = 2 (F_l Wbar - b)`` with ``F_l = F + lambda I``
   and ``W = Wbar - F_l L / 2`` (condition number squared; two products per iteration).
 - Early stopping instead of damping (``ProjectionConfig.iterates``, with ``cg_f`` or ``cg_f2``): the
@@ -75,6 +77,12 @@ class ProjectionMethod(str, Enum):
 class SolveWarning(UserWarning):
     """A projection solve stopped before reaching its tolerance."""
 
+
+#: Bumped whenever a change here makes a CG solve take a different host time per product (the
+#: calibration's ``solve_s_per_unit``); part of the calibration key of every setup that solves by CG
+#: (``vmc_sim.calibration``), so a machine's cached costs are measured anew. 2: the float32 phase
+#: runs in the preconditioner's eigenbasis.
+SOLVER_VERSION = 2
 
 #: Float32 products carry ~1e-7 relative error per product; CG on them stops at this residual at
 #: the latest and the float64 finish takes the rest.
@@ -251,7 +259,9 @@ def _solve_cg_f(stats: SufficientStatistics, r: torch.Tensor, lam: float, config
         if nb == 0.0:
             x[sl] = 0.0
             continue
-        pre = fsum.block_preconditioner(b, lam, config.preconditioner) if (config.precondition and lam > 0) else None
+        precondition = config.precondition and lam > 0
+        pre = fsum.block_preconditioner(b, lam, config.preconditioner) if precondition else None
+        rotated = fsum.block_rotated(b, lam, config.preconditioner) if precondition and config.fast_products else None
         share = (sl.stop - sl.start) / stats.dim
 
         def op(v: torch.Tensor, fast: bool, b=b) -> torch.Tensor:
@@ -265,7 +275,13 @@ def _solve_cg_f(stats: SufficientStatistics, r: torch.Tensor, lam: float, config
                 break
             start = xb if (x0 is not None or it_total) else None
             tol = max(config.tol, FAST_TOL) if fast else config.tol
-            xb, it, _ = conjugate_gradient(lambda v: op(v, fast), rb, tol, budget, pre, start)
+            if fast and rotated is not None:  # the same PCG in the preconditioner's eigenbasis
+                yb, it, _ = conjugate_gradient(lambda y: rotated.matvec(y).add_(y, alpha=lam), rotated.rotate(rb),
+                                               tol, budget, lambda y: y / rotated.denom,
+                                               None if start is None else rotated.rotate(start))
+                xb = rotated.unrotate(yb)
+            else:
+                xb, it, _ = conjugate_gradient(lambda v: op(v, fast), rb, tol, budget, pre, start)
             it_total += it
             true_res = _norm(rb - op(xb, False)) / nb
             products += (it + 2) * share

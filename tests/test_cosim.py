@@ -639,6 +639,21 @@ def test_calibrating_a_low_rank_kfac_setup_times_solves_on_the_uploads(monkeypat
     assert "low_rank_uploads" not in calibration.calibration_key(whole)
 
 
+def test_a_cg_setups_calibration_key_carries_the_solver_version(tmp_path, monkeypatch):
+    """A solver change that moves the host time per product re-measures cached K-FAC costs
+    (``fl_core.projection.SOLVER_VERSION``); a diagonal setup, merged in closed form, keeps its."""
+    import fl_core.projection as projection_module
+    from vmc_sim import calibration
+
+    (tmp_path / "kfac.yaml").write_text("federated: {train: {fisher: kfac}}\n")
+    (tmp_path / "diag.yaml").write_text("federated: {train: {fisher: diagonal}}\n")
+    kfac, diag = (load_scenario(tmp_path / f"{n}.yaml").federated for n in ("kfac", "diag"))
+    keys = {n: calibration.calibration_key(f) for n, f in (("kfac", kfac), ("diag", diag))}
+    monkeypatch.setattr(projection_module, "SOLVER_VERSION", projection_module.SOLVER_VERSION + 1)
+    assert calibration.calibration_key(kfac) != keys["kfac"] and '"solver_version"' in keys["kfac"]
+    assert calibration.calibration_key(diag) == keys["diag"] and "solver_version" not in keys["diag"]
+
+
 def test_channel_shadowing_runs_and_does_not_depend_on_the_method_order(tmp_path):
     """``channel.shadowing_sigma_db > 0`` draws from the run's channel stream (the co-simulation
     passed none, so any such scenario stopped with an internal error); each method's world draws

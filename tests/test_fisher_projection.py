@@ -10,6 +10,7 @@ from fl_core.contribution import Contribution
 from fl_core.fisher import FisherKind, compute_fisher, layer_specs, new_sum
 from fl_core.fisher.base import Preconditioner
 from fl_core.fisher.capture import LayerSpec
+from fl_core.fisher.diagonal import DiagonalSum
 from fl_core.fisher.kfac import KFACFisher, KFACSum
 from fl_core.models import build_model, flat_params, num_params
 from fl_core.payload import serialize, serialized_size
@@ -383,3 +384,28 @@ def test_a_low_rank_merge_reaches_the_float64_solution_of_the_rebuilt_factors():
     w, info = project(stats, ProjectionConfig(method="cg_f", tol=1e-9, max_iter=5000, damping=damping))
     assert info.converged and info.residual <= 1e-9
     torch.testing.assert_close(w.double(), dense, rtol=1e-5, atol=1e-5 * float(dense.abs().max()))
+
+
+@pytest.mark.parametrize("rank", [None, 3])
+@pytest.mark.parametrize("preconditioner", list(Preconditioner))
+def test_the_rotated_block_is_the_preconditioned_block_in_its_eigenbasis(rank, preconditioner):
+    """``block_rotated``: an orthogonal change of basis whose float32 products are ``R^T F R`` and
+    whose division is the block preconditioner, so CG's fast phase there is the same PCG."""
+    stats = low_rank_kfac_stats(rank)
+    fsum = stats.fisher_sum
+    lam = 1e-3 * fsum.trace() / stats.dim
+    g = torch.Generator().manual_seed(4)
+    for b, sl in enumerate(fsum.blocks(stats.dim)):
+        rot, pre = fsum.block_rotated(b, lam, preconditioner), fsum.block_preconditioner(b, lam, preconditioner)
+        v = torch.randn(sl.stop - sl.start, dtype=torch.float64, generator=g)
+        y = rot.rotate(v)
+        torch.testing.assert_close(rot.unrotate(y), v)
+        assert abs(float(y.norm() / v.norm()) - 1.0) < 1e-12
+        expected = rot.rotate(fsum.block_matvec(b, rot.unrotate(y)))
+        assert float((rot.matvec(y) - expected).norm() / expected.norm()) < 1e-6, b
+        torch.testing.assert_close(rot.unrotate(rot.rotate(v) / rot.denom), pre(v))
+
+
+def test_a_sum_without_an_eigenbasis_has_no_rotated_block():
+    diagonal = DiagonalSum(6)
+    assert diagonal.block_rotated(0, 1e-3) is None and KFACSum([LayerSpec("l0", 0, 2, 3)]).block_rotated(0, 1e-3) is None

@@ -109,6 +109,10 @@ def calibration_key(federated) -> str:
     from fl_core.training import TRAINER_VERSION
 
     keep["trainer_version"] = TRAINER_VERSION  # a trainer that got faster (or slower) is measured anew
+    if keep["train"].get("fisher") in ("kfac", "full"):  # merged by CG (the diagonal one in closed form)
+        from fl_core.projection import SOLVER_VERSION
+
+        keep["solver_version"] = SOLVER_VERSION
     if keep["train"].get("fisher_rank") is not None:
         # the solve is timed on the low-rank uploads, whose products now go through that form
         # (entries measured on the rebuilt factors priced them 1.8-3.5x too high)

@@ -9,8 +9,9 @@ the statistics to what a fresh fit would give, to float tolerance.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from enum import Enum
-from typing import Hashable
+from typing import Callable, Hashable
 
 import torch
 
@@ -47,6 +48,24 @@ class Preconditioner(str, Enum):
 
     KRONECKER = "kronecker"  # the products of the two factors' eigenvalues (exact for one shared A)
     EIGEN_DIAGONAL = "eigen_diagonal"  # the exact diagonal of F in that basis (EKFAC-style)
+
+
+@dataclass(frozen=True)
+class RotatedBlock:
+    """One block's fast system in the orthonormal basis ``R`` where its preconditioner is
+    diagonal: preconditioned CG on ``F_bb + damping I`` is, in exact arithmetic, CG on
+    ``R^T F_bb R + damping I`` preconditioned by a division, so a solver that works in that basis
+    pays no preconditioner products on any iteration (only ``rotate`` the right-hand side and
+    ``unrotate`` the solution, once each).
+
+    ``matvec`` multiplies in float32 and returns float64 (a fast product; the solver's float64
+    finish still runs in the original basis); ``denom`` is the preconditioner's curvature plus the
+    damping, one float64 entry per coordinate of the basis."""
+
+    rotate: Callable[[torch.Tensor], torch.Tensor]  # v -> R^T v
+    unrotate: Callable[[torch.Tensor], torch.Tensor]  # y -> R y
+    matvec: Callable[[torch.Tensor], torch.Tensor]  # y -> R^T F_bb R y
+    denom: torch.Tensor
 
 
 class FisherRep(ABC):
@@ -125,13 +144,19 @@ class FisherSum(ABC):
 
     def block_matvec(self, block: int, v: torch.Tensor, fast: bool = False) -> torch.Tensor:
         """``F_bb @ v`` for block ``block`` (``fast``: float32 products where the sum supports
-        them, accumulated in float64; the default block is the whole vector)."""
+        them, returned in float64; the default block is the whole vector)."""
         return self.matvec(v)
 
     def block_preconditioner(self, block: int, damping: float,
                              kind: Preconditioner = Preconditioner.KRONECKER):
         """An approximate inverse of ``F_bb + damping I`` of the given ``kind`` for preconditioned
         CG, or None where the sum has none."""
+        return None
+
+    def block_rotated(self, block: int, damping: float,
+                      kind: Preconditioner = Preconditioner.KRONECKER) -> RotatedBlock | None:
+        """The block's fast products in the eigenbasis of its ``kind`` preconditioner
+        (:class:`RotatedBlock`), or None where the sum has no such basis."""
         return None
 
     def diagonal(self) -> torch.Tensor | None:

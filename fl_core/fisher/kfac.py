@@ -11,13 +11,13 @@ many clients ever took part, and no dense d x d matrix is ever formed.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Hashable
 
 import torch
 from torch import nn
 
-from .base import FisherKind, FisherLabels, FisherRep, FisherSum, Preconditioner
+from .base import FisherKind, FisherLabels, FisherRep, FisherSum, Preconditioner, RotatedBlock
 from .capture import LayerSpec, iterate_layer_batches, layer_specs
 
 
@@ -205,6 +205,11 @@ def _symmetric(m: torch.Tensor) -> torch.Tensor:
     return 0.5 * (m + m.T)
 
 
+def _symmetric_batch(m: torch.Tensor) -> torch.Tensor:
+    """The symmetric part of each matrix of a stack (members, n, n)."""
+    return 0.5 * (m + m.transpose(-2, -1))
+
+
 @dataclass(frozen=True)
 class _LowRankLayer:
     """One layer whose A and G factors every member uploaded in low rank (``train.fisher_rank``),
@@ -237,6 +242,14 @@ class _LowRankLayer:
         left = (p_m * self.tg.view(m, 1, 1) + inner).transpose(0, 1).reshape(out, m * r)
         return total.add_(left @ self.ua_cat.T)
 
+    def rotated(self, qa: torch.Tensor, qg: torch.Tensor) -> "_LowRankLayer":
+        """The same factors in the bases ``qa`` (in x in) and ``qg`` (out x out), orthonormal:
+        ``Qa^T A_i Qa`` keeps the tail and the spectrum, with the members' bases rotated."""
+        m, out, r = self.ug.shape
+        ug = torch.matmul(qg.T, self.ug)
+        return replace(self, ug=ug, ua_cat=(qa.T @ self.ua_cat).contiguous(),
+                       ug_cat=ug.permute(1, 0, 2).reshape(out, m * r).contiguous())
+
 
 def _low_rank_layer(reps: list[KFACFisher], spec: LayerSpec, weights: torch.Tensor) -> _LowRankLayer | None:
     """The layer's factors in the members' low-rank upload form (float32), where every member
@@ -264,6 +277,17 @@ def _low_rank_layer(reps: list[KFACFisher], spec: LayerSpec, weights: torch.Tens
                          ug.permute(1, 0, 2).reshape(spec.out_features, m * r).contiguous())
 
 
+def _times(factors: tuple[torch.Tensor, torch.Tensor] | _LowRankLayer, v: torch.Tensor, spec: LayerSpec) -> torch.Tensor:
+    """``sum_i w_i G_i V A_i`` for the flat ``v`` in the factors' precision, summed over members
+    in float64 (flat float64; a float32 sum is 6 % faster a product but cost the solve more float64
+    finishing work than it saved, bench/RESULTS.md)."""
+    if isinstance(factors, _LowRankLayer):
+        return factors.times(v.view(spec.out_features, spec.in_features).float()).double().reshape(-1)
+    a, g = factors
+    m = v.view(1, spec.out_features, spec.in_features).to(a.dtype)
+    return torch.matmul(torch.matmul(g, m), a).sum(0, dtype=torch.float64).reshape(-1)
+
+
 class KFACSum(FisherSum):
     """Per-member K-FAC factors and weights; ``matvec`` sums the members' weighted Kronecker
     products layer by layer with batched matrix products.
@@ -275,6 +299,8 @@ class KFACSum(FisherSum):
     Where every member uploaded a layer's factors in low rank (``train.fisher_rank``), the
     float32 products go through that form instead of the rebuilt factors (3.3-3.5x for the
     CNN's fc1 at rank 128, bench/kfac_low_rank.py); the float64 products, the solver's final word, keep the rebuilt ones.
+    :meth:`block_rotated` gives the float32 products in the preconditioner's eigenbasis, where
+    the preconditioner is a division: a solver's fast phase then pays no preconditioner products.
     """
 
     def __init__(self, specs: list[LayerSpec]) -> None:
@@ -285,6 +311,7 @@ class KFACSum(FisherSum):
         self._stacked32: list[tuple[torch.Tensor, torch.Tensor]] | None = None
         self._eig: dict[int, tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]] = {}
         self._eig_diag: dict[int, torch.Tensor] = {}
+        self._rotated: dict[int, tuple[torch.Tensor, torch.Tensor] | _LowRankLayer] = {}
 
     @property
     def keeps_members(self) -> bool:
@@ -308,6 +335,7 @@ class KFACSum(FisherSum):
         self._stacked = self._stacked32 = None
         self._eig = {}
         self._eig_diag = {}
+        self._rotated = {}
 
     def _order(self) -> list[Hashable]:
         return sorted(self.members, key=lambda c: (type(c).__name__, c))
@@ -352,12 +380,7 @@ class KFACSum(FisherSum):
         s = self.specs[block]
         if not self.members:
             return torch.zeros_like(v)
-        factors = (self._stack32() if fast else self._stack())[block]
-        if isinstance(factors, _LowRankLayer):
-            return factors.times(v.view(s.out_features, s.in_features).float()).double().reshape(-1)
-        a, g = factors
-        m = v.view(1, s.out_features, s.in_features).to(a.dtype)
-        return torch.matmul(torch.matmul(g, m), a).sum(0, dtype=torch.float64).reshape(-1)
+        return _times((self._stack32() if fast else self._stack())[block], v, s)
 
     def _eigenbasis(self, block: int):
         """Eigen-decompositions of mean_i(A_i) and sum_i(w_i G_i) for ``block`` (cached)."""
@@ -394,17 +417,50 @@ class KFACSum(FisherSum):
         if not self.members:
             return None
         s = self.specs[block]
-        qa, qg, ea, eg = self._eigenbasis(block)
-        if Preconditioner(kind) is Preconditioner.EIGEN_DIAGONAL:
-            denom = self._eigen_diagonal(block) + damping
-        else:
-            denom = eg.unsqueeze(1) * ea.unsqueeze(0) + damping
+        qa, qg, _, _ = self._eigenbasis(block)
+        denom = self._denominator(block, damping, kind)
 
         def apply(v: torch.Tensor) -> torch.Tensor:
             m = v.view(s.out_features, s.in_features)
             return (qg @ ((qg.T @ m @ qa) / denom) @ qa.T).reshape(-1)
 
         return apply
+
+    def _denominator(self, block: int, damping: float, kind: Preconditioner) -> torch.Tensor:
+        """The preconditioner's curvature in the layer's eigenbasis plus ``damping`` (out x in)."""
+        if Preconditioner(kind) is Preconditioner.EIGEN_DIAGONAL:
+            return self._eigen_diagonal(block) + damping
+        _, _, ea, eg = self._eigenbasis(block)
+        return eg.unsqueeze(1) * ea.unsqueeze(0) + damping
+
+    def block_rotated(self, block: int, damping: float,
+                      kind: Preconditioner = Preconditioner.KRONECKER) -> RotatedBlock | None:
+        """The layer's float32 products in the eigenbases ``Qa``, ``Qg`` of its preconditioner:
+        ``V -> sum_i (Qg^T w_i G_i Qg) V (Qa^T A_i Qa)`` on ``Y = Qg^T V Qa``. The rotated factors
+        are computed once in float32 (cached, one more float32 rounding of the same size as a
+        product's), the rotation of a vector in float64."""
+        if not self.members:
+            return None
+        s = self.specs[block]
+        qa, qg, _, _ = self._eigenbasis(block)
+        if block not in self._rotated:
+            qa32, qg32 = qa.float(), qg.float()
+            factors = self._stack32()[block]
+            if isinstance(factors, _LowRankLayer):
+                self._rotated[block] = factors.rotated(qa32, qg32)
+            else:
+                a, g = factors
+                self._rotated[block] = (_symmetric_batch(qa32.T @ a @ qa32), _symmetric_batch(qg32.T @ g @ qg32))
+        factors = self._rotated[block]
+
+        def rotate(v: torch.Tensor) -> torch.Tensor:
+            return (qg.T @ v.view(s.out_features, s.in_features) @ qa).reshape(-1)
+
+        def unrotate(y: torch.Tensor) -> torch.Tensor:
+            return (qg @ y.view(s.out_features, s.in_features) @ qa.T).reshape(-1)
+
+        return RotatedBlock(rotate, unrotate, lambda y: _times(factors, y, s),
+                            self._denominator(block, damping, kind).reshape(-1))
 
     def trace(self) -> float:
         return float(sum(
