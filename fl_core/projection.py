@@ -62,6 +62,7 @@ from typing import Callable
 
 import torch
 
+from .devices import resolve_device
 from .fisher.base import Preconditioner
 from .stats import SufficientStatistics, Weighting
 
@@ -113,6 +114,7 @@ class ProjectionConfig:
     adam_lr: float = 1e-3
     check_every: int = 100  # adam: validation checks
     iterates: tuple[int, ...] = ()  # CG iterates selected on the validation set (early stopping); empty: dampings
+    device: str = "cpu"  # where a block solve's float32 products run: cpu, cuda, or auto (the GPU when present)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "method", ProjectionMethod(self.method))
@@ -129,6 +131,10 @@ class ProjectionConfig:
         if self.iterates and self.method in (ProjectionMethod.ADAM, ProjectionMethod.CLOSED_FORM):
             raise ValueError(f"projection.iterates selects CG iterates: it needs method cg_f, cg_f2 or auto, "
                              f"not {self.method.value}")
+        try:
+            resolve_device(self.device)
+        except (RuntimeError, TypeError):
+            raise ValueError(f"projection.device must be cpu, cuda (or cuda:N) or auto, got {self.device!r}") from None
         if not self.tol > 0:
             raise ValueError(f"projection.tol must be > 0, got {self.tol}")
         if self.damping < 0 or math.isnan(self.damping):
@@ -261,7 +267,8 @@ def _solve_cg_f(stats: SufficientStatistics, r: torch.Tensor, lam: float, config
             continue
         precondition = config.precondition and lam > 0
         pre = fsum.block_preconditioner(b, lam, config.preconditioner) if precondition else None
-        rotated = fsum.block_rotated(b, lam, config.preconditioner) if precondition and config.fast_products else None
+        rotated = (fsum.block_rotated(b, lam, config.preconditioner, resolve_device(config.device))
+                   if precondition and config.fast_products else None)
         share = (sl.stop - sl.start) / stats.dim
 
         def op(v: torch.Tensor, fast: bool, b=b) -> torch.Tensor:

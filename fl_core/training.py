@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from .augment import Augment, augmenter
 from .contribution import Contribution
 from .data import ArrayDataset
+from .devices import resolve_device
 from .fisher import FisherKind, FisherLabels, compute_fisher
 from .fisher.kfac import NARROW_RANGE
 from .models import flat_params, load_flat
@@ -107,13 +108,6 @@ def apply_threads(config: TrainConfig, model: nn.Module) -> int:
         n = 1 if sum(p.numel() for p in model.parameters()) < SMALL_MODEL_PARAMS else torch.get_num_threads()
     torch.set_num_threads(max(1, int(n)))
     return torch.get_num_threads()
-
-
-def resolve_device(name: str) -> torch.device:
-    """``auto`` picks the GPU when one is present; ``cpu``/``cuda`` are taken as given."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
 
 
 def sgd_optimizer(model: nn.Module, cfg: TrainConfig) -> MomentumSGD:

@@ -1,5 +1,6 @@
-"""``device: auto`` puts local training and the Fisher on a CUDA device when one is present;
-the contribution it uploads is the CPU one up to float rounding. Skipped, with its reason, on a
+"""``device: auto`` puts local training, the Fisher and a K-FAC solve's float32 products on a
+CUDA device when one is present; the contribution it uploads and the merge are the CPU ones up to
+float rounding. Skipped, with its reason, on a
 machine without CUDA (CI has none; run it where a GPU is)."""
 
 from __future__ import annotations
@@ -49,3 +50,19 @@ def test_the_fisher_of_fixed_weights_is_the_same_on_both_devices():
     on_gpu = compute_fisher("kfac", gpu_model, data.x.cuda(), torch.Generator().manual_seed(3), 64)
     for k, t in on_cpu.tensors().items():
         assert float((on_gpu.tensors()[k] - t).norm() / t.norm()) < 1e-4, k
+
+
+def test_a_kfac_solve_on_the_gpu_reaches_the_cpu_solution():
+    """``projection.device: auto`` runs a block solve's float32 products on the GPU (its rotated
+    factors live there); the float64 finish on the CPU brings it to the same tolerance."""
+    from fl_core.projection import ProjectionConfig, project
+    from test_fisher_projection import low_rank_kfac_stats
+
+    for rank in (None, 3):
+        stats = low_rank_kfac_stats(rank)
+        cpu, info_cpu = project(stats, ProjectionConfig(method="cg_f", tol=1e-9, max_iter=5000, damping=1e-4))
+        gpu, info_gpu = project(stats, ProjectionConfig(method="cg_f", tol=1e-9, max_iter=5000, damping=1e-4,
+                                                        device="auto"))
+        assert info_cpu.converged and info_gpu.converged and gpu.device.type == "cpu"
+        assert any(key[1].startswith("cuda") for key in stats.fisher_sum._rotated)
+        torch.testing.assert_close(gpu, cpu, rtol=1e-5, atol=1e-5 * float(cpu.abs().max()))

@@ -409,3 +409,9 @@ def test_the_rotated_block_is_the_preconditioned_block_in_its_eigenbasis(rank, p
 def test_a_sum_without_an_eigenbasis_has_no_rotated_block():
     diagonal = DiagonalSum(6)
     assert diagonal.block_rotated(0, 1e-3) is None and KFACSum([LayerSpec("l0", 0, 2, 3)]).block_rotated(0, 1e-3) is None
+
+
+def test_the_solve_device_is_validated_and_the_cpu_by_default():
+    assert ProjectionConfig().device == "cpu" and ProjectionConfig(device="auto").device == "auto"
+    with pytest.raises(ValueError, match="projection.device"):
+        ProjectionConfig(device="tpu")

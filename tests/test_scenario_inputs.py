@@ -156,3 +156,15 @@ def test_projection_iterates_reach_the_merge_and_bad_ones_are_named(tmp_path):
     assert sc.federated.projection.build().iterates == (10, 50)
     with pytest.raises(ConfigError, match=r"federated.projection.iterates"):
         load_scenario(write(tmp_path, "federated:\n  projection: {iterates: [0]}\n"))
+
+
+def test_the_solve_runs_where_training_does_unless_the_projection_says_otherwise(tmp_path):
+    """``projection.device`` (null by default) follows ``train.device``, so ``device: auto`` puts
+    training, the Fisher and the solve's products on the GPU together; a bad device is named."""
+    assert load_scenario(None).federated.projection_config().device == "cpu"
+    sc = load_scenario(write(tmp_path, "federated:\n  train: {device: auto}\n"))
+    assert sc.federated.projection_config().device == "auto"
+    sc = load_scenario(write(tmp_path, "federated:\n  train: {device: auto}\n  projection: {device: cpu}\n"))
+    assert sc.federated.projection_config().device == "cpu"
+    with pytest.raises(ConfigError, match=r"federated.projection.device"):
+        load_scenario(write(tmp_path, "federated:\n  projection: {device: tpu}\n"))

@@ -90,7 +90,7 @@ def remerge(run_dir: Path, method: str, requests: list[int], fisher: str, upload
     run = RunDir(run_dir)
     scenario = manifest_scenario(run_dir / "manifest.json")
     fed = scenario.federated
-    if fed.projection.build().method.value == "adam" or fed.projection.iterates:
+    if fed.projection_config().method.value == "adam" or fed.projection.iterates:
         raise SystemExit(f"{run_dir}: the run merged with Adam or selected CG iterates; remerge replays damping selection")
     setup = fed.setup(scenario.seed)
     model = setup.model_fn()
@@ -106,7 +106,7 @@ def remerge(run_dir: Path, method: str, requests: list[int], fisher: str, upload
     sets = member_sets(records, method)
     kind = trained_with.value if fisher == "stored" else fisher
     dtype = DTYPES[upload_dtype or setup.train.upload_dtype]
-    projection = fed.projection.build()
+    projection = fed.projection_config()
     if dampings:
         projection = replace(projection, dampings=tuple(dampings))
     validator, test = setup.validator(), Validator(setup.model_fn, setup.test_set)

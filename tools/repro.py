@@ -175,7 +175,7 @@ def run(args: argparse.Namespace) -> list[dict]:
         projection = ProjectionConfig(method=args.merge, tol=args.cg_tol, max_iter=args.cg_iter, damping=args.damping,
                                       dampings=tuple(args.dampings), weighting=args.weighting,
                                       adam_lr=args.adam_lr, check_every=args.check_every,
-                                      iterates=tuple(getattr(args, "iterates", None) or ()))
+                                      iterates=tuple(getattr(args, "iterates", None) or ()), device=args.device)
         for method in args.methods:
             if method == "dense":
                 editor = DenseEditor(pool, dense_config(args))

@@ -184,7 +184,7 @@ def calibrated(federated, setup, repeats: int = 5) -> Calibration:
                 return cal
         except TypeError:
             pass
-    cal = measure(setup, federated.projection.build(), repeats)
+    cal = measure(setup, federated.projection_config(), repeats)
     busy = busy_host(cal, _host_key()["threads"])
     if busy:
         warnings.warn(f"calibrating {federated.dataset}/{federated.model}: {busy} (simulated times inherit them; "
@@ -199,7 +199,7 @@ def recalibrate(scenario, repeats: int = 5, save_busy: bool = False) -> tuple[Ca
     machine's cache, where the next run of the same setup finds them, unless other work competed
     while measuring (``save_busy`` saves them anyway). Returns the costs and whether they were saved."""
     federated = scenario.federated
-    cal = measure(federated.setup(scenario.seed), federated.projection.build(), repeats)
+    cal = measure(federated.setup(scenario.seed), federated.projection_config(), repeats)
     if busy_host(cal, _host_key()["threads"]) and not save_busy:
         return cal, False
     key = _cache_key(federated)

@@ -87,6 +87,8 @@ class ProjectionSection(Strict):
     iterates: list[Annotated[int, Field(gt=0)]] = Field(
         default_factory=list, description="methods cg_f/cg_f2: CG iterates selected on the validation set "
         "(early stopping at the fixed damping) instead of the dampings")
+    device: Literal["cpu", "cuda", "auto"] | None = Field(
+        None, description="where a K-FAC solve's float32 products run; null = as federated.train.device")
 
     @field_validator("dampings")
     @classmethod
@@ -95,10 +97,12 @@ class ProjectionSection(Strict):
             raise ValueError("every damping must be a finite number >= 0, or 'mean' (the weighted mean)")
         return v
 
-    def build(self) -> ProjectionConfig:
+    def build(self, device: str = "cpu") -> ProjectionConfig:
+        """The merge's config; ``device`` is used where this section names none."""
         d = self.model_dump()
         d["dampings"] = tuple(math.inf if x == "mean" else x for x in d["dampings"])
         d["iterates"] = tuple(d["iterates"])
+        d["device"] = d["device"] or device
         return ProjectionConfig(**d)
 
 
@@ -202,6 +206,10 @@ class FederatedSection(Strict):
             max_test_samples=self.max_test_samples, data_root=self.data_root, scheme=self.scheme,
             validation_samples=self.validation_samples,
         )
+
+    def projection_config(self) -> ProjectionConfig:
+        """The merge's config, its solve on the training device unless ``projection.device`` says otherwise."""
+        return self.projection.build(device=self.train.device)
 
     def rule(self) -> SizeRule:
         if self.subset_size is not None:

@@ -368,7 +368,7 @@ class CoSimulation:
         fed = self.scenario.federated
         keys = (method,) if epoch == 0 else (method, "epoch", epoch)
         return build_editor(method, self.pool, self.setup.streams.numpy("subset", *keys), fed.rule(),
-                            fed.projection.build(), rounds=fed.rounds.build())
+                            fed.projection_config(), rounds=fed.rounds.build())
 
     def compute_seconds(self, client: str, report: EditReport | None = None) -> float:
         """Simulated duration of one client's training (+ Fisher) job for ``report``.

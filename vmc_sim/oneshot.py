@@ -22,7 +22,7 @@ def run_oneshot(config: OneShotConfig, out: str | Path = "runs", say: Callable[[
     setup = fed.setup(config.seed)
     run = RunDir(new_run_dir(out, config.name))
     pool = setup.pool()
-    editors = {m: build_editor(m, pool, setup.streams.numpy("subset", m), fed.rule(), fed.projection.build())
+    editors = {m: build_editor(m, pool, setup.streams.numpy("subset", m), fed.rule(), fed.projection_config())
                for m in fed.methods}
     run.write_manifest(config.model_dump(mode="json"), setup.streams.manifest(), kind="oneshot")
     requests = [("fit", list(range(config.initial_clients)), [])] + [

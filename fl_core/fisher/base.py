@@ -153,10 +153,11 @@ class FisherSum(ABC):
         CG, or None where the sum has none."""
         return None
 
-    def block_rotated(self, block: int, damping: float,
-                      kind: Preconditioner = Preconditioner.KRONECKER) -> RotatedBlock | None:
+    def block_rotated(self, block: int, damping: float, kind: Preconditioner = Preconditioner.KRONECKER,
+                      device: torch.device | None = None) -> RotatedBlock | None:
         """The block's fast products in the eigenbasis of its ``kind`` preconditioner
-        (:class:`RotatedBlock`), or None where the sum has no such basis."""
+        (:class:`RotatedBlock`), computed on ``device`` (None: the CPU; vectors stay on the CPU),
+        or None where the sum has no such basis."""
         return None
 
     def diagonal(self) -> torch.Tensor | None:

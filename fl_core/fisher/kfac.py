@@ -250,6 +250,11 @@ class _LowRankLayer:
         return replace(self, ug=ug, ua_cat=(qa.T @ self.ua_cat).contiguous(),
                        ug_cat=ug.permute(1, 0, 2).reshape(out, m * r).contiguous())
 
+    def to(self, device: torch.device) -> "_LowRankLayer":
+        """The same factors on ``device``."""
+        return _LowRankLayer(*(getattr(self, f).to(device) for f in
+                               ("ug", "da", "dg", "ta", "tg", "ua_cat", "ug_cat")))
+
 
 def _low_rank_layer(reps: list[KFACFisher], spec: LayerSpec, weights: torch.Tensor) -> _LowRankLayer | None:
     """The layer's factors in the members' low-rank upload form (float32), where every member
@@ -282,10 +287,11 @@ def _times(factors: tuple[torch.Tensor, torch.Tensor] | _LowRankLayer, v: torch.
     in float64 (flat float64; a float32 sum is 6 % faster a product but cost the solve more float64
     finishing work than it saved, bench/RESULTS.md)."""
     if isinstance(factors, _LowRankLayer):
-        return factors.times(v.view(spec.out_features, spec.in_features).float()).double().reshape(-1)
+        m = v.view(spec.out_features, spec.in_features).to(device=factors.da.device, dtype=torch.float32)
+        return factors.times(m).to(device=v.device, dtype=torch.float64).reshape(-1)
     a, g = factors
-    m = v.view(1, spec.out_features, spec.in_features).to(a.dtype)
-    return torch.matmul(torch.matmul(g, m), a).sum(0, dtype=torch.float64).reshape(-1)
+    m = v.view(1, spec.out_features, spec.in_features).to(device=a.device, dtype=a.dtype)
+    return torch.matmul(torch.matmul(g, m), a).sum(0, dtype=torch.float64).to(v.device).reshape(-1)
 
 
 class KFACSum(FisherSum):
@@ -311,7 +317,7 @@ class KFACSum(FisherSum):
         self._stacked32: list[tuple[torch.Tensor, torch.Tensor]] | None = None
         self._eig: dict[int, tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]] = {}
         self._eig_diag: dict[int, torch.Tensor] = {}
-        self._rotated: dict[int, tuple[torch.Tensor, torch.Tensor] | _LowRankLayer] = {}
+        self._rotated: dict[tuple[int, str], tuple[torch.Tensor, torch.Tensor] | _LowRankLayer] = {}
 
     @property
     def keeps_members(self) -> bool:
@@ -433,25 +439,28 @@ class KFACSum(FisherSum):
         _, _, ea, eg = self._eigenbasis(block)
         return eg.unsqueeze(1) * ea.unsqueeze(0) + damping
 
-    def block_rotated(self, block: int, damping: float,
-                      kind: Preconditioner = Preconditioner.KRONECKER) -> RotatedBlock | None:
+    def block_rotated(self, block: int, damping: float, kind: Preconditioner = Preconditioner.KRONECKER,
+                      device: torch.device | None = None) -> RotatedBlock | None:
         """The layer's float32 products in the eigenbases ``Qa``, ``Qg`` of its preconditioner:
         ``V -> sum_i (Qg^T w_i G_i Qg) V (Qa^T A_i Qa)`` on ``Y = Qg^T V Qa``. The rotated factors
-        are computed once in float32 (cached, one more float32 rounding of the same size as a
-        product's), the rotation of a vector in float64."""
+        are computed once in float32 on the CPU (cached per device, one more float32 rounding of the
+        same size as a product's) and kept on ``device``, where the products run; vectors and their
+        rotation stay on the CPU in float64."""
         if not self.members:
             return None
         s = self.specs[block]
+        device = torch.device("cpu") if device is None else torch.device(device)
         qa, qg, _, _ = self._eigenbasis(block)
-        if block not in self._rotated:
+        if (block, str(device)) not in self._rotated:
             qa32, qg32 = qa.float(), qg.float()
             factors = self._stack32()[block]
             if isinstance(factors, _LowRankLayer):
-                self._rotated[block] = factors.rotated(qa32, qg32)
+                rotated = factors.rotated(qa32, qg32).to(device)
             else:
                 a, g = factors
-                self._rotated[block] = (_symmetric_batch(qa32.T @ a @ qa32), _symmetric_batch(qg32.T @ g @ qg32))
-        factors = self._rotated[block]
+                rotated = (_symmetric_batch(qa32.T @ a @ qa32).to(device), _symmetric_batch(qg32.T @ g @ qg32).to(device))
+            self._rotated[(block, str(device))] = rotated
+        factors = self._rotated[(block, str(device))]
 
         def rotate(v: torch.Tensor) -> torch.Tensor:
             return (qg.T @ v.view(s.out_features, s.in_features) @ qa).reshape(-1)
