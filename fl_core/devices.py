@@ -1,8 +1,9 @@
-"""Where tensors compute: the device names scenarios use (``cpu``, ``cuda``, ``auto``)."""
+"""Where tensors compute: the device names scenarios use (``cpu``, ``cuda`` or ``cuda:N``, ``auto``)."""
 
 from __future__ import annotations
 
 import torch
+
 
 def resolve_device(name: str) -> torch.device:
     """``auto`` picks the GPU when one is present; ``cpu``/``cuda`` are taken as given."""

@@ -11,7 +11,7 @@ many clients ever took part, and no dense d x d matrix is ever formed.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import Hashable
 
 import torch
@@ -252,8 +252,7 @@ class _LowRankLayer:
 
     def to(self, device: torch.device) -> "_LowRankLayer":
         """The same factors on ``device``."""
-        return _LowRankLayer(*(getattr(self, f).to(device) for f in
-                               ("ug", "da", "dg", "ta", "tg", "ua_cat", "ug_cat")))
+        return replace(self, **{f.name: getattr(self, f.name).to(device) for f in fields(self)})
 
 
 def _low_rank_layer(reps: list[KFACFisher], spec: LayerSpec, weights: torch.Tensor) -> _LowRankLayer | None:
