@@ -26,6 +26,9 @@ vector and for the worst layer block.
     OMP_NUM_THREADS=1 python bench/kfac_solve.py --quick --versions after   # no git needed
     OMP_NUM_THREADS=1 python bench/kfac_solve.py --versions after --preconditioners kronecker eigen_diagonal
 
+The current version's runs also list each CG call (block size, iterations, seconds): per block the
+float32 phase, then the float64 finish where that phase ended above the tolerance.
+
 ``--preconditioners`` times the current version once per block preconditioner
 (``fl_core.fisher.base.Preconditioner``) in each repeat, side by side; the old version has only
 the Kronecker one.
@@ -41,6 +44,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import torch
@@ -171,6 +175,7 @@ def worker(directory: Path, tag: str, damping: float, tol: float, max_iter: int,
     specs = [LayerSpec(**s) for s in meta["specs"]]
     w = member_weights(meta, weighting)
     current = _is_current(S)
+    calls: list[dict] = []  # the current version's CG calls, in order
     contributions = []
     for c, n, wi in zip(meta["clients"], meta["num_samples"], w):
         factors = []
@@ -196,6 +201,16 @@ def worker(directory: Path, tag: str, damping: float, tol: float, max_iter: int,
             return solve
 
         P._solve_cg_f = capture
+        cg = P.conjugate_gradient
+
+        def timed(*a, **k):  # each block's CG phases: the float32 one, then a float64 finish if needed
+            t0 = time.perf_counter()
+            x, it, res = cg(*a, **k)
+            calls.append({"size": int(a[1].numel()), "iterations": it, "seconds": time.perf_counter() - t0,
+                          "residual": res})
+            return x, it, res
+
+        P.conjugate_gradient = timed
     else:
         stats = S.SufficientStatistics(meta["dim"], KFACSum(specs))
         stats.apply(joined=contributions)
@@ -218,7 +233,7 @@ def worker(directory: Path, tag: str, damping: float, tol: float, max_iter: int,
     record = {"tag": tag, "fl_core": str(Path(fl_core.__file__).parent), "current": current,
               "method": info.method, "iterations": info.iterations, "seconds": info.seconds,
               "residual": info.residual, "converged": bool(info.converged), "psd_changed": psd_changed,
-              "threads": torch.get_num_threads(), "preconditioner": used}
+              "threads": torch.get_num_threads(), "preconditioner": used, "cg_calls": calls}
     (directory / f"result_{tag}.json").write_text(json.dumps(record))
 
 
@@ -274,6 +289,9 @@ def measure(args: argparse.Namespace, directory: Path) -> dict:
                 runs.append(record)
                 print(f"  {tag}: {record['preconditioner']}, {record['iterations']} it, {record['seconds']:.1f} s, "
                       f"true residual {record['true_residual']:.2e}", flush=True)
+                if record.get("cg_calls"):
+                    print("    CG calls (block size: iterations / seconds): " + ", ".join(
+                        f"{c['size']}: {c['iterations']} / {c['seconds']:.1f}" for c in record["cg_calls"]), flush=True)
     finally:
         if created and not args.keep_worktree:
             remove_worktree()

@@ -67,3 +67,9 @@ def test_quick_current_version(tmp_path: Path) -> None:
     assert run["true_residual"] == pytest.approx(whole, rel=1e-6)
     assert run["true_worst_block"] == pytest.approx(worst, rel=1e-6)
     assert whole <= worst
+    # every block's CG calls are listed: the float32 phase of each (one size per layer, in order)
+    # comes first, a float64 finish follows only where that phase ended above the tolerance
+    sizes = [c["size"] for c in run["cg_calls"]]
+    assert list(dict.fromkeys(sizes)) == [s["out_features"] * s["in_features"] for s in summary["problem"]["specs"]]
+    assert all(sizes.count(n) <= 2 for n in sizes)
+    assert 0 < sum(c["seconds"] for c in run["cg_calls"]) <= run["seconds"]
