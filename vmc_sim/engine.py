@@ -120,11 +120,7 @@ class World:
         self.suspended = False
         self.epoch = 0
         self.queue: simpy.Store = simpy.Store(env)
-        cfg = sim.channel_cfg
-        # shadowing draws from the run's channel stream, one generator per RSU and world, so every
-        # method's world starts from the same draws whatever order the worlds are built in
-        self.channels = {r.id: RsuChannel(cfg, (r.x, r.y), rsu_id=r.id, env=env,
-                                          rng=sim.setup.streams.numpy("channel", r.id)) for r in sim.rsus}
+        self.channels = sim.rsu_channels(env)
         self.device = sim.scenario.compute.device(env)
         self.eval_model = sim.setup.model_fn()
         self.process = env.process(self.run())
@@ -361,6 +357,13 @@ class CoSimulation:
         self.requests = 0
         self.records = 0
         self._test = self.setup.test_set
+
+    def rsu_channels(self, env: simpy.Environment) -> dict[str, RsuChannel]:
+        """One world's channel of every RSU. Shadowing draws from the run's channel stream, one
+        generator per RSU and world, so every method's world starts from the same draws whatever
+        order the worlds are built in."""
+        return {r.id: RsuChannel(self.channel_cfg, (r.x, r.y), rsu_id=r.id, env=env,
+                                 rng=self.setup.streams.numpy("channel", r.id)) for r in self.rsus}
 
     def new_editor(self, method: str, epoch: int = 0) -> Editor:
         """A fresh editor of ``method``; model ``epoch`` > 0 (after a suspension) gets its own

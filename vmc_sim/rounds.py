@@ -28,7 +28,6 @@ from fl_core.rounds import RoundReport, RoundStrategy, build_strategy
 from fl_core.training import evaluate
 
 from .calibration import host_columns
-from .channel import RsuChannel
 from .transfers import broadcast, device_job, upload
 
 if TYPE_CHECKING:
@@ -48,8 +47,7 @@ class RoundWorld:
         )
         self.queue: simpy.Store = simpy.Store(env)
         self.lock = simpy.Resource(env, capacity=1)
-        self.channels = {r.id: RsuChannel(sim.channel_cfg, (r.x, r.y), rsu_id=r.id, env=env,
-                                          rng=setup.streams.numpy("channel", r.id)) for r in sim.rsus}
+        self.channels = sim.rsu_channels(env)
         self.device = sim.scenario.compute.device(env)
         self.eval_model = setup.model_fn()
         self.started = env.event()
