@@ -22,6 +22,13 @@ costs are the scenario's own (``compute.calibration``: ``scenarios/lust_case_stu
 those measured by ``vmc calibrate`` on an idle machine) for every dataset of the same image shape
 and class count, and calibrated here, once per training setup, for any other dataset.
 
+The traffic is recorded once per machine: the live pass keeps its trace in the trace cache
+(``mobility.trace_cache``; ``--trace-cache DIR``, default ``$VMC_CACHE/traces`` or
+``~/.cache/vmc-sim/traces``), keyed by the SUMO inputs' content, seed, window, RSU, coverage, SUMO
+version and mobility code, and a later case study of the same traffic (another ``--epochs``, the
+K-FAC scenario, a rerun) replays it instead of stepping SUMO, with identical records; the run's
+manifest and summary say so. ``--no-trace-cache`` always runs SUMO.
+
     python tools/lust_case_study.py                    # LuST, mnist + fashion_mnist (long)
     python tools/lust_case_study.py --jobs 2           # the same, both datasets at once
     python tools/lust_case_study.py --quick            # embedded city, digits, 10 requests
@@ -70,6 +77,8 @@ def scenario_for(args: argparse.Namespace, dataset: str, trace: Path | None):
         fed["train"]["epochs"] = args.epochs
     if trace is not None:
         data["mobility"] = {"source": "trace", "trace": str(trace)}
+    elif getattr(args, "trace_cache", None) and not data["mobility"].get("trace_cache"):
+        data["mobility"]["trace_cache"] = str(args.trace_cache)
     data["name"] = f"lust-case-study-{dataset}" + ("-quick" if args.quick else "")
     return load_model(Scenario, None, data)
 
@@ -247,7 +256,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jobs", type=int, default=1,
                    help="datasets run side by side in this many processes, after one mobility-only pass "
                         "records the trace (default 1: one after another, the first live)")
+    p.add_argument("--trace-cache", type=Path, default=None,
+                   help="trace cache directory (default: $VMC_CACHE/traces or ~/.cache/vmc-sim/traces): a run of "
+                        "traffic recorded before replays its trace instead of running SUMO, with identical records")
+    p.add_argument("--no-trace-cache", action="store_true", help="always run SUMO (record no trace in the cache)")
     args = p.parse_args(argv)
+    if args.no_trace_cache:
+        args.trace_cache = None
+    elif args.trace_cache is None:
+        from mobility.trace_cache import default_root
+
+        args.trace_cache = default_root()
     if args.jobs < 1:
         p.error("--jobs must be at least 1")
     datasets = args.datasets or (["digits"] if args.quick else ["mnist", "fashion_mnist"])

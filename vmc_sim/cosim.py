@@ -13,6 +13,7 @@ from mobility.city import build_city
 from mobility.rsu import Rsu, place_rsus
 from mobility.source import MobilitySource, SumoSource, TraceSource
 from mobility.sumo import SumoConfig
+from mobility.trace_cache import CachedTraceSource, RecordingSumoSource, TraceCache, trace_key
 
 from .engine import CoSimulation
 from .inputs import check_inputs, sumocfg_inputs
@@ -69,9 +70,16 @@ def open_source(scenario: Scenario, trace_path: Path | None, overwrite: bool = F
     sumo, inputs = sumo_config(scenario)
     net = inputs.get("net_file") or (sumocfg_inputs(m.config_file)["net_file"] if m.config_file else None)
     rsus = place_rsus(m.rsu_config(), net)
-    src = SumoSource(sumo, rsus, m.coverage_config(), trace=trace_path, overwrite_trace=overwrite,
-                     metadata={"scenario": scenario.name, "density": m.density})
-    return src, rsus
+    meta = {"scenario": scenario.name, "density": m.density}
+    if m.trace_cache and trace_path is not None:
+        cache = TraceCache(m.trace_cache)
+        key = trace_key(sumo, rsus, m.coverage_config(), {"density": m.density})
+        needed = float(sumo.begin or 0.0) + scenario.duration - sumo.step_length  # the last step a run advances to
+        if cache.copy_to(key, needed, Path(trace_path), overwrite=overwrite):
+            return CachedTraceSource(trace_path, key), rsus
+        return RecordingSumoSource(sumo, rsus, m.coverage_config(), cache=cache, key=key, needed_end=needed,
+                                   trace=trace_path, overwrite_trace=overwrite, metadata=meta), rsus
+    return SumoSource(sumo, rsus, m.coverage_config(), trace=trace_path, overwrite_trace=overwrite, metadata=meta), rsus
 
 
 def replay_scenario(trace: str | Path, scenario_path: str | Path | None = None) -> Scenario:
@@ -301,6 +309,10 @@ def summarize(run: RunDir) -> str:
             end = "; it was withdrawn at the end (final acc nan)" if t["acc"] != t["acc"] else ""
             lines.append(f"note: {m}: the model was withdrawn {t['suspended']} time(s) when coverage fell below "
                          f"coordinator.min_clients (records of kind 'suspend'){end}")
+    traced = (manifest.get("mobility") or {}).get("trace_cache")
+    if traced and traced.get("hit"):
+        lines.append(f"mobility: replayed the cached trace {traced['key'][:12]} (SUMO did not run; same traffic, "
+                     f"same records); {(manifest.get('config') or {}).get('mobility', {}).get('trace_cache')}")
     cache = (manifest.get("summary") or {}).get("contribution_cache")
     if cache:
         lines.append(f"contribution cache: {cache['hits']} of {cache['hits'] + cache['misses']} contributions loaded "

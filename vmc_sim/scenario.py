@@ -92,6 +92,11 @@ class MobilitySection(Strict):
     sumo: SumoSection = SumoSection()
     rsus: dict[str, Any] = Field(default_factory=lambda: dict(SCENARIO_DEFAULTS["mobility"]["rsus"]))
     coverage: dict[str, Any] = Field(default_factory=lambda: dict(SCENARIO_DEFAULTS["mobility"]["coverage"]))
+    trace_cache: str | None = Field(
+        None, description="directory of the content-addressed trace cache (mobility.trace_cache): a live run whose "
+                          "traffic was recorded before (same SUMO inputs by content, seed, window, RSUs, coverage, SUMO "
+                          "and mobility code) replays that trace instead of running SUMO, with identical records; "
+                          "null = off (vmc sweep and tools/lust_case_study.py turn it on)")
 
     _city = field_validator("city")(lambda cls, v: _dataclass_checker(CityConfig, "mobility.city")(v))
     _rsus = field_validator("rsus")(lambda cls, v: _dataclass_checker(RsuConfig, "mobility.rsus")(v))

@@ -91,6 +91,10 @@ class SweepSpec(Strict):
         True, description="points share one content-addressed contribution cache in the sweep directory, so a "
                           "vehicle another point already trained the same way is loaded, not retrained "
                           "(a point whose scenario names its own compute.contribution_cache keeps it)")
+    trace_cache: bool = Field(
+        True, description="points share one content-addressed trace cache in the sweep directory, so points with "
+                          "the same traffic (a grid over rho, method or Fisher) run SUMO once and replay its trace "
+                          "(a point whose scenario names its own mobility.trace_cache keeps it)")
 
     @field_validator("name")
     @classmethod
@@ -323,16 +327,19 @@ def _run_point(task: dict[str, Any]) -> dict[str, Any]:
     except Exception as e:  # a failed point is recorded, the sweep goes on
         status, error = "failed", f"{type(e).__name__}: {e}"
     rows: list[dict[str, Any]] = []
-    cache = None
+    cache = traced = None
     if run_dir.is_dir():
         try:
             rows = method_totals(RunDir(run_dir))
-            cache = (RunDir(run_dir).manifest().get("summary") or {}).get("contribution_cache")
+            recorded = RunDir(run_dir).manifest()
+            cache = (recorded.get("summary") or {}).get("contribution_cache")
+            traced = (recorded.get("mobility") or {}).get("trace_cache")
         except (OSError, ValueError) as e:
             error = f"{error}; records unreadable: {e}" if error else f"records unreadable: {e}"
             status = "failed"
     return {"id": task["id"], "status": status, "error": error, "rows": rows,
-            "wall_s": time.perf_counter() - t0, "host": platform.node(), "cache": cache}
+            "wall_s": time.perf_counter() - t0, "host": platform.node(), "cache": cache,
+            "trace_replayed": None if traced is None else bool(traced.get("hit"))}
 
 
 def _failure(task: dict[str, Any], exc: BaseException) -> dict[str, Any]:
@@ -536,6 +543,8 @@ def run_sweep(spec: SweepSpec, out: str | Path = "runs", *, base_dir: str | Path
     path = new_run_dir(out, spec.name).resolve()
     if spec.contribution_cache:
         points = [_with_cache(p, path / "contribution_cache") for p in points]
+    if spec.trace_cache:
+        points = [_with_trace_cache(p, path / "trace_cache") for p in points]
     run_dirs = {p.id: path / p.id for p in points}
     columns = _grid_columns(spec)
     results: dict[str, dict[str, Any]] = {}
@@ -549,7 +558,7 @@ def run_sweep(spec: SweepSpec, out: str | Path = "runs", *, base_dir: str | Path
     def write_state() -> None:
         manifest["points"] = [
             {"id": p.id, "values": p.values, "overrides": p.overrides, "run_dir": str(run_dirs[p.id]),
-             **{k: results.get(p.id, {}).get(k) for k in ("status", "error", "wall_s", "host", "cache")}}
+             **{k: results.get(p.id, {}).get(k) for k in ("status", "error", "wall_s", "host", "cache", "trace_replayed")}}
             for p in points]
         manifest["contribution_cache"] = cache_totals(results.values())
         for entry in manifest["points"]:
@@ -594,6 +603,10 @@ def run_sweep(spec: SweepSpec, out: str | Path = "runs", *, base_dir: str | Path
     if totals:
         say(f"contribution cache: {totals['hits']} of {totals['asked']} contributions loaded instead of trained "
             f"(hit rate {100 * totals['hit_rate']:.0f} %); {path / 'contribution_cache'}")
+    replayed = [p for p in manifest["points"] if p.get("trace_replayed")]
+    if replayed:
+        say(f"trace cache: {len(replayed)} of {len(points)} points replayed the traffic another point recorded "
+            f"instead of running SUMO; {path / 'trace_cache'}")
     say(f"results: {path / 'results.csv'}" + (f", plot: {path / 'sweep.png'}" if manifest["plot"] else ""))
     return result
 
@@ -605,6 +618,16 @@ def _with_cache(point: GridPoint, directory: Path) -> GridPoint:
         return point
     scenario = point.scenario.model_copy(
         update={"compute": compute.model_copy(update={"contribution_cache": str(directory)})})
+    return replace(point, scenario=scenario)
+
+
+def _with_trace_cache(point: GridPoint, directory: Path) -> GridPoint:
+    """``point`` with the sweep's shared trace cache, unless it replays a trace or names its own cache."""
+    mobility = point.scenario.mobility
+    if mobility.source == "trace" or mobility.trace_cache is not None:
+        return point
+    scenario = point.scenario.model_copy(
+        update={"mobility": mobility.model_copy(update={"trace_cache": str(directory)})})
     return replace(point, scenario=scenario)
 
 
