@@ -22,6 +22,7 @@ import json
 import os
 import shutil
 import tempfile
+import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -256,4 +257,8 @@ class RecordingSumoSource(SumoSource):
         path = self.trace_path
         super().close()
         if path is not None and self._error is None:
-            self._cache.store(self._key, path, self._needed_end)
+            try:
+                self._cache.store(self._key, path, self._needed_end)
+            except OSError as e:  # the run and its own trace are complete; only the cache misses out
+                warnings.warn(f"trace cache {self._cache.root}: could not keep this run's trace ({e}); "
+                              "the run is unaffected, the next run of this traffic steps SUMO again", stacklevel=2)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import mobility.source
+from mobility.errors import TraceError
 from mobility.trace_cache import TraceCache, trace_key
 from vmc_sim.config import load_model
 from vmc_sim.cosim import open_source, run_scenario, summarize
@@ -129,5 +130,15 @@ def test_cache_lookup_counts_what_it_did(tmp_path):
     cache = TraceCache(tmp_path / "c")
     assert cache.lookup("0" * 64, 10.0) is None
     assert cache.stats.as_dict() == {"hits": 0, "misses": 1, "rejected": 0, "stored": 0}
-    with pytest.raises(Exception):
+    with pytest.raises(TraceError, match="does not exist"):
         cache.store("0" * 64, tmp_path / "missing.jsonl", 10.0)
+    assert cache.stats.stored == 0 and not list((tmp_path / "c").rglob("*.jsonl"))
+
+
+def test_a_cache_that_cannot_be_written_warns_and_leaves_the_run_complete(tmp_path):
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file where the cache directory should be")
+    sc = scenario(tmp_path, duration=40.0, trace_cache=str(blocked))
+    with pytest.warns(UserWarning, match="could not keep this run's trace"):
+        run = run_scenario(sc, out=tmp_path / "a", progress=False, say=lambda s: None)
+    assert run.manifest()["status"] == "complete" and (run.path / "trace.jsonl").is_file()
