@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from mobility.cache import file_sha256
 from mobility.coverage import CoverageConfig
 from mobility.errors import TraceError
 from mobility.rsu import Rsu
@@ -49,14 +50,6 @@ def default_root() -> Path:
     return (Path(env).expanduser() if env else Path.home() / ".cache" / "vmc-sim") / "traces"
 
 
-def _file_digest(path: str | os.PathLike[str]) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 _DIGESTS: dict[tuple[str, int, int], str] = {}
 
 
@@ -65,7 +58,7 @@ def file_digest(path: str | os.PathLike[str]) -> str:
     st = os.stat(path)
     k = (os.path.realpath(path), st.st_size, st.st_mtime_ns)
     if k not in _DIGESTS:
-        _DIGESTS[k] = _file_digest(path)
+        _DIGESTS[k] = file_sha256(path)
     return _DIGESTS[k]
 
 
@@ -170,7 +163,7 @@ class TraceCache:
 
     def _verified(self, path: Path, sidecar: Path, key: str, needed_end: float) -> bool:
         try:
-            if sidecar.read_text().strip() != _file_digest(path):
+            if sidecar.read_text().strip() != file_sha256(path):
                 return False
             if read_header(path).get(KEY_FIELD) != key:
                 return False
@@ -190,7 +183,7 @@ class TraceCache:
         dest.parent.mkdir(parents=True, exist_ok=True)
         tmp = dest.with_name(dest.name + ".copying")
         shutil.copyfile(found, tmp)
-        if _file_digest(tmp) != self._paths(key)[1].read_text().strip():
+        if file_sha256(tmp) != self._paths(key)[1].read_text().strip():
             tmp.unlink(missing_ok=True)
             self.stats.hits -= 1
             self.stats.rejected += 1
@@ -210,7 +203,7 @@ class TraceCache:
         os.close(fd)
         try:
             shutil.copyfile(trace, tmp)
-            digest = _file_digest(tmp)
+            digest = file_sha256(tmp)
             side_tmp = Path(tmp + ".sha256")
             side_tmp.write_text(digest + "\n")
             os.replace(tmp, path)
