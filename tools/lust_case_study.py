@@ -125,6 +125,12 @@ def record_trace(scenario: Scenario, path: Path) -> Path:
             t = t + step
     finally:
         source.close()
+    cached = source.metadata.get("trace_cache") or {}
+    if cached.get("hit"):
+        print(f"mobility: replayed the cached trace {cached['key'][:12]} (SUMO did not run; same traffic, same "
+              f"records); {scenario.mobility.trace_cache}", flush=True)
+    elif cached:
+        print(f"mobility: SUMO recorded the trace, kept in {scenario.mobility.trace_cache} for later runs", flush=True)
     return path
 
 
