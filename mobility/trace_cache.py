@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from mobility.cache import file_sha256
+from mobility.cache import cache_root, file_sha256
 from mobility.coverage import CoverageConfig
 from mobility.errors import TraceError
 from mobility.rsu import Rsu
@@ -45,9 +45,8 @@ _EPS = 1e-6
 
 
 def default_root() -> Path:
-    """``$VMC_CACHE/traces``, else ``~/.cache/vmc-sim/traces`` (beside the SUMO build cache)."""
-    env = os.environ.get("VMC_CACHE")
-    return (Path(env).expanduser() if env else Path.home() / ".cache" / "vmc-sim") / "traces"
+    """``traces`` beside the SUMO build cache (``$VMC_CACHE/traces``, else ``~/.cache/vmc-sim/traces``)."""
+    return cache_root().parent / "traces"
 
 
 _DIGESTS: dict[tuple[str, int, int], str] = {}
@@ -112,13 +111,12 @@ def _config_inputs(config_file: str) -> dict[str, list[str]]:
     return out
 
 
-def trace_key(sumo: SumoConfig, rsus: Sequence[Rsu], coverage: CoverageConfig, extra: dict[str, Any] | None = None) -> str:
-    """SHA-256 of everything a live source's trace depends on (``extra``: further settings of the
-    caller that change the events, e.g. the scenario's demand factor)."""
+def trace_key(sumo: SumoConfig, rsus: Sequence[Rsu], coverage: CoverageConfig) -> str:
+    """SHA-256 of everything a live source's trace depends on (a scenario's demand factor is
+    SUMO's ``scale``, inside ``sumo``)."""
     parts = {
         "version": TRACE_CACHE_VERSION, "code": code_digest(), "sumo_version": sumo_version(),
         "sumo": _by_content(sumo), "rsus": [r.to_dict() for r in rsus], "coverage": coverage.to_dict(),
-        "extra": extra or {},
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
 
@@ -150,46 +148,47 @@ class TraceCache:
     def lookup(self, key: str, needed_end: float) -> Path | None:
         """The verified entry of ``key`` covering simulated time up to ``needed_end``, or None
         (a miss; an entry that is there but fails a check is counted as rejected)."""
+        path, _ = self._paths(key)
+        return path if self._check(path, key, needed_end) else None
+
+    def _check(self, candidate: Path, key: str, needed_end: float) -> bool:
+        """Whether ``candidate`` (the entry or a copy of it) verifies against ``key``'s sidecar, names
+        ``key`` in its header and covers ``needed_end``; counts the hit, miss or rejection."""
+        _, sidecar = self._paths(key)
+        if not candidate.is_file() or not sidecar.is_file():
+            self.stats.misses += 1
+            return False
+        try:
+            ok = (sidecar.read_text().strip() == file_sha256(candidate)
+                  and read_header(candidate).get(KEY_FIELD) == key and complete_through(candidate, needed_end))
+        except (OSError, TraceError, ValueError):
+            ok = False
+        if ok:
+            self.stats.hits += 1
+        else:
+            self.stats.rejected += 1
+            self.stats.misses += 1
+        return ok
+
+    def copy_to(self, key: str, needed_end: float, dest: Path, overwrite: bool = False) -> bool:
+        """Copy the entry of ``key`` to ``dest`` (the run's own trace) if the copy verifies; False
+        (``dest`` untouched) on a miss."""
         path, sidecar = self._paths(key)
         if not path.is_file() or not sidecar.is_file():
             self.stats.misses += 1
-            return None
-        if self._verified(path, sidecar, key, needed_end):
-            self.stats.hits += 1
-            return path
-        self.stats.rejected += 1
-        self.stats.misses += 1
-        return None
-
-    def _verified(self, path: Path, sidecar: Path, key: str, needed_end: float) -> bool:
-        try:
-            if sidecar.read_text().strip() != file_sha256(path):
-                return False
-            if read_header(path).get(KEY_FIELD) != key:
-                return False
-            return complete_through(path, needed_end)
-        except (OSError, TraceError, ValueError):
-            return False
-
-    def copy_to(self, key: str, needed_end: float, dest: Path, overwrite: bool = False) -> bool:
-        """Copy the verified entry of ``key`` to ``dest`` (the run's own trace); False on a miss.
-        The copy is checked against the sidecar's digest before it is used."""
-        found = self.lookup(key, needed_end)
-        if found is None:
             return False
         dest = Path(dest)
         if dest.exists() and not overwrite:
             raise FileExistsError(f"trace file {dest} already exists (pass overwrite=True to replace it)")
         dest.parent.mkdir(parents=True, exist_ok=True)
         tmp = dest.with_name(dest.name + ".copying")
-        shutil.copyfile(found, tmp)
-        if file_sha256(tmp) != self._paths(key)[1].read_text().strip():
+        try:
+            shutil.copyfile(path, tmp)
+            if not self._check(tmp, key, needed_end):
+                return False
+            os.replace(tmp, dest)
+        finally:
             tmp.unlink(missing_ok=True)
-            self.stats.hits -= 1
-            self.stats.rejected += 1
-            self.stats.misses += 1
-            return False
-        os.replace(tmp, dest)
         return True
 
     def store(self, key: str, trace: Path, needed_end: float) -> bool:

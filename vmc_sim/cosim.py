@@ -73,7 +73,7 @@ def open_source(scenario: Scenario, trace_path: Path | None, overwrite: bool = F
     meta = {"scenario": scenario.name, "density": m.density}
     if m.trace_cache and trace_path is not None:
         cache = TraceCache(m.trace_cache)
-        key = trace_key(sumo, rsus, m.coverage_config(), {"density": m.density})
+        key = trace_key(sumo, rsus, m.coverage_config())
         needed = float(sumo.begin or 0.0) + scenario.duration - sumo.step_length  # the last step a run advances to
         if cache.copy_to(key, needed, Path(trace_path), overwrite=overwrite):
             return CachedTraceSource(trace_path, key), rsus
