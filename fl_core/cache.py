@@ -10,6 +10,13 @@ sweep meets the same vehicles, with the same shards and seeds, at every point).
 Each entry is a one-contribution :class:`fl_core.store.ContributionStore` directory plus a
 sidecar holding the SHA-256 of its file; an entry whose file does not match is not used: the
 contribution is trained again, the entry rewritten, and the rejection counted.
+
+A client's trained weights depend on fewer things than its contribution: not on the Fisher's
+kind, batch or labels nor on the upload's dtype (:data:`fl_core.training.WEIGHT_FIELDS`). The
+cache keeps them too (float32, ``weights/``, keyed by :meth:`ContributionCache.weights_key`), so a
+run that differs from an earlier one only in those (the case study with K-FAC after the diagonal
+one, a sweep over ``train.fisher``) computes each client's Fisher at the stored weights instead of
+training it again; the contribution is the same, tensor for tensor, as training afresh gives.
 """
 
 from __future__ import annotations
@@ -20,16 +27,21 @@ import os
 import shutil
 import tempfile
 import weakref
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Hashable
+
+import torch
+from safetensors import SafetensorError, safe_open
+from safetensors.torch import save_file
 
 from .contribution import Contribution
 from .data import ArrayDataset
 from .errors import CorruptFileError
 from .fisher import layer_specs
 from .store import ContributionStore
-from .training import TRAINER_VERSION, LocalTrainer, key_settings
+from .training import TRAINER_VERSION, LocalTrainer, Trained, key_settings, weight_settings
 
 #: Training settings that change where or how fast a contribution is computed, not what it is.
 _NOT_IN_KEY = ("device", "threads", "fisher_rank")  # the cache keeps whole factors
@@ -45,6 +57,7 @@ class CacheStats:
     hits: int = 0
     misses: int = 0
     rejected: int = 0
+    weights_reused: int = 0  # misses whose trained weights were cached: only the Fisher computed
 
     @property
     def hit_rate(self) -> float:
@@ -53,6 +66,12 @@ class CacheStats:
 
     def as_dict(self) -> dict:
         return {**asdict(self), "hit_rate": round(self.hit_rate, 4)}
+
+
+def default_root() -> Path:
+    """``$VMC_CACHE/contributions``, else ``~/.cache/vmc-sim/contributions``."""
+    env = os.environ.get("VMC_CACHE")
+    return (Path(env).expanduser() if env else Path.home() / ".cache" / "vmc-sim") / "contributions"
 
 
 def _sha256_file(path: Path) -> str:
@@ -69,31 +88,98 @@ class ContributionCache:
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
         self.stats = CacheStats()
-        self._model_keys: dict[int, tuple[weakref.ref, str]] = {}
+        self._model_keys: dict[tuple[int, bool], tuple[weakref.ref, str]] = {}
 
-    def _model_key(self, trainer: LocalTrainer) -> str:
-        """Architecture, W0, settings and code version (one hash per trainer)."""
-        known = self._model_keys.get(id(trainer))
+    def _model_key(self, trainer: LocalTrainer, weights_only: bool = False) -> str:
+        """Architecture, W0, settings and code version (one hash per trainer and kind); with
+        ``weights_only`` the settings are those the trained weights depend on."""
+        known = self._model_keys.get((id(trainer), weights_only))
         if known is None or known[0]() is not trainer:  # ids are reused once a trainer is freed
             model = trainer.model_fn()
-            settings = key_settings(trainer.config, _NOT_IN_KEY)
+            settings = weight_settings(trainer.config) if weights_only else key_settings(trainer.config, _NOT_IN_KEY)
             head = json.dumps({
                 "version": TRAINER_VERSION, "model": type(model).__name__,
-                "shapes": [[n, list(p.shape)] for n, p in model.named_parameters()], "train": settings,
+                "shapes": [[n, list(p.shape)] for n, p in model.named_parameters()],
+                ("weights" if weights_only else "train"): settings,
             }, sort_keys=True, default=str)
             h = hashlib.sha256(head.encode())
             h.update(trainer.w0.detach().cpu().contiguous().numpy().tobytes())
-            known = self._model_keys[id(trainer)] = (weakref.ref(trainer), h.hexdigest())
+            known = self._model_keys[(id(trainer), weights_only)] = (weakref.ref(trainer), h.hexdigest())
         return known[1]
 
-    def key(self, trainer: LocalTrainer, client: Hashable, data: ArrayDataset) -> str:
-        """SHA-256 of everything ``client``'s contribution depends on."""
-        h = hashlib.sha256(self._model_key(trainer).encode())
-        seeds = [trainer.streams.seed("train", client), trainer.streams.seed("fisher", client)]
+    def _client_key(self, head: str, seeds: list, data: ArrayDataset) -> str:
+        h = hashlib.sha256(head.encode())
         h.update(json.dumps(seeds).encode())
         h.update(data.x.detach().cpu().contiguous().numpy().tobytes())
         h.update(data.y.detach().cpu().contiguous().numpy().tobytes())
         return h.hexdigest()
+
+    def key(self, trainer: LocalTrainer, client: Hashable, data: ArrayDataset) -> str:
+        """SHA-256 of everything ``client``'s contribution depends on."""
+        seeds = [trainer.streams.seed("train", client), trainer.streams.seed("fisher", client)]
+        return self._client_key(self._model_key(trainer), seeds, data)
+
+    def weights_key(self, trainer: LocalTrainer, client: Hashable, data: ArrayDataset) -> str:
+        """SHA-256 of everything ``client``'s trained weights depend on (no Fisher or upload setting)."""
+        seeds = [trainer.streams.seed("train", client)]
+        return self._client_key(self._model_key(trainer, weights_only=True), seeds, data)
+
+    def contribution(self, trainer: LocalTrainer, client: Hashable, data: ArrayDataset,
+                     train: Callable[[], Trained]) -> Contribution:
+        """``client``'s contribution: loaded if cached, else computed at its cached trained
+        weights, else from ``train()`` (the pool's training, counted there); what is computed is
+        written for the next run."""
+        key = self.key(trainer, client, data)
+        found = self.get(key, trainer, client)
+        if found is not None:
+            return found
+        wkey = self.weights_key(trainer, client, data)
+        trained = self._trained(wkey, trainer)
+        if trained is None:
+            trained = train()
+            self._write_weights(wkey, trained)
+        else:
+            self.stats.weights_reused += 1
+        contribution = trainer.contribute(client, data, trained)
+        self.put(key, trainer, contribution)
+        return contribution
+
+    def _weights_file(self, key: str) -> Path:
+        return self.root / "weights" / key[:2] / f"{key}.safetensors"
+
+    def _trained(self, key: str, trainer: LocalTrainer) -> Trained | None:
+        """The trained weights under ``key`` if the entry verifies (its digest, key and size),
+        else None (a damaged entry counts as rejected)."""
+        file = self._weights_file(key)
+        sidecar = file.with_suffix(".json")
+        if not (file.is_file() and sidecar.is_file()):
+            return None
+        try:
+            side = json.loads(sidecar.read_text())
+            if side["sha256"] == _sha256_file(file):
+                with safe_open(str(file), "pt") as f:
+                    meta, weights = f.metadata() or {}, f.get_tensor("weights")
+                if meta.get("key") == key and weights.dtype == torch.float32 \
+                        and weights.numel() == trainer.w0.numel():
+                    return Trained(weights, float(side["train_s"]))
+        except (OSError, ValueError, KeyError, TypeError, SafetensorError):
+            pass
+        self.stats.rejected += 1
+        return None
+
+    def _write_weights(self, key: str, trained: Trained) -> None:
+        """Write ``trained`` under ``key``: the file (the same bytes whoever trains it) and then
+        its sidecar (digest, training seconds), each renamed into place, so a reader never
+        trusts a half-written entry and processes writing at once agree."""
+        file = self._weights_file(key)
+        file.parent.mkdir(parents=True, exist_ok=True)
+        tmp = file.with_name(f".{file.name}.tmp{os.getpid()}")
+        save_file({"weights": trained.weights.contiguous()}, str(tmp), metadata={"key": key})
+        side = {"sha256": _sha256_file(tmp), "train_s": trained.train_s}
+        os.replace(tmp, file)
+        tmp = file.with_name(f".{key}.json.tmp{os.getpid()}")
+        tmp.write_text(json.dumps(side))
+        os.replace(tmp, file.with_suffix(".json"))
 
     def _entry(self, key: str, trainer: LocalTrainer, directory: Path | None = None) -> ContributionStore:
         return ContributionStore(directory or self.root / key[:2] / key, key, trainer.config.fisher,

@@ -6,7 +6,7 @@ clients in one process: it computes contributions on demand through a :class:`Lo
 keeps them while the client is active, and can re-use a contribution computed earlier for
 another method of the same run (they are deterministic), charging its measured compute time.
 With a :class:`fl_core.cache.ContributionCache` it also re-uses contributions that another run
-or sweep point trained the same way.
+or sweep point trained the same way, or their trained weights when only the Fisher differs.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from .store import ContributionStore
 
 if TYPE_CHECKING:
     from .cache import ContributionCache
-from .training import LocalTrainer
+from .training import LocalTrainer, Trained
 
 
 class ClientPool:
@@ -43,7 +43,7 @@ class ClientPool:
         self.store = store
         self.cache = cache  # shared across runs and sweep points (content-addressed)
         self._kept: dict[Hashable, Contribution] = {}
-        self.trainings = 0  # contributions actually computed (not re-used)
+        self.trainings = 0  # local trainings actually run (not re-used from this run, a store or the cache)
 
     def data_of(self, client: Hashable) -> ArrayDataset:
         """The training data of ``client`` (raises naming the client if it has none)."""
@@ -59,18 +59,20 @@ class ClientPool:
         contribution = self.store.get(client) if (self.reuse and self.store is not None) else None
         if contribution is None:
             data = self.data_of(client)
-            key = self.cache.key(self.trainer, client, data) if (self.reuse and self.cache is not None) else None
-            contribution = self.cache.get(key, self.trainer, client) if key else None
-            if contribution is None:
-                contribution = self.trainer.contribute(client, data)
+            if self.reuse and self.cache is not None:
+                contribution = self.cache.contribution(self.trainer, client, data, lambda: self._train(client, data))
+            else:
                 self.trainings += 1
-                if key:
-                    self.cache.put(key, self.trainer, contribution)
+                contribution = self.trainer.contribute(client, data)
             if self.store is not None:
                 self.store.put(contribution)
         contribution = self._upload_form(contribution)
         self._kept[client] = contribution
         return contribution
+
+    def _train(self, client: Hashable, data: ArrayDataset) -> Trained:
+        self.trainings += 1
+        return self.trainer.train(client, data)
 
     def _upload_form(self, contribution: Contribution) -> Contribution:
         return upload_form(contribution, self.trainer.config.fisher_rank)

@@ -95,6 +95,16 @@ def key_settings(config: TrainConfig, exclude: tuple[str, ...] = ()) -> dict:
     return settings
 
 
+#: The settings a client's trained weights depend on; the others shape only its Fisher or its
+#: upload (or where and how fast it runs), so runs that differ in those alone share the training.
+WEIGHT_FIELDS = ("epochs", "lr", "batch_size", "momentum", "augment")
+
+
+def weight_settings(config: TrainConfig) -> dict:
+    """``config``'s :data:`WEIGHT_FIELDS`, for the key of trained weights."""
+    return {name: getattr(config, name) for name in WEIGHT_FIELDS}
+
+
 def apply_threads(config: TrainConfig, model: nn.Module) -> int:
     """Set torch's intra-op threads for this process and return the number.
 
@@ -174,6 +184,14 @@ def evaluate(model: nn.Module, flat: torch.Tensor, data: ArrayDataset, batch_siz
     return correct / len(data), loss / len(data)
 
 
+@dataclass(frozen=True)
+class Trained:
+    """A client's locally trained weights (flat, float32) and the host seconds training took."""
+
+    weights: torch.Tensor
+    train_s: float
+
+
 @dataclass
 class LocalTrainer:
     """Computes contributions: K epochs from W0, then the Fisher at the trained weights."""
@@ -185,12 +203,18 @@ class LocalTrainer:
     _model: nn.Module | None = field(default=None, repr=False)
 
     def _fresh_model(self) -> nn.Module:
+        return self._model_at(self.w0)
+
+    def _model_at(self, weights: torch.Tensor) -> nn.Module:
+        """The trainer's model (built once) holding ``weights``."""
         if self._model is None:
             self._model = self.model_fn().to(resolve_device(self.config.device))
-        return load_flat(self._model, self.w0)
+        return load_flat(self._model, weights)
 
-    def contribute(self, client: Hashable, data: ArrayDataset) -> Contribution:
-        """Train ``client`` on ``data`` and compute its Fisher; time both."""
+    def train(self, client: Hashable, data: ArrayDataset) -> Trained:
+        """``client``'s weights after K epochs from W0 on ``data`` (flat, float32), timed. They
+        depend on the training settings (:func:`weight_settings`) and the client's train stream
+        only, not on the Fisher or the upload."""
         if len(data) == 0:
             from .errors import InvalidContributionError
 
@@ -198,17 +222,27 @@ class LocalTrainer:
         model = self._fresh_model()
         t0 = time.perf_counter()
         sgd_epochs(model, data, self.config, self.streams.torch("train", client))
-        weights = flat_params(model).cpu()
+        return Trained(flat_params(model).cpu(), time.perf_counter() - t0)
+
+    def contribute(self, client: Hashable, data: ArrayDataset, trained: Trained | None = None) -> Contribution:
+        """Train ``client`` on ``data`` (or take its weights ``trained`` earlier by :meth:`train`)
+        and compute its Fisher at them. Both ways give the same tensors: the Fisher runs on the
+        model in the layout training leaves it in (channels-last for images)."""
+        if trained is None:
+            trained = self.train(client, data)
+        model = self._model_at(trained.weights).train()
+        if data.x.dim() == 4:
+            model.to(memory_format=torch.channels_last)  # the layout sgd_epochs trains in
         t1 = time.perf_counter()
         fisher = compute_fisher(
             self.config.fisher, model, data.x.to(next(model.parameters()).device),
             self.streams.torch("fisher", client), self.config.fisher_batch, self.config.fisher_labels,
         )
-        t2 = time.perf_counter()
+        fisher_s = time.perf_counter() - t1
         dtype = DTYPES[self.config.upload_dtype]
         if fisher is not None:
             fisher = fisher.cast(dtype)
-        weights = weights.to(dtype)
         return Contribution(
-            client, weights, fisher, len(data), compute_s=t2 - t0, train_s=t1 - t0, fisher_s=t2 - t1
+            client, trained.weights.to(dtype), fisher, len(data), compute_s=trained.train_s + fisher_s,
+            train_s=trained.train_s, fisher_s=fisher_s,
         )

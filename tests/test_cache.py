@@ -1,6 +1,8 @@
 """The shared contribution cache: a second run that trains the same clients the same way
-trains nothing and gets bit-identical contributions; any change to what a contribution depends
-on misses; a damaged entry is never used."""
+trains nothing and gets bit-identical contributions; a run that differs only in the Fisher or the
+upload trains nothing either (the Fisher is computed at the cached trained weights) and gets the
+contributions training afresh gives; any change to what the weights depend on trains again; a
+damaged entry is never used."""
 
 from __future__ import annotations
 
@@ -52,19 +54,93 @@ def test_what_a_contribution_depends_on_is_in_its_key(tmp_path):
     assert cache.key(_setup(threads=1).pool().trainer, 0, base.client_data[0]) in keys  # threads: speed only
 
 
-def test_a_damaged_entry_is_retrained_not_used(tmp_path):
-    first = _pool(_setup(), ContributionCache(tmp_path))
-    original = first.train(0)
-    (entry,) = [p for p in tmp_path.rglob("*.safetensors")]
+def _damage(entry) -> None:
     data = bytearray(entry.read_bytes())
     data[-8:] = b"\x00\x00\x80\x7f" * 2  # two float32 values become +inf
     entry.write_bytes(bytes(data))
+
+
+def test_a_damaged_entry_is_recomputed_not_used(tmp_path):
+    first = _pool(_setup(), ContributionCache(tmp_path))
+    original = first.train(0)
+    (entry,) = [p for p in tmp_path.rglob("*.safetensors") if "weights" not in p.parts]
+    _damage(entry)
     second = _pool(_setup(), ContributionCache(tmp_path))
-    again = second.train(0)
-    assert second.cache.stats.rejected == 1 and second.trainings == 1
+    again = second.train(0)  # its trained weights still verify: only the Fisher is computed
+    assert second.cache.stats.rejected == 1 and second.cache.stats.weights_reused == 1 and second.trainings == 0
     assert _same(original, again)
     third = _pool(_setup(), ContributionCache(tmp_path))  # the entry was rewritten
-    assert _same(original, third.train(0)) and third.trainings == 0
+    assert _same(original, third.train(0)) and third.trainings == 0 and third.cache.stats.hits == 1
+
+
+def test_damaged_weights_are_trained_again_not_used(tmp_path):
+    first = _pool(_setup(), ContributionCache(tmp_path))
+    original = first.train(0)
+    (weights,) = (tmp_path / "weights").rglob("*.safetensors")
+    _damage(weights)
+    second = _pool(_setup(fisher="diagonal"), ContributionCache(tmp_path))  # needs the weights, not the entry
+    second.train(0)
+    assert second.cache.stats.rejected == 1 and second.trainings == 1 and second.cache.stats.weights_reused == 0
+    third = _pool(_setup(fisher="diagonal", upload_dtype="float16"), ContributionCache(tmp_path))  # rewritten
+    third.train(0)
+    assert third.trainings == 0 and third.cache.stats.weights_reused == 1
+    assert torch.equal(original.weights, _pool(_setup(), ContributionCache(tmp_path)).train(0).weights)
+
+
+def test_runs_that_differ_only_in_the_fisher_share_the_training(tmp_path):
+    """The case study with K-FAC after the diagonal one, a sweep over train.fisher: no client is
+    trained twice, and every contribution equals what training afresh gives."""
+    cache = ContributionCache(tmp_path)
+    [_pool(_setup(fisher="diagonal"), cache).train(c) for c in range(4)]
+    for variant in (dict(fisher="kfac"), dict(fisher="kfac", upload_dtype="float16"),
+                    dict(fisher="diagonal", fisher_labels="sampled", fisher_batch=7)):
+        pool = _pool(_setup(**variant), ContributionCache(tmp_path))
+        shared = [pool.train(c) for c in range(4)]
+        assert pool.trainings == 0 and pool.cache.stats.weights_reused == 4, variant
+        fresh = [_setup(**variant).pool().train(c) for c in range(4)]
+        assert all(_same(a, b) for a, b in zip(shared, fresh)), variant
+    other = _pool(_setup(lr=0.01), ContributionCache(tmp_path))  # training itself differs: trained
+    [other.train(c) for c in range(4)]
+    assert other.trainings == 4 and other.cache.stats.weights_reused == 0
+
+
+def test_what_trained_weights_depend_on_is_in_their_key(tmp_path):
+    cache = ContributionCache(tmp_path)
+    base = _setup()
+
+    def key(setup, client=0, shard=0):
+        return cache.weights_key(setup.pool().trainer, client, setup.client_data[shard])
+
+    same = {key(base), key(_setup(fisher="diagonal")), key(_setup(upload_dtype="float16")),
+            key(_setup(fisher_batch=5)), key(_setup(fisher_labels="sampled")), key(_setup(fisher_rank=3))}
+    assert same == {key(base)}
+    others = {key(_setup(lr=0.01)), key(_setup(momentum=0.0)), key(_setup(epochs=2)), key(_setup(batch_size=16)),
+              key(_setup(augment="crop_flip")), key(base, client=1), key(base, shard=1)}
+    assert len(others) == 7 and key(base) not in others
+
+
+def test_a_cnn_contribution_from_stored_weights_equals_a_fresh_one():
+    """Training leaves an image model channels-last; the Fisher at weights loaded into a fresh
+    model must run in that layout too, or its float sums (and the contribution) differ."""
+    from fl_core.data import ArrayDataset
+    from fl_core.models import TwoLayerCNN
+    from fl_core.rng import Streams
+    from fl_core.training import LocalTrainer
+
+    g = torch.Generator().manual_seed(0)
+    data = ArrayDataset(torch.rand(48, 1, 16, 16, generator=g), torch.randint(0, 3, (48,), generator=g), 3, "tiny")
+
+    def trainer(fisher):
+        model_fn = lambda: TwoLayerCNN((1, 16, 16), 3)  # noqa: E731
+        torch.manual_seed(1)
+        w0 = torch.cat([p.detach().reshape(-1) for p in model_fn().parameters()])
+        return LocalTrainer(model_fn, w0, TrainConfig(epochs=2, batch_size=16, fisher=fisher), Streams(5))
+
+    for fisher in ("kfac", "diagonal"):
+        fresh = trainer(fisher).contribute("v", data)
+        stored = trainer(fisher).contribute("v", data, trainer("diagonal").train("v", data))
+        assert torch.equal(fresh.weights, stored.weights)
+        assert all(torch.equal(t, stored.fisher.tensors()[k]) for k, t in fresh.fisher.tensors().items()), fisher
 
 
 def test_an_entry_whose_index_disagrees_with_its_file_is_a_miss_not_an_error(tmp_path):
@@ -81,7 +157,7 @@ def test_an_entry_whose_index_disagrees_with_its_file_is_a_miss_not_an_error(tmp
     index.write_text(json.dumps(entries))
     second = _pool(_setup(), ContributionCache(tmp_path))
     again = second.train(0)
-    assert second.cache.stats.rejected == 1 and second.trainings == 1 and _same(original, again)
+    assert second.cache.stats.rejected == 1 and second.cache.stats.weights_reused == 1 and _same(original, again)
     third = _pool(_setup(), ContributionCache(tmp_path))
     assert _same(original, third.train(0)) and third.trainings == 0
 

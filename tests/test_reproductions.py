@@ -86,6 +86,10 @@ def lust_case_study(out: Path) -> None:
     # Retrain re-fits on every request that reaches a model (not while it is withdrawn)
     edits = [r for r in rows(out / "requests.csv") if r["method"] == "retrain" and r["kind"] not in ("fit", "suspended")]
     assert edits and all(r["triggered"] == "1" for r in edits)
+    # a fresh contribution cache: the report says every contribution was trained, none loaded
+    cache = re.search(r"digits: contribution cache: 0 of (\d+) contributions loaded \(hit rate 0 %\), 0 computed at "
+                      r"cached trained weights \(Fisher only\), (\d+) trained", (out / "report.md").read_text())
+    assert cache and int(cache.group(1)) == int(cache.group(2)) > 0
 
 
 def paper_sequence(out: Path) -> None:
@@ -167,11 +171,13 @@ def test_there_are_reproductions():
 
 def smoke_argv(script: Path, out: Path) -> list[str]:
     """``--quick``, the script's SMOKE_ARGS, and every output directory under ``out``'s parent
-    (a script that writes run directories, ``--runs``, would otherwise leave them in the checkout)."""
+    (a script that writes run directories, ``--runs``, would otherwise leave them in the checkout,
+    and its caches, ``--trace-cache`` and ``--contribution-cache``, in the user's home)."""
     source = script.read_text()
     match = re.search(r'^SMOKE_ARGS = "([^"]*)"', source, re.M)
-    runs = ["--runs", str(out.parent / "runs")] if '"--runs"' in source else []
-    return ["--quick", "--out", str(out), *runs, *(shlex.split(match.group(1)) if match else [])]
+    dirs = [arg for name in ("runs", "trace-cache", "contribution-cache") if f'"--{name}"' in source
+            for arg in (f"--{name}", str(out.parent / name))]  # never the user's ~/.cache
+    return ["--quick", "--out", str(out), *dirs, *(shlex.split(match.group(1)) if match else [])]
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=[p.stem for p in SCRIPTS])

@@ -167,6 +167,36 @@ def test_a_calibrated_sweep_pins_one_calibration_into_every_point(tmp_path):
     assert len(costs) == 1 and next(iter(costs)).train_s_per_sample_epoch > 0
 
 
+def test_a_sweep_over_the_fisher_trains_each_vehicle_once(tmp_path):
+    """Points that differ only in the Fisher share the trained weights: the second point computes
+    Fishers only (that such a contribution equals a fresh one: tests/test_cache.py), and the
+    summary says so."""
+    trace = tiny_trace(tmp_path / "trace.jsonl")
+    said: list[str] = []
+    shared = run_sweep(spec({"federated.train.fisher": ["diagonal", "kfac"]}, base=tiny_base(trace), workers=1),
+                       tmp_path / "shared", say=said.append)
+    first, second = (p["cache"] for p in shared.points)
+    assert first["weights_reused"] == 0 and first["misses"] > 0
+    assert second["hits"] == 0 and second["weights_reused"] == second["misses"] == first["misses"]
+    totals = json.loads((shared.path / "sweep.json").read_text())["contribution_cache"]
+    assert totals["trained"] == first["misses"] and totals["weights_reused"] == second["misses"]
+    assert any(f"{second['misses']} computed at trained weights another point kept" in line for line in said)
+
+
+def test_the_shipped_fisher_sweep_differs_only_in_the_fisher():
+    from pathlib import Path
+
+    from fl_core.training import WEIGHT_FIELDS
+    from vmc_sim.sweep import load_sweep
+
+    spec, base_dir = load_sweep(Path(__file__).resolve().parents[1] / "scenarios" / "sweeps" / "fisher.yaml")
+    points = expand(spec, base_dir)
+    assert [p.scenario.federated.train.fisher.value for p in points] == ["diagonal", "kfac"]
+    assert spec.contribution_cache and spec.workers == 1  # the second point reuses the first's training
+    first, second = (p.scenario.federated.train for p in points)
+    assert all(getattr(first, f) == getattr(second, f) for f in WEIGHT_FIELDS)
+
+
 def test_points_share_the_contribution_cache_and_results_do_not_change(tmp_path):
     trace = tiny_trace(tmp_path / "trace.jsonl")
     grid = {"rho": [0.3, 0.5]}  # the same vehicles, shards and seeds at both points

@@ -79,6 +79,8 @@ def scenario_for(args: argparse.Namespace, dataset: str, trace: Path | None):
         data["mobility"] = {"source": "trace", "trace": str(trace)}
     elif getattr(args, "trace_cache", None) and not data["mobility"].get("trace_cache"):
         data["mobility"]["trace_cache"] = str(args.trace_cache)
+    if getattr(args, "contribution_cache", None) and not data["compute"].get("contribution_cache"):
+        data["compute"]["contribution_cache"] = str(args.contribution_cache)
     data["name"] = f"lust-case-study-{dataset}" + ("-quick" if args.quick else "")
     return load_model(Scenario, None, data)
 
@@ -266,6 +268,11 @@ def main(argv: list[str] | None = None) -> int:
                    help="trace cache directory (default: $VMC_CACHE/traces or ~/.cache/vmc-sim/traces): a run of "
                         "traffic recorded before replays its trace instead of running SUMO, with identical records")
     p.add_argument("--no-trace-cache", action="store_true", help="always run SUMO (record no trace in the cache)")
+    p.add_argument("--contribution-cache", type=Path, default=None,
+                   help="contribution cache directory (default: $VMC_CACHE/contributions or "
+                        "~/.cache/vmc-sim/contributions): a vehicle trained before the same way is loaded, one trained "
+                        "with other Fisher or upload settings only gets its Fisher computed; identical records")
+    p.add_argument("--no-contribution-cache", action="store_true", help="train every vehicle (use no contribution cache)")
     args = p.parse_args(argv)
     if args.no_trace_cache:
         args.trace_cache = None
@@ -273,14 +280,21 @@ def main(argv: list[str] | None = None) -> int:
         from mobility.trace_cache import default_root
 
         args.trace_cache = default_root()
+    if args.no_contribution_cache:
+        args.contribution_cache = None
+    elif args.contribution_cache is None:
+        from fl_core.cache import default_root as contributions_root
+
+        args.contribution_cache = contributions_root()
     if args.jobs < 1:
         p.error("--jobs must be at least 1")
     datasets = args.datasets or (["digits"] if args.quick else ["mnist", "fashion_mnist"])
+    from vmc_sim.cosim import contribution_cache_text
     from vmc_sim.plots import plot_run
     from vmc_sim.runs import RunDir
 
     out = report.out_dir(args.out)
-    summary, requests, traffic = [], [], None
+    summary, requests, traffic, reuse = [], [], None, []
     t0 = time.perf_counter()
     if args.from_runs:
         finished = [RunDir(r) for r in args.from_runs]
@@ -299,6 +313,10 @@ def main(argv: list[str] | None = None) -> int:
         requests += per_request(run, d)
         shutil.copy(plot, out / f"fig6_{d}.png")
         print(f"{d}: {run.path}", file=sys.stderr, flush=True)
+        cache = (run.manifest().get("summary") or {}).get("contribution_cache")
+        if cache:
+            reuse.append(f"- {d}: {contribution_cache_text(cache)}")
+            print(f"{d}: {reuse[-1][len(d) + 4:]}", flush=True)
     report.write_csv(out / "summary.csv", summary)
     report.write_csv(out / "requests.csv", requests)
     cols = ["dataset", "method", "requests", "triggered", "trained", "failed_transfers", "provisional",
@@ -323,6 +341,8 @@ def main(argv: list[str] | None = None) -> int:
                         f"first) and {r['provisional']} of {r['requests'] + 1} models are provisional (they count a "
                         f"contribution that never arrived); a failed transfer charges no time past the failure, so "
                         f"time_s counts completed work only (requests waited up to {r['max_latency_s']:.0f} s).")
+    if reuse:
+        body += ["", "Contribution cache (records as if trained; the wall-clock below is not a cold run's):", *reuse]
     body.append(f"\nWall-clock of the whole script: {time.perf_counter() - t0:.0f} s. Per-request rows: `requests.csv`; "
                 "Fig. 6-style plots: `fig6_<dataset>.png`; the recorded trace: `trace.jsonl`.")
     size = "quick (embedded city, digits/mlp, 10 requests)" if args.quick else \

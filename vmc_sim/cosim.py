@@ -277,6 +277,14 @@ def _last_time(trace: Path) -> float:
     return last
 
 
+def contribution_cache_text(cache: dict) -> str:
+    """A run's use of the contribution cache (its manifest's ``summary.contribution_cache``), in words."""
+    reused = cache.get("weights_reused", 0)
+    return (f"contribution cache: {cache['hits']} of {cache['hits'] + cache['misses']} contributions loaded "
+            f"(hit rate {100 * cache['hit_rate']:.0f} %), {reused} computed at cached trained weights (Fisher only), "
+            f"{cache['misses'] - reused} trained; {cache['path']}")
+
+
 def summarize(run: RunDir) -> str:
     """Totals per method: requests, triggered edits, bytes, simulated compute and latency, accuracy."""
     totals: dict[str, dict[str, float]] = {}
@@ -315,8 +323,7 @@ def summarize(run: RunDir) -> str:
                      f"same records); {(manifest.get('config') or {}).get('mobility', {}).get('trace_cache')}")
     cache = (manifest.get("summary") or {}).get("contribution_cache")
     if cache:
-        lines.append(f"contribution cache: {cache['hits']} of {cache['hits'] + cache['misses']} contributions loaded "
-                     f"(hit rate {100 * cache['hit_rate']:.0f} %), {cache['misses']} trained; {cache['path']}")
+        lines.append(contribution_cache_text(cache))
     min_clients = ((manifest.get("config") or {}).get("coordinator") or {}).get("min_clients")
     for m in federated.get("methods") or []:
         if m not in totals:

@@ -156,7 +156,8 @@ class ComputeSection(Strict):
     contribution_cache: str | None = Field(
         None, description="directory of the content-addressed contribution cache shared by runs and sweep points "
                           "(fl_core.cache): a contribution trained the same way before is loaded, not trained, and "
-                          "charged the same simulated compute; null = off (vmc sweep turns it on)")
+                          "charged the same simulated compute; one trained before with other Fisher or upload "
+                          "settings gets only its Fisher computed; null = off (vmc sweep turns it on)")
 
     def device(self, env: simpy.Environment) -> SharedDevice | None:
         """The shared accelerator of one world, or None when every vehicle trains on board."""

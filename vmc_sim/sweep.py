@@ -602,7 +602,8 @@ def run_sweep(spec: SweepSpec, out: str | Path = "runs", *, base_dir: str | Path
     totals = manifest.get("contribution_cache")
     if totals:
         say(f"contribution cache: {totals['hits']} of {totals['asked']} contributions loaded instead of trained "
-            f"(hit rate {100 * totals['hit_rate']:.0f} %); {path / 'contribution_cache'}")
+            f"(hit rate {100 * totals['hit_rate']:.0f} %), {totals['weights_reused']} computed at trained weights "
+            f"another point kept (Fisher only); {path / 'contribution_cache'}")
     replayed = [p for p in manifest["points"] if p.get("trace_replayed")]
     if replayed:
         say(f"trace cache: {len(replayed)} of {len(points)} points replayed the traffic another point recorded "
@@ -632,12 +633,14 @@ def _with_trace_cache(point: GridPoint, directory: Path) -> GridPoint:
 
 
 def cache_totals(results: Iterable[dict[str, Any]]) -> dict[str, Any] | None:
-    """The points' cache use summed: hits, asked, trained (misses) and the hit rate; None if unused."""
+    """The points' cache use summed: hits, asked, trained, computed at cached trained weights
+    (``weights_reused``: Fisher only) and the hit rate; None if unused."""
     used = [r["cache"] for r in results if r.get("cache")]
     if not used:
         return None
     hits, misses = sum(c["hits"] for c in used), sum(c["misses"] for c in used)
-    return {"hits": hits, "asked": hits + misses, "trained": misses,
+    reused = sum(c.get("weights_reused", 0) for c in used)
+    return {"hits": hits, "asked": hits + misses, "trained": misses - reused, "weights_reused": reused,
             "rejected": sum(c.get("rejected", 0) for c in used), "hit_rate": round(hits / max(1, hits + misses), 4)}
 
 
