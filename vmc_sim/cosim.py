@@ -279,10 +279,11 @@ def _last_time(trace: Path) -> float:
 
 def contribution_cache_text(cache: dict) -> str:
     """A run's use of the contribution cache (its manifest's ``summary.contribution_cache``), in words."""
-    reused = cache.get("weights_reused", 0)
+    reused, rejected = cache.get("weights_reused", 0), cache.get("rejected", 0)
+    bad = f", {rejected} cached entries did not verify (not used; computed again)" if rejected else ""
     return (f"contribution cache: {cache['hits']} of {cache['hits'] + cache['misses']} contributions loaded "
             f"(hit rate {100 * cache['hit_rate']:.0f} %), {reused} computed at cached trained weights (Fisher only), "
-            f"{cache['misses'] - reused} trained; {cache['path']}")
+            f"{cache['misses'] - reused} trained{bad}; {cache['path']}")
 
 
 def summarize(run: RunDir) -> str:

@@ -603,7 +603,9 @@ def run_sweep(spec: SweepSpec, out: str | Path = "runs", *, base_dir: str | Path
     if totals:
         say(f"contribution cache: {totals['hits']} of {totals['asked']} contributions loaded instead of trained "
             f"(hit rate {100 * totals['hit_rate']:.0f} %), {totals['weights_reused']} computed at trained weights "
-            f"another point kept (Fisher only); {path / 'contribution_cache'}")
+            f"another point kept (Fisher only)"
+            + (f", {totals['rejected']} entries did not verify (not used; computed again)" if totals["rejected"] else "")
+            + f"; {path / 'contribution_cache'}")
     replayed = [p for p in manifest["points"] if p.get("trace_replayed")]
     if replayed:
         say(f"trace cache: {len(replayed)} of {len(points)} points replayed the traffic another point recorded "
