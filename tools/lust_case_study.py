@@ -29,6 +29,13 @@ version and mobility code, and a later case study of the same traffic (another `
 K-FAC scenario, a rerun) replays it instead of stepping SUMO, with identical records; the run's
 manifest and summary say so. ``--no-trace-cache`` always runs SUMO.
 
+The vehicles' contributions go to a contribution cache (``--contribution-cache DIR``, default
+``$VMC_CACHE/contributions`` or ``~/.cache/vmc-sim/contributions``, about 5 MB a vehicle): a rerun
+loads them instead of training (bit-identical, the same simulated compute charged), and a run that
+differs only in the Fisher or the upload (the K-FAC scenario after the diagonal one) computes each
+vehicle's Fisher at its cached trained weights. The report says how many were loaded, computed at
+cached weights and trained. ``--no-contribution-cache`` trains every vehicle.
+
     python tools/lust_case_study.py                    # LuST, mnist + fashion_mnist (long)
     python tools/lust_case_study.py --jobs 2           # the same, both datasets at once
     python tools/lust_case_study.py --quick            # embedded city, digits, 10 requests
@@ -315,8 +322,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{d}: {run.path}", file=sys.stderr, flush=True)
         cache = (run.manifest().get("summary") or {}).get("contribution_cache")
         if cache:
-            reuse.append(f"- {d}: {contribution_cache_text(cache)}")
-            print(f"{d}: {reuse[-1][len(d) + 4:]}", flush=True)
+            text = contribution_cache_text(cache)
+            reuse.append(f"- {d}: {text}")
+            print(f"{d}: {text}", flush=True)
     report.write_csv(out / "summary.csv", summary)
     report.write_csv(out / "requests.csv", requests)
     cols = ["dataset", "method", "requests", "triggered", "trained", "failed_transfers", "provisional",
