@@ -1,8 +1,9 @@
 """A content-addressed contribution cache, shared by runs and sweep points.
 
 A contribution is a deterministic function of what trained it: the client's data, the model
-architecture and W0, the training settings, the seeds of its training and Fisher streams and
-the trainer's code version (:data:`fl_core.training.TRAINER_VERSION`). The cache keys a
+architecture and W0, the training settings, the seeds of its training and Fisher streams, where
+it is computed (:func:`runs_on`: the device type and the CPU thread count, which change float
+sums in their last bits) and the trainer's code version (:data:`fl_core.training.TRAINER_VERSION`). The cache keys a
 contribution by the SHA-256 of exactly those, so a run or sweep point that would train the
 same client the same way loads the identical tensors instead of training again (a density
 sweep meets the same vehicles, with the same shards and seeds, at every point).
@@ -38,12 +39,13 @@ from safetensors.torch import save_file
 
 from .contribution import Contribution
 from .data import ArrayDataset
+from .devices import resolve_device
 from .errors import CorruptFileError
 from .fisher import layer_specs
 from .store import ContributionStore
 from .training import TRAINER_VERSION, LocalTrainer, Trained, key_settings, weight_settings
 
-#: Training settings that change where or how fast a contribution is computed, not what it is.
+#: Settings that enter the key as what they resolve to (:func:`runs_on`), or not at all.
 _NOT_IN_KEY = ("device", "threads", "fisher_rank")  # the cache keeps whole factors
 #: The client label entries are stored under (an entry serves whichever client asks with its key).
 _LABEL = "cached"
@@ -82,29 +84,41 @@ def _sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
+def runs_on(trainer: LocalTrainer) -> dict:
+    """Where ``trainer`` computes, as far as it changes the result: the device type and, on the
+    CPU, torch's intra-op thread count now (the count training runs with). Float sums split over
+    another number of threads, or done on a GPU, differ in their last bits, so a cache filled by a
+    two-thread run must not serve a one-thread run what that run would not have computed itself."""
+    device = resolve_device(trainer.config.device)
+    return {"device": device.type, **({"threads": torch.get_num_threads()} if device.type == "cpu" else {})}
+
+
 class ContributionCache:
     """Contributions under ``root``, addressed by :meth:`key`."""
 
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
         self.stats = CacheStats()
-        self._model_keys: dict[tuple[int, bool], tuple[weakref.ref, str]] = {}
+        self._model_keys: dict[tuple[int, bool, str], tuple[weakref.ref, str]] = {}
 
     def _model_key(self, trainer: LocalTrainer, weights_only: bool = False) -> str:
-        """Architecture, W0, settings and code version (one hash per trainer and kind); with
-        ``weights_only`` the settings are those the trained weights depend on."""
-        known = self._model_keys.get((id(trainer), weights_only))
+        """Architecture, W0, settings, where it runs and code version (one hash per trainer, kind
+        and :func:`runs_on`); with ``weights_only`` the settings are those the trained weights
+        depend on."""
+        where = json.dumps(runs_on(trainer), sort_keys=True)
+        memo = (id(trainer), weights_only, where)
+        known = self._model_keys.get(memo)
         if known is None or known[0]() is not trainer:  # ids are reused once a trainer is freed
             model = trainer.model_fn()
             settings = weight_settings(trainer.config) if weights_only else key_settings(trainer.config, _NOT_IN_KEY)
             head = json.dumps({
                 "version": TRAINER_VERSION, "model": type(model).__name__,
                 "shapes": [[n, list(p.shape)] for n, p in model.named_parameters()],
-                ("weights" if weights_only else "train"): settings,
+                ("weights" if weights_only else "train"): settings, "runs_on": json.loads(where),
             }, sort_keys=True, default=str)
             h = hashlib.sha256(head.encode())
             h.update(trainer.w0.detach().cpu().contiguous().numpy().tobytes())
-            known = self._model_keys[(id(trainer), weights_only)] = (weakref.ref(trainer), h.hexdigest())
+            known = self._model_keys[memo] = (weakref.ref(trainer), h.hexdigest())
         return known[1]
 
     def _client_key(self, head: str, seeds: list, data: ArrayDataset) -> str:

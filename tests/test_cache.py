@@ -51,7 +51,26 @@ def test_what_a_contribution_depends_on_is_in_its_key(tmp_path):
     keys.add(cache.key(base.pool().trainer, 1, base.client_data[0]))  # another client's seeds
     keys.add(cache.key(base.pool().trainer, 0, base.client_data[1]))  # another shard
     assert len(keys) == 7
-    assert cache.key(_setup(threads=1).pool().trainer, 0, base.client_data[0]) in keys  # threads: speed only
+    # the setting enters as the thread count it runs with (the tests' one thread), not as written
+    assert cache.key(_setup(threads=1).pool().trainer, 0, base.client_data[0]) in keys
+
+
+def test_a_contribution_computed_with_other_threads_is_not_served(tmp_path):
+    # float sums split over two threads differ in their last bits from one thread's (measured: a
+    # CNN client's trained weights 4e-9 apart), so a cache filled by a two-thread run must not
+    # serve a one-thread run: what a run records would depend on which run filled the cache
+    cache = ContributionCache(tmp_path)
+    base = _setup()
+    trainer, data = base.pool().trainer, base.client_data[0]
+    one = (cache.key(trainer, 0, data), cache.weights_key(trainer, 0, data))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(threads + 1)
+    try:
+        more = (cache.key(trainer, 0, data), cache.weights_key(trainer, 0, data))
+    finally:
+        torch.set_num_threads(threads)
+    assert one[0] != more[0] and one[1] != more[1]
+    assert (cache.key(trainer, 0, data), cache.weights_key(trainer, 0, data)) == one
 
 
 def _damage(entry) -> None:
