@@ -35,6 +35,13 @@ class TinySetup:
 torch.set_num_threads(1)  # the tiny test models lose to thread synchronisation
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests marked ``slow`` first, the rest in their usual order: with ``-n auto --dist worksteal``
+    a worker that runs out of short tests takes the other's, so no long test starts last and
+    leaves one core idle while it runs."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 @pytest.fixture(scope="session")
 def tiny() -> TinySetup:
     return TinySetup()

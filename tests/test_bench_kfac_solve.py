@@ -50,6 +50,7 @@ def _library_residuals(directory: Path, x: torch.Tensor, damping: float) -> tupl
     return float(e.norm() / r.norm()), worst
 
 
+@pytest.mark.slow
 def test_quick_current_version(tmp_path: Path) -> None:
     env = dict(os.environ, OMP_NUM_THREADS="1")
     summary_path = tmp_path / "summary.json"

@@ -43,6 +43,7 @@ def records(runs: Path, dataset: str) -> list[dict]:
     return [{k: v for k, v in r.items() if not k.startswith("host_")} for r in rows]
 
 
+@pytest.mark.slow
 def test_jobs_two_gives_the_records_of_jobs_one(tmp_path: Path):
     if not (ROOT.parent / "shared" / "data" / "femnist_leaf").is_dir():
         pytest.skip("the offline FEMNIST copy (../shared/data/femnist_leaf) is not here")

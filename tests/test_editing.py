@@ -48,7 +48,8 @@ def edit_sequence(editor, rng, first_new=8, steps=10):
 
 @pytest.mark.parametrize(
     "fisher,rule",
-    [("diagonal", FixedSize(3)), ("diagonal", FixedRatio(0.5)), ("kfac", FixedSize(3)), ("full", FixedRatio(0.4))],
+    [("diagonal", FixedSize(3)), ("diagonal", FixedRatio(0.5)), ("kfac", FixedSize(3)),
+     pytest.param("full", FixedRatio(0.4), marks=pytest.mark.slow)],
 )
 def test_state_after_edits_equals_fresh_fit(tiny, fisher, rule):
     pool = tiny.pool(fisher)
@@ -217,6 +218,7 @@ def test_a_bad_stranger_cannot_block_a_departure(tiny):
     assert_same_statistics(editor.stats, fresh_stats(tiny, tiny.pool("diagonal"), editor.members))
 
 
+@pytest.mark.slow
 def test_quarantine_keeps_the_subset_law_exact(tiny):
     """Chi-square: a bad client 9 arrives, then member or not, client 0 leaves. In the runs where
     9 was quarantined (at its arrival or when the departure drew it), the final subset is uniform

@@ -26,6 +26,7 @@ import pytest
 
 TOOLS = Path(__file__).resolve().parents[1] / "tools"
 SCRIPTS = sorted(p for p in TOOLS.glob("*.py") if '"--quick"' in p.read_text() and "__main__" in p.read_text())
+SLOW_SCRIPTS = {"table5_resnet18"}  # ResNet-18 even at 60 images: collected first (conftest.py)
 
 
 def rows(path: Path) -> list[dict[str, str]]:
@@ -180,7 +181,8 @@ def smoke_argv(script: Path, out: Path) -> list[str]:
     return ["--quick", "--out", str(out), *dirs, *(shlex.split(match.group(1)) if match else [])]
 
 
-@pytest.mark.parametrize("script", SCRIPTS, ids=[p.stem for p in SCRIPTS])
+@pytest.mark.parametrize("script", [pytest.param(p, id=p.stem, marks=[pytest.mark.slow] if p.stem in SLOW_SCRIPTS else [])
+                                    for p in SCRIPTS])
 def test_quick_size_runs_and_shows_its_claims(script: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     # In this process (each script's main(argv), with sys.argv as the command line would set it):
     # a subprocess per script paid ~3 s of CPU importing torch again, 11 times a suite.

@@ -100,6 +100,7 @@ def test_a_bad_sweep_file_is_refused(grid, pattern):
         spec(grid)
 
 
+@pytest.mark.slow
 def test_local_sweep_gathers_the_table_and_a_failing_point_does_not_stop_the_other(tmp_path, capsys):
     trace = tiny_trace(tmp_path / "trace.jsonl")
     (tmp_path / "base.yaml").write_text(json.dumps(tiny_base(trace)))
@@ -144,6 +145,7 @@ def test_dry_run_lists_the_points_and_runs_nothing(tmp_path, capsys):
     assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.slow
 def test_ray_sweep_on_a_local_instance(tmp_path):
     pytest.importorskip("ray", reason="Ray is not installed (optional extra 'ray')")
     trace = tiny_trace(tmp_path / "trace.jsonl")
@@ -167,6 +169,7 @@ def test_a_calibrated_sweep_pins_one_calibration_into_every_point(tmp_path):
     assert len(costs) == 1 and next(iter(costs)).train_s_per_sample_epoch > 0
 
 
+@pytest.mark.slow
 def test_a_sweep_over_the_fisher_trains_each_vehicle_once(tmp_path):
     """Points that differ only in the Fisher share the trained weights: the second point computes
     Fishers only (that such a contribution equals a fresh one: tests/test_cache.py), and the
@@ -197,6 +200,7 @@ def test_the_shipped_fisher_sweep_differs_only_in_the_fisher():
     assert all(getattr(first, f) == getattr(second, f) for f in WEIGHT_FIELDS)
 
 
+@pytest.mark.slow
 def test_points_share_the_contribution_cache_and_results_do_not_change(tmp_path):
     trace = tiny_trace(tmp_path / "trace.jsonl")
     grid = {"rho": [0.3, 0.5]}  # the same vehicles, shards and seeds at both points

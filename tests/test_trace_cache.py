@@ -112,6 +112,7 @@ def test_the_key_follows_the_traffic_not_the_file_paths(tmp_path):
     assert trace_key(sumo, wider, cov) != key
 
 
+@pytest.mark.slow
 def test_a_sweep_over_rho_runs_sumo_once(tmp_path):
     from vmc_sim.sweep import SweepSpec, run_sweep
 
