@@ -3,8 +3,9 @@
 A contribution is a deterministic function of what trained it: the client's data, the model
 architecture and W0, the training settings, the seeds of its training and Fisher streams, where
 it is computed (:func:`runs_on`: the device type and the CPU thread count, which change float
-sums in their last bits) and the trainer's code version (:data:`fl_core.training.TRAINER_VERSION`). The cache keys a
-contribution by the SHA-256 of exactly those, so a run or sweep point that would train the
+sums in their last bits) and the trainer's code version
+(:data:`fl_core.training.TRAINER_VERSION`). The cache keys a contribution by the SHA-256 of
+exactly those, so a run or sweep point that would train the
 same client the same way loads the identical tensors instead of training again (a density
 sweep meets the same vehicles, with the same shards and seeds, at every point).
 
