@@ -29,7 +29,7 @@ DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.
 
 #: Bumped whenever a change here makes a contribution differ for the same inputs; part of every
 #: contribution cache key (``fl_core.cache``), so a cache never serves another version's output.
-TRAINER_VERSION = 2
+TRAINER_VERSION = 3  # 3: K-FAC factors summed by one matrix product per batch (fisher.kfac._gram)
 
 
 @dataclass(frozen=True)
