@@ -106,8 +106,8 @@ class ContributionCache:
         """Architecture, W0, settings, where it runs and code version (one hash per trainer, kind
         and :func:`runs_on`); with ``weights_only`` the settings are those the trained weights
         depend on."""
-        where = json.dumps(runs_on(trainer), sort_keys=True)
-        memo = (id(trainer), weights_only, where)
+        on = runs_on(trainer)
+        memo = (id(trainer), weights_only, json.dumps(on, sort_keys=True))
         known = self._model_keys.get(memo)
         if known is None or known[0]() is not trainer:  # ids are reused once a trainer is freed
             model = trainer.model_fn()
@@ -115,7 +115,7 @@ class ContributionCache:
             head = json.dumps({
                 "version": TRAINER_VERSION, "model": type(model).__name__,
                 "shapes": [[n, list(p.shape)] for n, p in model.named_parameters()],
-                ("weights" if weights_only else "train"): settings, "runs_on": json.loads(where),
+                ("weights" if weights_only else "train"): settings, "runs_on": on,
             }, sort_keys=True, default=str)
             h = hashlib.sha256(head.encode())
             h.update(trainer.w0.detach().cpu().contiguous().numpy().tobytes())
