@@ -138,5 +138,6 @@ class ContributionStore:
 
     def _save_index(self) -> None:
         tmp = self.index_path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps(self.index(), indent=1, sort_keys=True))
+        # one line: the C encoder (indenting falls back to Python's, 4 ms a write at 100 entries)
+        tmp.write_text(json.dumps(self.index(), sort_keys=True))
         os.replace(tmp, self.index_path)

@@ -337,3 +337,23 @@ def test_low_rank_uploads_cost_less_and_stay_exact(tiny):
     fresh = SufficientStatistics(tiny.w0.numel(), new_sum("kfac", tiny.model_fn()))
     fresh.apply(joined=[fresh_pool.train(c) for c in sorted(editor.members)])
     assert_same_statistics(editor.stats, fresh)
+
+
+def test_a_report_as_dict_is_a_json_ready_copy(tiny):
+    """A record holds what the edit reported, and editing the record cannot reach the report."""
+    import dataclasses
+    import json
+
+    pool = tiny.pool("diagonal")
+    editor = build_editor("fsosa", pool, np.random.default_rng(0), FixedSize(3))
+    report = editor.fit(range(8))
+    report.client_compute_s[99] = 0.5
+    d = report.as_dict()
+    expected = {f.name: getattr(report, f.name) for f in dataclasses.fields(report)}
+    expected = json.loads(json.dumps({**expected, "solve": report.solve.as_dict() if report.solve else None,
+                                      "total_bytes": report.total_bytes}, default=str))
+    assert json.loads(json.dumps(d, default=str)) == expected
+    assert d["transfers"] and isinstance(d["trained"], list)
+    d["transfers"][0]["bytes"] = -1
+    d["bytes"][ByteKind.CONTROL.value] = -1
+    assert report.transfers[0]["bytes"] >= 0 and report.bytes[ByteKind.CONTROL.value] >= 0

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Hashable, Iterable, Sequence
 
 import torch
@@ -67,12 +67,24 @@ class EditReport:
         return sum(self.bytes.values())
 
     def as_dict(self) -> dict[str, Any]:
-        d = asdict(self)
+        """JSON-ready copy (``dataclasses.asdict`` deep-copies every leaf: 0.4 s of a 7 s ``vmc run``)."""
+        d = {f.name: _copied(getattr(self, f.name)) for f in fields(self) if f.name != "solve"}
         d["solve"] = self.solve.as_dict() if self.solve else None
         d["total_bytes"] = self.total_bytes
         for key in ("removed", "added", "left", "joined", "trained"):
             d[key] = list(d[key])
         return d
+
+
+def _copied(value: Any) -> Any:
+    """``value`` with its dicts, lists and tuples copied (leaves are immutable: ids, numbers, strings)."""
+    if isinstance(value, dict):
+        return {k: _copied(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copied(v) for v in value]
+    if type(value) is tuple:
+        return tuple(_copied(v) for v in value)
+    return value
 
 
 class Editor(ABC):
