@@ -21,12 +21,19 @@ def make(setup, name="fedavg", **cfg):
 
 @pytest.mark.parametrize("name", ["fedavg", "fedprox", "fedadam"])
 def test_strategies_learn(setup, name):
-    s = make(setup, name, **({"server_lr": 0.03} if name == "fedadam" else {}))
+    s = make(setup, name, **{"fedadam": {"server_lr": 0.03}, "fedprox": {"prox_mu": 0.01}}.get(name, {}))
     acc0, _ = s.evaluate(setup.test_set)
     reports = s.fit(setup.client_data)
     acc, _ = s.evaluate(setup.test_set)
     assert acc > acc0 + 0.2, (name, acc0, acc)
     assert all(len(r.completed) == 4 for r in reports)
+
+
+def test_fedprox_refuses_a_zero_proximal_weight_instead_of_replacing_it(setup):
+    with pytest.raises(ValueError, match="prox_mu > 0, got 0"):
+        make(setup, "fedprox")  # RoundConfig's prox_mu defaults to 0
+    s = make(setup, "fedprox", prox_mu=0.2)
+    assert s.config.prox_mu == 0.2
 
 
 def test_rounds_are_deterministic_and_bytes_are_real(setup):

@@ -168,3 +168,9 @@ def test_the_solve_runs_where_training_does_unless_the_projection_says_otherwise
     assert sc.federated.projection_config().device == "cpu"
     with pytest.raises(ConfigError, match=r"federated.projection.device"):
         load_scenario(write(tmp_path, "federated:\n  projection: {device: tpu}\n"))
+
+
+def test_a_zero_fedprox_weight_is_refused_when_the_file_is_read(tmp_path):
+    # it used to run FedProx at 0.01 while the manifest said 0
+    with pytest.raises(ConfigError, match=r"federated.rounds.prox_mu"):
+        load_scenario(write(tmp_path, "federated:\n  rounds:\n    prox_mu: 0\n"))

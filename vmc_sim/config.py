@@ -124,7 +124,7 @@ class RoundsSection(Strict):
     lr: float = Field(0.01, gt=0)
     batch_size: int = Field(32, gt=0)
     momentum: float = Field(0.0, ge=0, lt=1)
-    prox_mu: float = Field(0.01, ge=0, description="FedProx proximal weight (fedprox only)")
+    prox_mu: float = Field(0.01, gt=0, description="FedProx proximal weight (fedprox only; 0 would be fedavg)")
     server_lr: float = Field(1.0, gt=0)
     weighted: bool = True
     unlearn_on_departure: bool = Field(True, description="strategies that can unlearn (pdf) forget departing participants")

@@ -265,7 +265,9 @@ def build_strategy(
     if name == "fedavg":
         return RoundStrategy(model_fn, w0, data, config, streams)
     if name == "fedprox":
-        mu = options.get("prox_mu", config.prox_mu or 0.01)
+        mu = options.get("prox_mu", config.prox_mu)
+        if not mu > 0:  # mu = 0 is FedAvg; it used to be replaced by 0.01 without a word
+            raise ValueError(f"fedprox needs a proximal weight prox_mu > 0, got {mu} (prox_mu = 0 is fedavg)")
         s = RoundStrategy(model_fn, w0, data, replace(config, client_algo=ClientAlgo.PROX, prox_mu=mu), streams)
         s.name = "fedprox"
         return s
