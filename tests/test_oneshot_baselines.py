@@ -51,6 +51,16 @@ def test_fedlpa_posterior_of_one_client_is_its_model(tiny, fisher):
     torch.testing.assert_close(editor.model, pool.train(3).weights, rtol=0, atol=1e-5)
 
 
+def test_a_fedlpa_solve_stopped_at_its_cap_says_so(tiny):
+    from fl_core.projection import SolveWarning
+
+    editor = FedLPAEditor(tiny.pool("kfac"), FedLPAConfig(tol=1e-14, max_iter=1))
+    with pytest.warns(SolveWarning, match=r"fedlpa: .*stopped above its tolerance 1e-14 .*\(max_iter\).*max_iter \(now 1\)"):
+        report = editor.fit(range(4))
+    assert report.solve.stop_reason == "max_iter" and not report.solve.converged
+    assert report.solve.as_dict()["stop_reason"] == "max_iter"
+
+
 def test_fedlpa_aggregation_is_the_precision_weighted_mean_by_hand():
     # 1 x 1 layers, lambda = 0.01 (sqrt 0.1 added to each factor), equal sample counts:
     # precisions 0.5 * (0.9 + 0.1)(0.9 + 0.1) = 0.5 and 0.5 * (1.9 + 0.1)(0.9 + 0.1) = 1.0,

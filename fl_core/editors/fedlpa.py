@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from dataclasses import dataclass
 from typing import Hashable, Sequence
 
@@ -62,7 +63,7 @@ from ..clients import ClientPool
 from ..contribution import Contribution
 from ..fisher import FisherKind, layer_specs
 from ..payload import ByteKind, control_size, serialized_size
-from ..projection import SolveInfo, conjugate_gradient
+from ..projection import SolveInfo, SolveWarning, conjugate_gradient
 from ..sampler import ordered
 from .base import EditReport, Editor
 
@@ -206,6 +207,7 @@ class FedLPAEditor(Editor):
         weights = [u.num_samples for u in uploads]
         out = torch.empty(self.pool.trainer.w0.numel(), dtype=torch.float64)
         info = SolveInfo("fedlpa_" + ("pcg" if self.kind is FisherKind.KFAC else "closed_form"))
+        short: list[str] = []  # layers whose solve stopped above its tolerance
         for i, spec in enumerate(self.specs):
             span = slice(spec.offset, spec.offset + spec.size)
             means = [u.weights[span].view(spec.out_features, spec.in_features) for u in uploads]
@@ -216,10 +218,18 @@ class FedLPAEditor(Editor):
                 )
                 info.iterations += iterations
                 info.residual = max(info.residual, residual)
+                if residual > self.config.tol:
+                    reason = "max_iter" if iterations >= self.config.max_iter else "stalled"
+                    info.stop_reason = "max_iter" if "max_iter" in (reason, info.stop_reason) else reason
+                    short.append(f"{spec.name}: {residual:.2e} after {iterations} iterations ({reason})")
             else:
                 diagonals = [u.fisher.diag[span].view(spec.out_features, spec.in_features) for u in uploads]
                 layer = diagonal_posterior_mean(means, diagonals, weights, self.config.prior_precision)
             out[span] = layer.reshape(-1)
-        info.converged = info.residual <= self.config.tol
+        info.converged = not short
+        if short:
+            warnings.warn(f"fedlpa: the posterior-mean solve stopped above its tolerance {self.config.tol:.0e} in "
+                          f"{len(short)} layer(s): {'; '.join(short)}; raise fedlpa max_iter (now "
+                          f"{self.config.max_iter})", SolveWarning, stacklevel=2)
         info.seconds = time.perf_counter() - t0
         return out.float(), info
