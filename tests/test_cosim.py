@@ -469,6 +469,17 @@ def test_a_run_whose_coverage_never_fills_says_no_model_was_fitted(tmp_path):
         assert f"note: {m}: no record: no model was ever fitted" in text and "min_clients = 50" in text
 
 
+def test_a_request_cap_says_how_many_coverage_events_it_left_unsent(tmp_path):
+    from vmc_sim.cosim import summarize
+
+    sc = scenario(trace_file(tmp_path), coordinator={"warmup": 5.0, "min_clients": 4, "max_requests": 4})
+    run = run_scenario(sc, out=tmp_path / "c", progress=False, say=lambda s: None)
+    # the fit and 3 edits are sent; the trace's other 4 arrivals / departures are not
+    assert {r["index"] for r in run.records()} == {0, 1, 2, 3}
+    assert run.manifest()["summary"]["max_requests"] == {"cap": 4, "reached": True, "events_not_dispatched": 4}
+    assert "note: coordinator.max_requests = 4 was reached: 4 later coverage event(s)" in summarize(run)
+
+
 def test_the_summary_lists_the_methods_in_the_scenario_order(tmp_path):
     from vmc_sim.cosim import summarize
 

@@ -318,6 +318,11 @@ def summarize(run: RunDir) -> str:
             end = "; it was withdrawn at the end (final acc nan)" if t["acc"] != t["acc"] else ""
             lines.append(f"note: {m}: the model was withdrawn {t['suspended']} time(s) when coverage fell below "
                          f"coordinator.min_clients (records of kind 'suspend'){end}")
+    capped = (manifest.get("summary") or {}).get("max_requests") or {}
+    if capped.get("events_not_dispatched"):
+        lines.append(f"note: coordinator.max_requests = {capped['cap']} was reached: {capped['events_not_dispatched']} "
+                     f"later coverage event(s) (arrivals and departures) were not sent as requests, so the final "
+                     f"models still hold vehicles that left after it")
     traced = (manifest.get("mobility") or {}).get("trace_cache")
     if traced and traced.get("hit"):
         lines.append(f"mobility: replayed the cached trace {traced['key'][:12]} (SUMO did not run; same traffic, "

@@ -355,6 +355,7 @@ class CoSimulation:
         self.round_worlds = [RoundWorld(self.env, m, self) for m in fed.strategies]
         self._pending: list[tuple[str, dict[str, Any]]] = []
         self.requests = 0
+        self.not_dispatched = 0  # coverage events after coordinator.max_requests was reached
         self.records = 0
         self._test = self.setup.test_set
 
@@ -431,8 +432,9 @@ class CoSimulation:
                         self.dispatch(Request(0, self.env.now, "fit", added=sorted(self.vehicles.covered)))
                         self.requests = 1
                 else:
-                    for e in events:
+                    for i, e in enumerate(events):
                         if sc.coordinator.max_requests and self.requests >= sc.coordinator.max_requests:
+                            self.not_dispatched += len(events) - i
                             break
                         req = Request(self.requests, e.time, "edit",
                                       removed=[e.vehicle] if e.kind == "leave" else [],
@@ -547,6 +549,10 @@ class CoSimulation:
         self.save_models()
         summary = {"requests": self.requests, "records": self.records, "wall_s": time.perf_counter() - t0,
                    "sim_end": self.env.now, "trainings": self.pool.trainings}
+        if self.scenario.coordinator.max_requests:
+            summary["max_requests"] = {"cap": self.scenario.coordinator.max_requests,
+                                       "reached": self.requests >= self.scenario.coordinator.max_requests,
+                                       "events_not_dispatched": self.not_dispatched}
         if self.cache is not None:
             summary["contribution_cache"] = {"path": str(self.cache.root), **self.cache.stats.as_dict()}
         return summary
