@@ -480,6 +480,17 @@ def test_a_request_cap_says_how_many_coverage_events_it_left_unsent(tmp_path):
     assert "note: coordinator.max_requests = 4 was reached: 4 later coverage event(s)" in summarize(run)
 
 
+def test_the_summary_says_how_many_samples_the_validation_set_really_holds(tmp_path):
+    from vmc_sim.cosim import summarize
+
+    sc = scenario(trace_file(tmp_path))  # digits: 10 % of its training set is fewer than the 500 asked
+    run = run_scenario(sc, out=tmp_path / "v", progress=False, say=lambda s: None)
+    held = run.manifest()["summary"]["validation_held"]
+    assert 0 < held < 500
+    assert f"note: the merges selected their damping on {held} held-out samples (federated.validation_samples asks 500" \
+        in summarize(run)
+
+
 def test_the_summary_lists_the_methods_in_the_scenario_order(tmp_path):
     from vmc_sim.cosim import summarize
 

@@ -318,6 +318,10 @@ def summarize(run: RunDir) -> str:
             end = "; it was withdrawn at the end (final acc nan)" if t["acc"] != t["acc"] else ""
             lines.append(f"note: {m}: the model was withdrawn {t['suspended']} time(s) when coverage fell below "
                          f"coordinator.min_clients (records of kind 'suspend'){end}")
+    held, asked = (manifest.get("summary") or {}).get("validation_held"), federated.get("validation_samples")
+    if held is not None and asked is not None and held < asked:
+        lines.append(f"note: the merges selected their damping on {held} held-out samples (federated.validation_samples "
+                     f"asks {asked}; at most 10 % of the training set is held out)")
     capped = (manifest.get("summary") or {}).get("max_requests") or {}
     if capped.get("events_not_dispatched"):
         lines.append(f"note: coordinator.max_requests = {capped['cap']} was reached: {capped['events_not_dispatched']} "

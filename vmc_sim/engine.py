@@ -548,7 +548,8 @@ class CoSimulation:
         self._maybe_commit(final=True)
         self.save_models()
         summary = {"requests": self.requests, "records": self.records, "wall_s": time.perf_counter() - t0,
-                   "sim_end": self.env.now, "trainings": self.pool.trainings}
+                   "sim_end": self.env.now, "trainings": self.pool.trainings,
+                   "validation_held": len(self.setup.validation_set)}
         if self.scenario.coordinator.max_requests:
             summary["max_requests"] = {"cap": self.scenario.coordinator.max_requests,
                                        "reached": self.requests >= self.scenario.coordinator.max_requests,
