@@ -214,3 +214,17 @@ def test_points_share_the_contribution_cache_and_results_do_not_change(tmp_path)
     assert json.loads((alone.path / "sweep.json").read_text())["contribution_cache"] is None
     keep = ("point", "method", "requests", "triggered", "total_MB", "sim_time_s", "final_accuracy")
     assert [{k: r[k] for k in keep} for r in shared.rows] == [{k: r[k] for k in keep} for r in alone.rows]
+
+
+@pytest.mark.slow
+def test_solves_stopped_at_their_cap_are_counted_per_point_and_said(tmp_path):
+    trace = tiny_trace(tmp_path / "trace.jsonl")
+    base = tiny_base(trace)
+    base["federated"]["projection"] = {"method": "cg_f", "dampings": [0.1]}
+    lines: list[str] = []
+    result = run_sweep(spec({"federated.projection.max_iter": [1, 500]}, base=base, workers=1), out=tmp_path / "runs",
+                       say=lines.append)
+    capped, full = (int(r["unconverged_solves"]) for r in read_csv(result.path / "results.csv"))
+    assert capped > 0 and full == 0
+    warning = next(line for line in lines if line.startswith("warning: solves stopped before their tolerance"))
+    assert "in 1 point-method pair(s): p000" in warning and f"fsosa ({capped})" in warning

@@ -46,6 +46,7 @@ from pydantic import Field, ValidationError, field_validator
 from .config import ConfigError, Strict, load_model
 from .runs import RunDir, new_run_dir, versions
 from .scenario import Scenario
+from .solves import unconverged_solves
 
 ALIASES: dict[str, str] = {
     "density": "mobility.density",
@@ -73,7 +74,7 @@ SOURCE_ONLY: dict[str, tuple[str, ...]] = {
 """Field prefixes that only matter for some mobility sources (a trace carries its own RSUs)."""
 
 METRICS = ("requests", "triggered", "total_MB", "sim_time_s", "mean_latency_s", "final_accuracy",
-           "failed_transfers")
+           "failed_transfers", "unconverged_solves")
 FIXED_COLUMNS = ("point", "status", "method", *METRICS, "wall_s", "run_dir", "error")
 
 
@@ -289,10 +290,11 @@ def method_totals(run: RunDir) -> list[dict[str, Any]]:
     withdrawal counts, as do the withdrawals) and how many
     triggered a change; over every record (fit included, like ``summarize`` and Fig. 6): MB,
     simulated time (sum of ``makespan_s``) and failed transfers; mean latency of the editing
-    requests and the last recorded accuracy."""
+    requests, the last recorded accuracy, and how many solves stopped before their tolerance."""
     totals: dict[str, dict[str, Any]] = {}
     latencies: dict[str, list[float]] = {}
-    for r in run.records():
+    records = list(run.records())
+    for r in records:
         if "method" not in r:
             continue
         m = r["method"]
@@ -309,6 +311,9 @@ def method_totals(run: RunDir) -> list[dict[str, Any]]:
             t["final_accuracy"] = r["accuracy"]
     for m, lat in latencies.items():
         totals[m]["mean_latency_s"] = sum(lat) / len(lat)
+    short = unconverged_solves(records)
+    for m, t in totals.items():
+        t["unconverged_solves"] = short.get(m, {}).get("unconverged", 0)
     return list(totals.values())
 
 
@@ -606,6 +611,12 @@ def run_sweep(spec: SweepSpec, out: str | Path = "runs", *, base_dir: str | Path
             f"another point kept (Fisher only)"
             + (f", {totals['rejected']} entries did not verify (not used; computed again)" if totals["rejected"] else "")
             + f"; {path / 'contribution_cache'}")
+    short = [f"{r['point']} {r['method']} ({r['unconverged_solves']})" for r in rows
+             if isinstance(r.get("unconverged_solves"), int) and r["unconverged_solves"] > 0]
+    if short:
+        say(f"warning: solves stopped before their tolerance in {len(short)} point-method pair(s): {', '.join(short[:8])}"
+            f"{', ...' if len(short) > 8 else ''} (results.csv column unconverged_solves; each run's summary names "
+            f"the requests)")
     replayed = [p for p in manifest["points"] if p.get("trace_replayed")]
     if replayed:
         say(f"trace cache: {len(replayed)} of {len(points)} points replayed the traffic another point recorded "
