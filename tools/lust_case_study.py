@@ -188,12 +188,15 @@ def run_datasets(args: argparse.Namespace, datasets: list[str]) -> list[tuple[Pa
 
 
 def method_rows(run, dataset: str) -> list[dict[str, Any]]:
+    from vmc_sim.solves import unconverged_solves
+
     by: dict[str, list[dict]] = {}
     for r in run.records():
         by.setdefault(r["method"], []).append(r)
     for rows in by.values():
         rows.sort(key=lambda r: r["index"])
     by["fsosa, paper accounting"] = paper_style(by["fsosa"], unit_sizes(by["fsosa"][0]))
+    short = unconverged_solves(run.records())
     out = []
     base = by["retrain"]
     for m, rows in by.items():
@@ -207,6 +210,7 @@ def method_rows(run, dataset: str) -> list[dict[str, Any]]:
             "trained": sum(len(r.get("trained") or []) for r in rows),
             "failed_transfers": sum(len(r.get("failed") or []) for r in rows),
             "provisional": sum(int(bool(r.get("provisional"))) for r in rows),
+            "unconverged_solves": short.get(m, {}).get("unconverged", 0) if t is not None else None,
             "max_latency_s": max((r.get("latency_s") or 0.0 for r in rows), default=0.0) if t is not None else None,
             **{f"{k}_MB": mb[k] for k in KINDS}, "total_MB": total, "time_s": t,
             "final_acc": 100 * acc[-1] if acc else None, "mean_acc": 100 * sum(acc) / len(acc) if acc else None,
@@ -328,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
     report.write_csv(out / "summary.csv", summary)
     report.write_csv(out / "requests.csv", requests)
     cols = ["dataset", "method", "requests", "triggered", "trained", "failed_transfers", "provisional",
-            "max_latency_s", "broadcast_MB", "model_upload_MB",
+            "unconverged_solves", "max_latency_s", "broadcast_MB", "model_upload_MB",
             "fisher_upload_MB", "total_MB", "comm_saving_pct", "time_s", "time_saving_pct", "final_acc", "mean_acc",
             "max_acc_gap_vs_retrain"]
     body = [setting_text(traffic), "", report.md_table(summary, cols), "",
@@ -349,6 +353,9 @@ def main(argv: list[str] | None = None) -> int:
                         f"first) and {r['provisional']} of {r['requests'] + 1} models are provisional (they count a "
                         f"contribution that never arrived); a failed transfer charges no time past the failure, so "
                         f"time_s counts completed work only (requests waited up to {r['max_latency_s']:.0f} s).")
+        for r in (x for x in summary if x["dataset"] == d and x["unconverged_solves"]):
+            body.append(f"  - **{r['method']}: {r['unconverged_solves']} solve(s) stopped before their tolerance** "
+                        f"(the run's summary names the requests and the residual reached)")
     if reuse:
         body += ["", "Contribution cache (records as if trained; the wall-clock below is not a cold run's):", *reuse]
     body.append(f"\nWall-clock of the whole script: {time.perf_counter() - t0:.0f} s. Per-request rows: `requests.csv`; "
