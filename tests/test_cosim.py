@@ -480,6 +480,24 @@ def test_a_request_cap_says_how_many_coverage_events_it_left_unsent(tmp_path):
     assert "note: coordinator.max_requests = 4 was reached: 4 later coverage event(s)" in summarize(run)
 
 
+def test_a_trace_that_ends_before_the_scenario_says_so(tmp_path):
+    from vmc_sim.cosim import summarize
+
+    trace = trace_file(tmp_path)  # its events end at 88 s, the scenario runs 120 s
+    run = run_scenario(scenario(trace), out=tmp_path / "a", progress=False, say=lambda s: None)
+    ended = run.manifest()["summary"]["traffic_ended_early"]
+    assert ended["at"] == 88.0 and ended["scenario_end"] == 120.0 and ended["trace_status"] == "finished"
+    assert ("note: traffic ended at 88.0 s, 32.0 s before the scenario's end (120.0 s): no arrival or departure "
+            "after it; the replayed trace ended with status 'finished'") in summarize(run)
+    full = run_scenario(scenario(trace, duration=80.0), out=tmp_path / "c", progress=False, say=lambda s: None)
+    assert "traffic_ended_early" not in full.manifest()["summary"]
+    lines = trace.read_text().splitlines()  # a recorder that died: no end record
+    assert '"type": "end"' in lines[-1].replace('"type":"end"', '"type": "end"')
+    trace.write_text("\n".join(lines[:-1]) + "\n")
+    run = run_scenario(scenario(trace), out=tmp_path / "b", progress=False, say=lambda s: None)
+    assert "the replayed trace has no end record (its recorder stopped)" in summarize(run)
+
+
 def test_the_summary_says_how_many_samples_the_validation_set_really_holds(tmp_path):
     from vmc_sim.cosim import summarize
 

@@ -322,6 +322,14 @@ def summarize(run: RunDir) -> str:
     if held is not None and asked is not None and held < asked:
         lines.append(f"note: the merges selected their damping on {held} held-out samples (federated.validation_samples "
                      f"asks {asked}; at most 10 % of the training set is held out)")
+    ended = (manifest.get("summary") or {}).get("traffic_ended_early")
+    if ended:
+        how = ("" if ended.get("trace_complete") is None else
+               "; the replayed trace has no end record (its recorder stopped)" if not ended["trace_complete"] else
+               f"; the replayed trace ended with status '{ended.get('trace_status')}'"
+               + (f" ({ended['trace_message']})" if ended.get("trace_message") else ""))
+        lines.append(f"note: traffic ended at {ended['at']:.1f} s, {ended['scenario_end'] - ended['at']:.1f} s before "
+                     f"the scenario's end ({ended['scenario_end']:.1f} s): no arrival or departure after it{how}")
     capped = (manifest.get("summary") or {}).get("max_requests") or {}
     if capped.get("events_not_dispatched"):
         lines.append(f"note: coordinator.max_requests = {capped['cap']} was reached: {capped['events_not_dispatched']} "

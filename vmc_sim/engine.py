@@ -356,6 +356,7 @@ class CoSimulation:
         self._pending: list[tuple[str, dict[str, Any]]] = []
         self.requests = 0
         self.not_dispatched = 0  # coverage events after coordinator.max_requests was reached
+        self.traffic_ended: dict[str, Any] | None = None  # set when the source ran out before the scenario's end
         self.records = 0
         self._test = self.setup.test_set
 
@@ -446,6 +447,12 @@ class CoSimulation:
                     bar.refresh()
                 self._maybe_commit()
                 yield self.env.timeout(step)
+            if src.finished and end - src.time > step + 1e-9:
+                ended = getattr(src, "end_record", None)
+                self.traffic_ended = {"at": src.time, "scenario_end": end,
+                                      "trace_status": None if ended is None else ended.get("status"),
+                                      "trace_message": None if ended is None else ended.get("message"),
+                                      "trace_complete": getattr(src, "complete", None)}
         finally:
             if bar is not None:
                 bar.close()
@@ -550,6 +557,8 @@ class CoSimulation:
         summary = {"requests": self.requests, "records": self.records, "wall_s": time.perf_counter() - t0,
                    "sim_end": self.env.now, "trainings": self.pool.trainings,
                    "validation_held": len(self.setup.validation_set)}
+        if self.traffic_ended is not None:
+            summary["traffic_ended_early"] = self.traffic_ended
         if self.scenario.coordinator.max_requests:
             summary["max_requests"] = {"cap": self.scenario.coordinator.max_requests,
                                        "reached": self.requests >= self.scenario.coordinator.max_requests,
