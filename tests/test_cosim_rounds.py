@@ -81,6 +81,25 @@ def test_pdf_forgets_a_departing_participant(tmp_path):
     assert "v0" not in un[0]["extra"]["unlearn"]["selected"] and un[0]["total_bytes"] > 0
 
 
+def test_pdf_says_when_no_retained_participant_was_in_coverage(tmp_path):
+    from vmc_sim.cosim import summarize
+
+    events = [MobilityEvent(float(i), "join", f"v{i}", "rsu0", 20.0 * i, 10.0, 5.0) for i in range(4)]
+    events.append(MobilityEvent(30.0, "join", "n0", "rsu0", 50.0, -30.0, 8.0))  # arrives after the only round
+    events += [MobilityEvent(40.0 + 5 * k, "leave", f"v{i}", "rsu0", 280.0, 0.0, 10.0) for k, i in enumerate((1, 2, 3, 0))]
+    meta = {"source": "test", "clock": {"begin": 0.0, "step_length": 1.0},
+            "rsus": [{"id": "rsu0", "x": 0.0, "y": 0.0, "radius": 300.0}], "coverage": {}}
+    trace = write_trace(tmp_path / "trace.jsonl", events, meta, end_time=90.0)
+    data = scenario(trace, ["pdf"], rounds=1, clients_per_round=4, min_available=4).model_dump(mode="json")
+    data["coordinator"]["min_clients"] = 1  # keep the model while coverage empties
+    sc = load_model(Scenario, None, data)
+    run = run_scenario(sc, out=tmp_path / "run", progress=False, say=lambda s: None)
+    un = {r["extra"]["unlearn"]["targets"][0]: r["extra"]["unlearn"] for r in rows(run, "pdf") if r["kind"] == "unlearn"}
+    assert un["v1"]["retained_in_coverage"] == 3 and "ranked_out_of_coverage" not in un["v1"]
+    assert un["v0"]["retained_in_coverage"] == 0 and un["v0"]["ranked_out_of_coverage"] is True
+    assert "note: pdf: 1 unlearning request(s) found no retained participant in coverage" in summarize(run)
+
+
 def test_bad_strategy_is_refused(tmp_path):
     trace = trace_file(tmp_path)
     with pytest.raises(ConfigError, match="federated.strategies"):

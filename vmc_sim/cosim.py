@@ -313,6 +313,13 @@ def summarize(run: RunDir) -> str:
     for m, t in totals.items():
         lines.append(f"{m:<10} {t['n']:>8} {t['trig']:>9} {t['MB']:>10.2f} {t['compute']:>13.1f} "
                      f"{t['latency']:>13.1f} {t['failed']:>6} {100 * t['acc']:>11.2f}")
+    unreachable: dict[str, int] = {}
+    for r in run.records():
+        if ((r.get("extra") or {}).get("unlearn") or {}).get("ranked_out_of_coverage"):
+            unreachable[r["method"]] = unreachable.get(r["method"], 0) + 1
+    for m, n in unreachable.items():
+        lines.append(f"note: {m}: {n} unlearning request(s) found no retained participant in coverage and ranked "
+                     f"every past participant instead, out of coverage ones included (records' extra.unlearn)")
     for m, t in totals.items():
         if t["suspended"]:
             end = "; it was withdrawn at the end (final acc nan)" if t["acc"] != t["acc"] else ""

@@ -201,7 +201,10 @@ class RoundWorld:
                     yield simpy.AllOf(self.env, procs)
             self.participants.difference_update(targets)
             merged = _merge(result.reports, self.strategy.name, self.strategy.round)
-            merged.extra["unlearn"] = {"targets": list(targets), "selected": list(result.selected)}
+            merged.extra["unlearn"] = {"targets": list(targets), "selected": list(result.selected),
+                                       "retained_in_coverage": len(available)}
+            if not available:  # nobody reachable: the strategy ranked every past participant instead
+                merged.extra["unlearn"]["ranked_out_of_coverage"] = True
             self._record("unlearn", merged, timing, t0, request=req.index, request_time=req.time)
 
     def _unlearn_seconds(self, report: RoundReport, client: Hashable) -> float:
