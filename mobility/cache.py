@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any, Callable
 
@@ -99,9 +100,14 @@ def cached_build(
     manifest_path = final / MANIFEST
     if not force and manifest_path.is_file():
         try:
-            return final, json.loads(manifest_path.read_text())
-        except (OSError, json.JSONDecodeError):
-            pass  # unreadable entry: rebuild it below
+            manifest = json.loads(manifest_path.read_text())
+            damage = damaged(final, manifest)
+        except (OSError, json.JSONDecodeError, AttributeError):
+            damage = f"{MANIFEST} is unreadable"
+        if damage is None:
+            return final, manifest
+        warnings.warn(f"{final}: {damage}; building it again", stacklevel=2)
+        force = True  # replace the damaged entry below
     base.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{kind}-{key}-", dir=base))
     umask = os.umask(0)
@@ -129,6 +135,37 @@ def cached_build(
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def recorded_files(manifest: dict[str, Any]) -> list[tuple[str, str]]:
+    """``(file, sha256)`` of every output the build recorded with its digest (its ``params``,
+    which may name inputs, are not outputs)."""
+    found: list[tuple[str, str]] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, dict):
+            if isinstance(value.get("file"), str) and isinstance(value.get("sha256"), str):
+                found.append((value["file"], value["sha256"]))
+            for v in value.values():
+                walk(v)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v)
+
+    walk({k: v for k, v in manifest.items() if k != "params"})
+    return found
+
+
+def damaged(directory: Path, manifest: dict[str, Any]) -> str | None:
+    """Why the cached build in ``directory`` cannot be trusted (a recorded file missing or changed
+    since it was built), or None."""
+    for name, digest in recorded_files(manifest):
+        path = directory / name
+        if not path.is_file():
+            return f"{name} is missing"
+        if file_sha256(path) != digest:
+            return f"{name} does not match the digest recorded when it was built"
+    return None
 
 
 _LEADING_COMMENTS = re.compile(rb"\A(\s*<\?xml[^>]*\?>)?(\s*<!--.*?-->)*\s*", re.S)

@@ -87,6 +87,26 @@ def test_city_builds_caches_and_is_deterministic(city, cache, tmp_path):
     assert not [p for p in Path(tmp_path).iterdir() if p.name.startswith(".")]  # no temp dirs left behind
 
 
+def test_a_damaged_cached_build_is_built_again_not_trusted(city, tmp_path):
+    from mobility.rsu import junction_centrality
+
+    first = build_city(CityConfig(**TINY, cache_dir=str(tmp_path)))
+    good = file_sha256(first.route_file)
+    with open(first.route_file, "ab") as f:
+        f.write(b"<!-- edited -->")
+    with pytest.warns(UserWarning, match=r"city.rou.xml does not match the digest recorded when it was built; building"):
+        again = build_city(CityConfig(**TINY, cache_dir=str(tmp_path)))
+    assert again.directory == first.directory and file_sha256(again.route_file) == good
+    Path(again.net_file).unlink()
+    with pytest.warns(UserWarning, match=r"city.net.xml is missing; building it again"):
+        build_city(CityConfig(**TINY, cache_dir=str(tmp_path)))
+    scores = junction_centrality(city.net_file, cache_dir=str(tmp_path))
+    (stored,) = tmp_path.glob("centrality-*/centrality.json")
+    stored.write_text(stored.read_text().replace("0.", "9.", 1))
+    with pytest.warns(UserWarning, match=r"centrality.json does not match the digest"):
+        assert junction_centrality(city.net_file, cache_dir=str(tmp_path)) == scores
+
+
 def test_auto_placement_ranks_central_junctions(city, cache):
     [one] = place_rsus(RsuConfig(count=1, radius=150.0), city.net_file, cache_dir=str(cache))
     xmin, ymin, xmax, ymax = central_region(city.net_file, 0.5)
