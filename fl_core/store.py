@@ -98,6 +98,8 @@ class ContributionStore:
             raise CorruptFileError(f"{path}: contribution of client {client!r} is unreadable ({e})") from None
         meta = entry["meta"]
         if meta["fingerprint"] != self.fingerprint or meta["client"] != repr(client):
+            self.recomputed[repr(client)] = (f"{path.name} was computed for another "
+                                             + ("configuration" if meta["fingerprint"] != self.fingerprint else "client"))
             return None
         return self._build(client, tensors, meta)
 

@@ -70,6 +70,12 @@ def test_unindexed_file_is_recomputed_and_a_broken_index_is_named(tiny, stored, 
         make_store(tiny, tmp_path / "c").get(3)
 
 
+def test_a_file_of_another_configuration_is_recomputed_and_said(tiny, stored, tmp_path):
+    other = ContributionStore(tmp_path / "c", "another-fp", "diagonal", layer_specs(tiny.model_fn()))
+    assert other.get(3) is None
+    assert other.recomputed == {"3": f"{stored[2].name} was computed for another configuration"}
+
+
 def test_held_contributions_are_written_only_on_release(tiny, tmp_path):
     c = tiny.pool("diagonal").train(4)
     store = make_store(tiny, tmp_path / "h")
