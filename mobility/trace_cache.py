@@ -243,7 +243,8 @@ class RecordingSumoSource(SumoSource):
         super().__init__(sumo, rsus, coverage, trace=trace, overwrite_trace=overwrite_trace,
                          metadata={**(metadata or {}), KEY_FIELD: key})
         self._cache, self._key, self._needed_end = cache, key, needed_end
-        self._meta = {**self._meta, "trace_cache": {"key": key, "hit": False}}
+        # rejected: an entry was there but did not verify (it is recorded again, not used)
+        self._meta = {**self._meta, "trace_cache": {"key": key, "hit": False, "rejected": cache.stats.rejected > 0}}
 
     def close(self) -> None:
         path = self.trace_path

@@ -71,6 +71,10 @@ def test_a_cached_trace_that_does_not_verify_is_recorded_again(tmp_path):
     entry.write_bytes(good.replace(b'"join"', b'"leave"', 1))  # one event flipped: the sidecar no longer matches
     second = run_scenario(sc, out=tmp_path / "b", progress=False, say=lambda s: None)
     assert second.manifest()["mobility"]["trace_cache"]["hit"] is False  # SUMO ran again
+    assert second.manifest()["mobility"]["trace_cache"]["rejected"] is True
+    assert first.manifest()["mobility"]["trace_cache"]["rejected"] is False  # a plain miss
+    from vmc_sim.cosim import summarize
+    assert "did not verify (changed, truncated or too short) and was not used; SUMO ran" in summarize(second)
     assert records(second) == records(first)
     assert entry.read_bytes() == good  # and the entry was rewritten from the new recording
 

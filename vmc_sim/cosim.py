@@ -343,6 +343,9 @@ def summarize(run: RunDir) -> str:
                      f"later coverage event(s) (arrivals and departures) were not sent as requests, so the final "
                      f"models still hold vehicles that left after it")
     traced = (manifest.get("mobility") or {}).get("trace_cache")
+    if traced and traced.get("rejected"):
+        lines.append(f"mobility: the cached trace {traced['key'][:12]} did not verify (changed, truncated or too "
+                     f"short) and was not used; SUMO ran and recorded it again")
     if traced and traced.get("hit"):
         lines.append(f"mobility: replayed the cached trace {traced['key'][:12]} (SUMO did not run; same traffic, "
                      f"same records); {(manifest.get('config') or {}).get('mobility', {}).get('trace_cache')}")
