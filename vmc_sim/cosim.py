@@ -291,7 +291,7 @@ def summarize(run: RunDir) -> str:
     totals: dict[str, dict[str, float]] = {}
     for r in run.records():
         t = totals.setdefault(r["method"], {"n": 0, "trig": 0, "MB": 0.0, "latency": 0.0, "compute": 0.0,
-                                             "acc": float("nan"), "failed": 0, "suspended": 0})
+                                             "acc": float("nan"), "failed": 0, "suspended": 0, "unreachable": 0})
         t["n"] += 1
         t["trig"] += int(bool(r.get("triggered")))
         t["MB"] += r.get("total_bytes", 0) / 1e6
@@ -299,6 +299,7 @@ def summarize(run: RunDir) -> str:
         t["compute"] += r.get("compute_sim_s", 0.0)
         t["failed"] += len(r.get("failed", []))
         t["suspended"] += int(r.get("kind") == "suspend")
+        t["unreachable"] += int(bool(((r.get("extra") or {}).get("unlearn") or {}).get("ranked_out_of_coverage")))
         if "accuracy" in r:
             t["acc"] = float("nan") if r["accuracy"] is None else r["accuracy"]
     try:
@@ -313,14 +314,11 @@ def summarize(run: RunDir) -> str:
     for m, t in totals.items():
         lines.append(f"{m:<10} {t['n']:>8} {t['trig']:>9} {t['MB']:>10.2f} {t['compute']:>13.1f} "
                      f"{t['latency']:>13.1f} {t['failed']:>6} {100 * t['acc']:>11.2f}")
-    unreachable: dict[str, int] = {}
-    for r in run.records():
-        if ((r.get("extra") or {}).get("unlearn") or {}).get("ranked_out_of_coverage"):
-            unreachable[r["method"]] = unreachable.get(r["method"], 0) + 1
-    for m, n in unreachable.items():
-        lines.append(f"note: {m}: {n} unlearning request(s) found no retained participant in coverage and ranked "
-                     f"every past participant instead, out of coverage ones included (records' extra.unlearn)")
     for m, t in totals.items():
+        if t["unreachable"]:
+            lines.append(f"note: {m}: {t['unreachable']} unlearning request(s) found no retained participant in "
+                         f"coverage and ranked every past participant instead, out of coverage ones included "
+                         f"(records' extra.unlearn)")
         if t["suspended"]:
             end = "; it was withdrawn at the end (final acc nan)" if t["acc"] != t["acc"] else ""
             lines.append(f"note: {m}: the model was withdrawn {t['suspended']} time(s) when coverage fell below "
