@@ -329,7 +329,7 @@ def summarize(run: RunDir) -> str:
                      f"asks {asked}; at most 10 % of the training set is held out)")
     ended = (manifest.get("summary") or {}).get("traffic_ended_early")
     if ended:
-        how = ("" if ended.get("trace_complete") is None else
+        how = ("" if ended.get("trace_complete") is None or ended.get("trace_status") == "finished" else
                "; the replayed trace has no end record (its recorder stopped)" if not ended["trace_complete"] else
                f"; the replayed trace ended with status '{ended.get('trace_status')}'"
                + (f" ({ended['trace_message']})" if ended.get("trace_message") else ""))
@@ -355,6 +355,11 @@ def summarize(run: RunDir) -> str:
         if m not in totals:
             lines.append(f"note: {m}: no record: no model was ever fitted (coverage never held "
                          f"coordinator.min_clients = {min_clients} vehicles after the warm-up)")
+    min_available = (federated.get("rounds") or {}).get("min_available")
+    for m in federated.get("strategies") or []:
+        if m not in totals:
+            lines.append(f"note: {m}: no record: no round ran (coverage never held coordinator.min_clients = "
+                         f"{min_clients} vehicles after the warm-up, then rounds.min_available = {min_available})")
     try:
         tol = float(manifest["config"]["federated"]["projection"]["tol"])
     except (KeyError, TypeError, ValueError):
