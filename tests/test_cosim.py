@@ -501,6 +501,21 @@ def test_a_trace_that_ends_before_the_scenario_says_so(tmp_path):
     assert "the replayed trace has no end record (its recorder stopped)" in summarize(run)
 
 
+def test_teleports_the_recorder_counted_reach_the_summary(tmp_path):
+    import json
+
+    from vmc_sim.cosim import summarize
+
+    trace = trace_file(tmp_path)
+    lines = trace.read_text().splitlines()
+    end = json.loads(lines[-1])
+    assert end["type"] == "end"
+    trace.write_text("\n".join([*lines[:-1], json.dumps({**end, "teleports": 3})]) + "\n")
+    run = run_scenario(scenario(trace), out=tmp_path / "t", progress=False, say=lambda s: None)
+    assert run.manifest()["summary"]["teleports"] == 3
+    assert "note: SUMO teleported 3 vehicle(s) stuck longer than sumo.time_to_teleport" in summarize(run)
+
+
 def test_the_summary_says_how_many_samples_the_validation_set_really_holds(tmp_path):
     from vmc_sim.cosim import summarize
 

@@ -335,6 +335,10 @@ def summarize(run: RunDir) -> str:
                + (f" ({ended['trace_message']})" if ended.get("trace_message") else ""))
         lines.append(f"note: traffic ended at {ended['at']:.1f} s, {ended['scenario_end'] - ended['at']:.1f} s before "
                      f"the scenario's end ({ended['scenario_end']:.1f} s): no arrival or departure after it{how}")
+    teleports = (manifest.get("summary") or {}).get("teleports")
+    if teleports:
+        lines.append(f"note: SUMO teleported {teleports} vehicle(s) stuck longer than sumo.time_to_teleport (a jam); "
+                     f"a teleport takes a vehicle out of coverage, so it may have sent departures and arrivals")
     capped = (manifest.get("summary") or {}).get("max_requests") or {}
     if capped.get("events_not_dispatched"):
         lines.append(f"note: coordinator.max_requests = {capped['cap']} was reached: {capped['events_not_dispatched']} "

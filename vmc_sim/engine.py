@@ -559,6 +559,11 @@ class CoSimulation:
                    "validation_held": len(self.setup.validation_set)}
         if self.traffic_ended is not None:
             summary["traffic_ended_early"] = self.traffic_ended
+        teleports = getattr(self.source, "teleports", None)
+        if teleports is None:  # a replay: the count its recorder wrote
+            teleports = (getattr(self.source, "end_record", None) or {}).get("teleports")
+        if teleports:
+            summary["teleports"] = teleports
         if self.scenario.coordinator.max_requests:
             summary["max_requests"] = {"cap": self.scenario.coordinator.max_requests,
                                        "reached": self.requests >= self.scenario.coordinator.max_requests,
