@@ -190,13 +190,14 @@ def run_datasets(args: argparse.Namespace, datasets: list[str]) -> list[tuple[Pa
 def method_rows(run, dataset: str) -> list[dict[str, Any]]:
     from vmc_sim.solves import unconverged_solves
 
+    records = list(run.records())
     by: dict[str, list[dict]] = {}
-    for r in run.records():
+    for r in records:
         by.setdefault(r["method"], []).append(r)
     for rows in by.values():
         rows.sort(key=lambda r: r["index"])
     by["fsosa, paper accounting"] = paper_style(by["fsosa"], unit_sizes(by["fsosa"][0]))
-    short = unconverged_solves(run.records())
+    short = unconverged_solves(records)
     out = []
     base = by["retrain"]
     for m, rows in by.items():
