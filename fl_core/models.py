@@ -132,12 +132,13 @@ def flat_params(model: nn.Module) -> torch.Tensor:
 
 def load_flat(model: nn.Module, flat: torch.Tensor) -> nn.Module:
     """Write a flat vector back into ``model``'s parameters (in place) and return it."""
-    n = sum(p.numel() for p in model.parameters())
+    params = list(model.parameters())
+    n = sum(p.numel() for p in params)
     if flat.numel() != n:
         raise ValueError(f"flat vector has {flat.numel()} values, the model has {n} parameters")
     offset = 0
     with torch.no_grad():
-        for p in model.parameters():
+        for p in params:
             p.copy_(flat[offset : offset + p.numel()].view_as(p).to(p.dtype))
             offset += p.numel()
     return model

@@ -166,11 +166,13 @@ def evaluate(model: nn.Module, flat: torch.Tensor, data: ArrayDataset, batch_siz
     Inference mode, channels-last image batches and batches of 250 (measured about 2.5x faster
     than batches of 1,000 in the default layout on CPU; the same predictions)."""
     load_flat(model, flat)
-    model.eval()
+    if model.training:
+        model.eval()
     device = next(model.parameters()).device
     image = data.x.dim() == 4
-    if image:
+    if image and not getattr(model, "_channels_last", False):  # once per model: 0.1 ms a call adds up
         model.to(memory_format=torch.channels_last)
+        model._channels_last = True
     correct, loss = 0, 0.0
     with torch.inference_mode():
         for start in range(0, len(data), batch_size):
