@@ -93,6 +93,9 @@ def lust_case_study(out: Path) -> None:
     cache = re.search(r"digits: contribution cache: 0 of (\d+) contributions loaded \(hit rate 0 %\), 0 computed at "
                       r"cached trained weights \(Fisher only\), (\d+) trained", (out / "report.md").read_text())
     assert cache and int(cache.group(1)) == int(cache.group(2)) > 0
+    # the quick size stops at 10 requests (coordinator.max_requests): the report says what it held back
+    assert re.search(r"After the last request, \d+ coverage events were not sent \(coordinator.max_requests\)",
+                     (out / "report.md").read_text())
 
 
 def paper_sequence(out: Path) -> None:

@@ -241,13 +241,16 @@ def per_request(run, dataset: str) -> list[dict[str, Any]]:
 def setting(run) -> dict[str, Any]:
     """The case study's traffic: the RSU, the clients in coverage at the first fit and the request rate."""
     rows = sorted((r for r in run.records() if r["method"] == "retrain"), key=lambda r: r["index"])
-    rsus = run.manifest().get("rsus") or []
+    manifest = run.manifest()
+    rsus, summary = manifest.get("rsus") or [], manifest.get("summary") or {}
     fit, reqs = rows[0], rows[1:]
     t_fit = fit.get("request_time") or 0.0
     span = (reqs[-1]["request_time"] - t_fit) if reqs else 0.0
     return {"rsus": rsus, "clients_at_fit": fit.get("population"), "fit_time": t_fit, "requests": len(reqs),
             "span_s": span, "requests_per_minute": len(reqs) / (span / 60.0) if span > 0 else None,
-            "joins": sum(len(r.get("added") or []) for r in reqs), "leaves": sum(len(r.get("removed") or []) for r in reqs)}
+            "joins": sum(len(r.get("added") or []) for r in reqs), "leaves": sum(len(r.get("removed") or []) for r in reqs),
+            "teleports": summary.get("teleports") or 0,
+            "not_dispatched": (summary.get("max_requests") or {}).get("events_not_dispatched") or 0}
 
 
 def _clock(t: float) -> str:
@@ -261,7 +264,11 @@ def setting_text(st: dict[str, Any]) -> str:
     rate = f"{st['requests_per_minute']:.2f}" if st["requests_per_minute"] else "-"
     return (f"Traffic: RSU {rsu}; {st['clients_at_fit']} clients in coverage at the first fit ({_clock(st['fit_time'])}, "
             f"paper: 12); then {st['requests']} requests ({st['joins']} arrivals, {st['leaves']} departures) in "
-            f"{st['span_s'] / 60:.1f} min: **{rate} requests per minute** (paper: one a minute).")
+            f"{st['span_s'] / 60:.1f} min: **{rate} requests per minute** (paper: one a minute)."
+            + (f" SUMO teleported {st['teleports']} stuck vehicle(s) during the run (a jam; each leaves coverage)."
+               if st.get("teleports") else "")
+            + (f" After the last request, {st['not_dispatched']} coverage events were not sent "
+               f"(coordinator.max_requests)." if st.get("not_dispatched") else ""))
 
 
 def main(argv: list[str] | None = None) -> int:
