@@ -323,11 +323,12 @@ def summarize(run: RunDir) -> str:
             end = "; it was withdrawn at the end (final acc nan)" if t["acc"] != t["acc"] else ""
             lines.append(f"note: {m}: the model was withdrawn {t['suspended']} time(s) when coverage fell below "
                          f"coordinator.min_clients (records of kind 'suspend'){end}")
-    held, asked = (manifest.get("summary") or {}).get("validation_held"), federated.get("validation_samples")
+    summary = manifest.get("summary") or {}
+    held, asked = summary.get("validation_held"), federated.get("validation_samples")
     if held is not None and asked is not None and held < asked:
         lines.append(f"note: the merges selected their damping on {held} held-out samples (federated.validation_samples "
                      f"asks {asked}; at most 10 % of the training set is held out)")
-    ended = (manifest.get("summary") or {}).get("traffic_ended_early")
+    ended = summary.get("traffic_ended_early")
     if ended:
         how = ("" if ended.get("trace_complete") is None or ended.get("trace_status") == "finished" else
                "; the replayed trace has no end record (its recorder stopped)" if not ended["trace_complete"] else
@@ -335,11 +336,11 @@ def summarize(run: RunDir) -> str:
                + (f" ({ended['trace_message']})" if ended.get("trace_message") else ""))
         lines.append(f"note: traffic ended at {ended['at']:.1f} s, {ended['scenario_end'] - ended['at']:.1f} s before "
                      f"the scenario's end ({ended['scenario_end']:.1f} s): no arrival or departure after it{how}")
-    teleports = (manifest.get("summary") or {}).get("teleports")
+    teleports = summary.get("teleports")
     if teleports:
         lines.append(f"note: SUMO teleported {teleports} vehicle(s) stuck longer than sumo.time_to_teleport (a jam); "
                      f"a teleport takes a vehicle out of coverage, so it may have sent departures and arrivals")
-    capped = (manifest.get("summary") or {}).get("max_requests") or {}
+    capped = summary.get("max_requests") or {}
     if capped.get("events_not_dispatched"):
         lines.append(f"note: coordinator.max_requests = {capped['cap']} was reached: {capped['events_not_dispatched']} "
                      f"later coverage event(s) (arrivals and departures) were not sent as requests, so the final "
@@ -351,7 +352,7 @@ def summarize(run: RunDir) -> str:
     if traced and traced.get("hit"):
         lines.append(f"mobility: replayed the cached trace {traced['key'][:12]} (SUMO did not run; same traffic, "
                      f"same records); {(manifest.get('config') or {}).get('mobility', {}).get('trace_cache')}")
-    cache = (manifest.get("summary") or {}).get("contribution_cache")
+    cache = summary.get("contribution_cache")
     if cache:
         lines.append(contribution_cache_text(cache))
     min_clients = ((manifest.get("config") or {}).get("coordinator") or {}).get("min_clients")
