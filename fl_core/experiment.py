@@ -15,7 +15,7 @@ import torch
 from .clients import ClientPool
 from .data import ArrayDataset, load_train_test
 from .models import build_model, flat_params
-from .partition import DirichletScheme, dirichlet_partition, group_partition
+from .partition import DirichletScheme, dirichlet_split, group_partition
 from .rng import Streams
 from .training import LocalTrainer, TrainConfig, apply_threads
 from .validation import Validator
@@ -66,12 +66,16 @@ class OneShotSetup:
         train = train.subset(np.setdiff1d(np.arange(len(train)), held))
         self.train_set, self.test_set = train, test
         rng = self.streams.numpy("partition")
+        self.partition_repair: dict[str, int] | None = None  # set when a Dirichlet split moved samples
         if self.alpha is None:
             if train.groups is None:
                 raise ValueError(f"dataset {self.dataset!r} has no writer ids: give a Dirichlet alpha")
             parts = group_partition(train.groups, self.num_clients, rng)
         else:
-            parts = dirichlet_partition(train.y.numpy(), self.num_clients, self.alpha, rng, scheme=self.scheme)
+            split = dirichlet_split(train.y.numpy(), self.num_clients, self.alpha, rng, scheme=self.scheme)
+            parts = split.parts
+            if split.moved:
+                self.partition_repair = split.as_dict()
         self.client_data: dict[int, ArrayDataset] = {i: train.subset(p) for i, p in enumerate(parts)}
         torch.manual_seed(self.streams.seed("init"))
         model = self.model_fn()

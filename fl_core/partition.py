@@ -9,11 +9,18 @@ returns one sorted int64 index array per client, each sample in exactly one of t
 from __future__ import annotations
 
 import math
+import warnings
+from dataclasses import dataclass
 from enum import Enum
 
 import numpy as np
 
-__all__ = ["DIRICHLET_MAX_ATTEMPTS", "DirichletScheme", "dirichlet_partition", "group_partition", "iid_partition"]
+__all__ = ["DIRICHLET_MAX_ATTEMPTS", "DirichletScheme", "DirichletSplit", "PartitionWarning", "dirichlet_partition",
+           "dirichlet_split", "group_partition", "iid_partition"]
+
+
+class PartitionWarning(UserWarning):
+    """A Dirichlet split had to move samples by hand: its label skew is not exactly Dir(alpha)."""
 
 
 class DirichletScheme(str, Enum):
@@ -82,9 +89,31 @@ def _class_counts(class_sizes: np.ndarray, num_clients: int, alpha: float,
     return counts
 
 
+@dataclass(frozen=True)
+class DirichletSplit:
+    """A Dirichlet split and how it was reached: ``attempts`` draws were made; when none gave every
+    client ``min_size`` samples, the repair moved ``moved`` samples from the largest clients to the
+    short ones (0 when a draw was used as drawn)."""
+
+    parts: list[np.ndarray]
+    attempts: int
+    moved: int
+
+    def as_dict(self) -> dict[str, int]:
+        return {"attempts": self.attempts, "samples_moved": self.moved}
+
+
 def dirichlet_partition(labels: np.ndarray, num_clients: int, alpha: float, rng: np.random.Generator,
                         min_size: int = 1,
                         scheme: DirichletScheme | str = DirichletScheme.PER_CLASS) -> list[np.ndarray]:
+    """The parts of :func:`dirichlet_split` (which see); a :class:`PartitionWarning` says when the
+    split needed its repair step."""
+    return dirichlet_split(labels, num_clients, alpha, rng, min_size, scheme).parts
+
+
+def dirichlet_split(labels: np.ndarray, num_clients: int, alpha: float, rng: np.random.Generator,
+                    min_size: int = 1,
+                    scheme: DirichletScheme | str = DirichletScheme.PER_CLASS) -> DirichletSplit:
     """Label-skew split: for every class, client shares drawn from Dir(alpha, ..., alpha)
     (``scheme="per_class"``), or for every client a class mix drawn from Dir(alpha) with each
     class shared in proportion to the clients' weights for it (``scheme="per_client"``).
@@ -94,9 +123,10 @@ def dirichlet_partition(labels: np.ndarray, num_clients: int, alpha: float, rng:
     draws of the per-class proportions are made, and the first draw in which every client gets at
     least ``min_size`` samples is used. If none does, the draw with the smallest total shortfall
     is repaired deterministically: while some client is short, the (first) smallest client
-    receives the most recently assigned sample of the (first) largest client. Each class's shares
-    are turned into counts by flooring the cumulative proportions, so counts sum exactly.
-    Raises ValueError when ``num_clients * min_size`` exceeds the number of samples.
+    receives the most recently assigned sample of the (first) largest client, and a
+    :class:`PartitionWarning` names how many samples it moved (also in the result's ``moved``).
+    Each class's shares are turned into counts by flooring the cumulative proportions, so counts
+    sum exactly. Raises ValueError when ``num_clients * min_size`` exceeds the number of samples.
     """
     labels = np.asarray(labels)
     if labels.ndim != 1:
@@ -122,7 +152,7 @@ def dirichlet_partition(labels: np.ndarray, num_clients: int, alpha: float, rng:
 
     best: np.ndarray | None = None
     best_shortfall = -1
-    for _ in range(DIRICHLET_MAX_ATTEMPTS):
+    for attempts in range(1, DIRICHLET_MAX_ATTEMPTS + 1):
         counts = _class_counts(class_sizes, num_clients, float(alpha), rng, scheme)
         shortfall = int(np.maximum(min_size - counts.sum(axis=0), 0).sum())
         if best is None or shortfall < best_shortfall:
@@ -138,13 +168,19 @@ def dirichlet_partition(labels: np.ndarray, num_clients: int, alpha: float, rng:
             clients[k].extend(idx[bounds[k]:bounds[k + 1]].tolist())
 
     sizes = np.array([len(c) for c in clients], dtype=np.int64)
+    moved = 0
     while sizes.min() < min_size:
         short, donor = int(np.argmin(sizes)), int(np.argmax(sizes))
         clients[short].append(clients[donor].pop())
         sizes[short] += 1
         sizes[donor] -= 1
-
-    return [np.sort(np.asarray(c, dtype=np.int64)) for c in clients]
+        moved += 1
+    if moved:
+        warnings.warn(f"Dirichlet split (alpha {alpha}, {num_clients} clients, {scheme.value}): none of "
+                      f"{attempts} draws gave every client at least {min_size} sample(s); {moved} sample(s) were "
+                      "moved from the largest clients to the short ones, so the label skew is not exactly "
+                      "Dir(alpha)", PartitionWarning, stacklevel=2)
+    return DirichletSplit([np.sort(np.asarray(c, dtype=np.int64)) for c in clients], attempts, moved)
 
 
 def group_partition(groups: np.ndarray, num_clients: int, rng: np.random.Generator) -> list[np.ndarray]:

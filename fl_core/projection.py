@@ -23,7 +23,8 @@ validator the fixed ``damping`` is used.
 Methods:
 
 - ``closed_form`` (diagonal F): ``W_j = (b_j + lambda Wbar_j) / (F_j + lambda)``; with
-  ``lambda = 0``, ``b_j / F_j`` where ``F_j > curvature_floor * max F`` and ``Wbar_j`` elsewhere.
+  ``lambda = 0``, ``b_j / F_j`` where ``F_j > curvature_floor * max F`` and ``Wbar_j`` elsewhere
+  (how many coordinates were left at the mean: ``SolveInfo.floored``).
 - ``cg_f`` (default otherwise): conjugate gradient on ``(F + lambda I) x = F Wbar - b`` from
   ``x0 = 0`` (its iterates stay in range(F); ``lambda = 0`` converges to ``F^+ r`` with the
   condition number of F). Block-diagonal sums (K-FAC: one block per layer) are solved block by
@@ -166,6 +167,7 @@ class SolveInfo:
     products: int = 0  # operator products over every solve (block products count their share)
     validation: Score | None = None  # (accuracy, loss) of the chosen model, when scored
     candidates: list[dict] = field(default_factory=list)  # every damping tried, when selecting
+    floored: int = 0  # closed form at damping 0: coordinates left at the mean (curvature under the floor)
 
     def as_dict(self) -> dict:
         """JSON-ready (the weighted mean's infinite damping is written ``"mean"``)."""
@@ -328,17 +330,20 @@ def _solve_cg_f2(stats: SufficientStatistics, r: torch.Tensor, lam: float, confi
     return _Solve(0.5 * op(dual), it, res, 2 * it + 1, reason)
 
 
-def _closed_form(stats: SufficientStatistics, wbar: torch.Tensor, lam: float, config: ProjectionConfig) -> torch.Tensor:
+def _closed_form(stats: SufficientStatistics, wbar: torch.Tensor, lam: float,
+                 config: ProjectionConfig) -> tuple[torch.Tensor, int]:
+    """The diagonal solution and how many coordinates were left at the mean (undamped, curvature
+    at most ``curvature_floor`` times the largest: their constraint cannot be met)."""
     diag = stats.fisher_sum.diagonal()
     if diag is None:
         raise ValueError("the closed-form projection needs a diagonal Fisher")
     if lam > 0:
-        return (stats.b + lam * wbar) / (diag + lam)
+        return (stats.b + lam * wbar) / (diag + lam), 0
     floor = config.curvature_floor * float(diag.max()) if diag.numel() else 0.0
     ok = diag > floor
     w = wbar.clone()
     w[ok] = stats.b[ok] / diag[ok]
-    return w
+    return w, int(ok.numel() - ok.sum())
 
 
 def _better(a: Score, b: Score | None) -> bool:
@@ -447,14 +452,14 @@ def project(
         dampings = config.dampings if scorer is not None else (config.damping,)
         scale = fsum.trace() / stats.dim
         r = fsum.matvec(wbar) - stats.b if method is not ProjectionMethod.CLOSED_FORM else None
-        best: tuple[Score | None, torch.Tensor, float, _Solve | None] = (None, wbar, dampings[0], None)
+        best: tuple[Score | None, torch.Tensor, float, _Solve | None, int] = (None, wbar, dampings[0], None, 0)
         previous: torch.Tensor | None = None
         for damping in dampings:
-            lam = damping * scale
+            lam, floored = damping * scale, 0
             if math.isinf(lam):
                 w, solve = wbar, None
             elif method is ProjectionMethod.CLOSED_FORM:
-                w, solve = _closed_form(stats, wbar, lam, config), None
+                (w, floored), solve = _closed_form(stats, wbar, lam, config), None
             else:
                 if method is ProjectionMethod.CG_F:
                     x0 = previous if selecting else (
@@ -476,8 +481,8 @@ def project(
                     "val_accuracy": score[0], "val_loss": score[1],
                 })
             if not selecting or _better(score, best[0]):
-                best = (score, w, damping, solve)
-        info.validation, w, info.damping, solve = best
+                best = (score, w, damping, solve, floored)
+        info.validation, w, info.damping, solve, info.floored = best
         if solve is not None:
             info.iterations, info.residual, info.stop_reason = solve.iterations, solve.residual, solve.stop_reason
         for c in info.candidates:

@@ -527,6 +527,24 @@ def test_the_summary_says_how_many_samples_the_validation_set_really_holds(tmp_p
         in summarize(run)
 
 
+def test_a_dirichlet_split_that_needed_its_repair_is_in_the_summary(tmp_path):
+    from fl_core.partition import PartitionWarning
+    from vmc_sim.cosim import summarize
+
+    # alpha 0.001 over 12 clients and 10 classes: every draw gives each class to about one client,
+    # so some clients get nothing and the split's repair step moves samples to them
+    trace = trace_file(tmp_path)
+    sc = scenario(trace, federated={"alpha": 0.001})
+    with pytest.warns(PartitionWarning):
+        run = run_scenario(sc, out=tmp_path / "p", progress=False, say=lambda s: None)
+    repaired = run.manifest()["summary"]["partition_repaired"]
+    assert repaired["attempts"] == 100 and repaired["samples_moved"] > 0
+    assert f"{repaired['samples_moved']} sample(s) were moved to empty clients" in summarize(run)
+    plain = run_scenario(scenario(trace), out=tmp_path / "q", progress=False, say=lambda s: None)
+    assert "partition_repaired" not in plain.manifest()["summary"]
+    assert "moved to empty clients" not in summarize(plain)
+
+
 def test_the_summary_lists_the_methods_in_the_scenario_order(tmp_path):
     from vmc_sim.cosim import summarize
 

@@ -10,7 +10,7 @@ from fl_core.contribution import Contribution
 from fl_core.fisher import FisherKind, compute_fisher, layer_specs, new_sum
 from fl_core.fisher.base import Preconditioner
 from fl_core.fisher.capture import LayerSpec
-from fl_core.fisher.diagonal import DiagonalSum
+from fl_core.fisher.diagonal import DiagonalFisher, DiagonalSum
 from fl_core.fisher.kfac import KFACFisher, KFACSum
 from fl_core.models import build_model, flat_params, num_params
 from fl_core.payload import serialize, serialized_size
@@ -236,6 +236,21 @@ def test_closed_form_equals_cg_for_a_diagonal_damped_or_not(mlp):
     cg, info_cg = project(stats, ProjectionConfig(method="cg_f", damping=1e-2, tol=1e-12, max_iter=10000))
     assert info_cg.converged
     torch.testing.assert_close(closed, cg, rtol=1e-5, atol=1e-6)
+
+
+def test_closed_form_counts_the_coordinates_it_leaves_at_the_mean():
+    # two members whose diagonal Fishers are zero on the same 3 of 8 coordinates: undamped, those
+    # coordinates have no constraint to meet and stay at the weighted mean; the count is reported
+    fishers = [torch.tensor([1.0, 2.0, 0.0, 3.0, 0.0, 1.0, 0.0, 4.0], dtype=torch.float64),
+               torch.tensor([2.0, 1.0, 0.0, 1.0, 0.0, 2.0, 0.0, 1.0], dtype=torch.float64)]
+    stats = SufficientStatistics(8, DiagonalSum(8))
+    stats.apply(joined=[Contribution(i, torch.randn(8, generator=gen(i)), DiagonalFisher(f), 10)
+                        for i, f in enumerate(fishers)])
+    w, info = project(stats, ProjectionConfig(method="closed_form", damping=0.0))
+    assert info.floored == 3 and info.as_dict()["floored"] == 3
+    torch.testing.assert_close(w.double()[[2, 4, 6]], stats.mean()[[2, 4, 6]], rtol=0, atol=1e-6)
+    _, damped = project(stats, ProjectionConfig(method="closed_form", damping=1e-2))
+    assert damped.floored == 0
 
 
 def test_projection_is_closest_point_and_satisfies_constraint(mlp):

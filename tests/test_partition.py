@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fl_core.partition import dirichlet_partition, group_partition, iid_partition
+from fl_core.partition import (DIRICHLET_MAX_ATTEMPTS, PartitionWarning, dirichlet_partition, dirichlet_split,
+                               group_partition, iid_partition)
 
 
 def _labels(n: int = 4000, classes: int = 10, seed: int = 0) -> np.ndarray:
@@ -111,16 +112,28 @@ def test_per_client_scheme_covers_once_with_even_sizes_and_richer_subsets(alpha:
     assert ent < (0.6 if alpha == 0.1 else 0.9) * np.log(10)  # still label-skewed
 
 
-def test_dirichlet_min_size_is_met_even_when_draws_fail() -> None:
+def test_dirichlet_min_size_is_met_even_when_draws_fail_and_the_repair_is_reported() -> None:
     # 40 samples, 10 clients, min 4 each: only the exact 4-per-client sizes are allowed, which a
-    # Dirichlet draw at alpha 0.01 essentially never gives, so the repair step must do it.
+    # Dirichlet draw at alpha 0.01 essentially never gives, so the repair step must do it, and say so.
     labels = _labels(n=40, classes=4, seed=2)
-    parts = dirichlet_partition(labels, 10, 0.01, np.random.default_rng(0), min_size=4)
-    _assert_exact_cover(parts, 40)
-    assert [len(p) for p in parts] == [4] * 10
-    parts = dirichlet_partition(_labels(), 50, 0.05, np.random.default_rng(0), min_size=30)
+    with pytest.warns(PartitionWarning, match=rf"none of {DIRICHLET_MAX_ATTEMPTS} draws .* sample\(s\) were moved"):
+        split = dirichlet_split(labels, 10, 0.01, np.random.default_rng(0), min_size=4)
+    _assert_exact_cover(split.parts, 40)
+    assert [len(p) for p in split.parts] == [4] * 10
+    assert split.attempts == DIRICHLET_MAX_ATTEMPTS and 0 < split.moved <= 40
+    assert split.as_dict() == {"attempts": DIRICHLET_MAX_ATTEMPTS, "samples_moved": split.moved}
+    with pytest.warns(PartitionWarning):
+        parts = dirichlet_partition(_labels(), 50, 0.05, np.random.default_rng(0), min_size=30)
     _assert_exact_cover(parts, 4000)
     assert min(len(p) for p in parts) >= 30
+
+
+def test_a_split_used_as_drawn_reports_no_repair(recwarn) -> None:
+    split = dirichlet_split(_labels(), 20, 0.5, np.random.default_rng(7))
+    assert split.moved == 0 and 1 <= split.attempts <= DIRICHLET_MAX_ATTEMPTS
+    assert not [w for w in recwarn if issubclass(w.category, PartitionWarning)]
+    same = dirichlet_partition(_labels(), 20, 0.5, np.random.default_rng(7))
+    assert all(np.array_equal(a, b) for a, b in zip(split.parts, same))
 
 
 def test_dirichlet_handles_sparse_label_values() -> None:

@@ -328,6 +328,11 @@ def summarize(run: RunDir) -> str:
     if held is not None and asked is not None and held < asked:
         lines.append(f"note: the merges selected their damping on {held} held-out samples (federated.validation_samples "
                      f"asks {asked}; at most 10 % of the training set is held out)")
+    repaired = summary.get("partition_repaired")
+    if repaired:
+        lines.append(f"note: no Dirichlet draw of the split (of {repaired['attempts']}) gave every client a sample: "
+                     f"{repaired['samples_moved']} sample(s) were moved to empty clients, so the label skew is not "
+                     "exactly Dir(alpha) (federated.alpha)")
     ended = summary.get("traffic_ended_early")
     if ended:
         how = ("" if ended.get("trace_complete") is None or ended.get("trace_status") == "finished" else

@@ -557,6 +557,8 @@ class CoSimulation:
         summary = {"requests": self.requests, "records": self.records, "wall_s": time.perf_counter() - t0,
                    "sim_end": self.env.now, "trainings": self.pool.trainings,
                    "validation_held": len(self.setup.validation_set)}
+        if self.setup.partition_repair:
+            summary["partition_repaired"] = self.setup.partition_repair
         if self.traffic_ended is not None:
             summary["traffic_ended_early"] = self.traffic_ended
         teleports = getattr(self.source, "teleports", None)
