@@ -11,7 +11,7 @@ from mobility.events import MobilityEvent
 from mobility.trace import write_trace
 from vmc_sim.config import ConfigError, load_model
 from vmc_sim.cosim import run_scenario
-from vmc_sim.runs import RunDir
+from vmc_sim.runs import RunDir, cpu_model
 from vmc_sim.scenario import Scenario, load_scenario
 
 HOST_KEYS: set[str] = set()
@@ -72,6 +72,8 @@ def test_every_request_reaches_every_method_and_replay_is_identical(tmp_path):
     assert sum(r["total_bytes"] for r in fsosa) < sum(r["total_bytes"] for r in retrain)
     manifest = a.manifest()
     assert manifest["status"] == "complete" and manifest["seeds"]["run_seed"] == 3
+    # the host's CPU model is named (wall-clock figures are read against it)
+    assert manifest["host"]["cpu"] == cpu_model() and cpu_model().strip()
 
 
 def test_calibrated_time_does_not_depend_on_the_method_order(tmp_path):

@@ -14,13 +14,20 @@ import platform
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from vmc_sim.runs import cpu_model
+
+
+def host() -> str:
+    """The architecture and CPU model, e.g. ``x86_64 Intel(R) Xeon(R) Processor``."""
+    return f"{platform.machine()} {cpu_model()}"
+
 
 def machine() -> str:
     """One line naming the host: CPU, cores, torch version and threads."""
     import torch
 
     return (
-        f"{platform.machine()} {platform.processor() or ''}".strip()
+        host()
         + f", {os.cpu_count()} cores, torch {torch.__version__} ({torch.get_num_threads()} threads)"
         + (f", GPU {torch.cuda.get_device_name(0)}" if torch.cuda.is_available() else ", no GPU")
     )

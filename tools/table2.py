@@ -30,7 +30,6 @@ DENSE's server sizes (rounds, generator and distillation steps) are ``--dense-*`
 from __future__ import annotations
 
 import argparse
-import platform
 from pathlib import Path
 
 import torch
@@ -105,7 +104,7 @@ def markdown(rows: list[dict], args: argparse.Namespace) -> str:
            if args.iterates else
            f"damping selected on the validation set from {', '.join(damping_label(d) for d in args.dampings)}")
         + f"; CG tolerance {args.cg_tol:g}, at most {args.cg_iter} iterations per layer.",
-        f"Machine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}",
+        f"Machine: {report.host()}, {torch.get_num_threads()} threads, torch {torch.__version__}",
         "",
         "| alpha | method | acc % | paper acc % | damping (val acc %) | solve | parallel s | compute s (sum) | solve s | CG iters | MB | paper MB | acc/s | acc/MB |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",

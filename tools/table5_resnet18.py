@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import sys
 
 import torch
@@ -100,7 +99,7 @@ def markdown(rows: list[dict], args: argparse.Namespace) -> str:
         f"Split: Dirichlet per_client; {repro.held_out_label(rows, args.validation_samples)} for the damping selection from "
         f"{', '.join(repro.damping_label(d) for d in args.dampings)}; CG tolerance {args.cg_tol:g}, at most {args.cg_iter} "
         f"iterations per layer.",
-        f"Machine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, torch {torch.__version__}",
+        f"Machine: {report.host()}, {torch.get_num_threads()} threads, torch {torch.__version__}",
         "",
         "| alpha | method | acc % | paper acc % | damping (val acc %) | solve | parallel s | paper s | MB | paper MB |",
         "|---|---|---|---|---|---|---|---|---|---|",

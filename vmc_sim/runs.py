@@ -37,6 +37,22 @@ def versions() -> dict[str, str]:
     return out
 
 
+def cpu_model() -> str:
+    """The host CPU's model name (Linux ``/proc/cpuinfo``; elsewhere what ``platform`` knows).
+
+    Reports and manifests carry it because wall-clock figures and K = 50 accuracies differ between
+    CPU families; ``platform.processor()`` is empty on Linux, which once let a run be credited to
+    the wrong machine."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def new_run_dir(base: str | Path, name: str) -> Path:
     """A fresh directory ``base/<name>-<UTC timestamp>`` (suffixed if it exists)."""
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
@@ -82,7 +98,8 @@ class RunDir:
         with which versions, and adds this resume to its ``resumes`` list with how the attempt
         before it ended, so nothing a resume writes hides the run's origin or its failures."""
         now = {"at": datetime.now(timezone.utc).isoformat(), "versions": versions(),
-               "host": {"machine": platform.machine(), "processor": platform.processor(), "cpus": os.cpu_count(),
+               "host": {"machine": platform.machine(), "processor": platform.processor(), "cpu": cpu_model(),
+                        "cpus": os.cpu_count(),
                         "cuda": torch.cuda.is_available()}}
         manifest = {"created": now["at"], "config": config, "seeds": seeds, "versions": now["versions"],
                     "host": now["host"], **extra}
