@@ -744,3 +744,14 @@ def test_channel_shadowing_runs_and_does_not_depend_on_the_method_order(tmp_path
     assert first == swapped
     plain = sim_records(run_scenario(scenario(trace), out=tmp_path / "plain", progress=False, say=lambda s: None))
     assert [r["latency_s"] for r in first] != [r["latency_s"] for r in plain]
+
+
+def test_the_machine_calibration_cache_is_keyed_by_the_cpu_model(monkeypatch):
+    """A calibration measured on one CPU is not reused on another with the same node name."""
+    import vmc_sim.calibration as calibration
+    import vmc_sim.runs as runs
+
+    sc = load_scenario(None)
+    here = calibration._cache_key(sc.federated)
+    monkeypatch.setattr(runs, "cpu_model", lambda: "Another CPU")
+    assert calibration._cache_key(sc.federated) != here

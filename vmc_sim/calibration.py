@@ -126,7 +126,10 @@ def _host_key() -> dict[str, Any]:
 
     import torch
 
-    return {"node": platform.node(), "machine": platform.machine(), "cpus": os.cpu_count(),
+    from .runs import cpu_model
+
+    # the CPU model too: a container's node name can stay the same on another CPU
+    return {"node": platform.node(), "machine": platform.machine(), "cpu": cpu_model(), "cpus": os.cpu_count(),
             "torch": torch.__version__, "threads": torch.get_num_threads()}
 
 
