@@ -101,7 +101,9 @@ def main(argv: list[str] | None = None) -> int:
         paths = {"after": ROOT}
         if "before" in args.versions:
             paths["before"] = stack.enter_context(worktree.checkout(ROOT, args.before))
-        print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} cores, 1 thread, "
+        from vmc_sim.runs import cpu_model  # here: the "before" workers import this file beside an older fl_core
+
+        print(f"# {platform.machine()} {cpu_model()}, {os.cpu_count()} cores, 1 thread, "
               f"{args.samples} samples, best of {args.repeats}, {args.rounds} interleaved round(s); "
               f"before = {args.before}" + (f", load average {os.getloadavg()[0]:.2f}" if hasattr(os, "getloadavg") else ""))
         times: dict[tuple[str, str, str], list[float]] = {}

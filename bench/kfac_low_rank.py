@@ -38,6 +38,7 @@ from fl_core.projection import ProjectionConfig, project  # noqa: E402
 from fl_core.stats import SufficientStatistics  # noqa: E402
 from fl_core.training import evaluate  # noqa: E402
 from problem import add_problem_arguments, kfac_clients  # noqa: E402
+from vmc_sim.runs import cpu_model  # noqa: E402
 
 
 @contextmanager
@@ -89,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     uploads = [replace(c, fisher=c.fisher.compress(args.rank), _digest=None) for c in contributions]
     dim = int(setup.w0.numel())
     print(f"problem: {args.dataset} CNN ({dim} params), {args.clients} clients, K-FAC uploads at rank {args.rank}, "
-          f"damping {args.damping:g}, tol {args.tol:g}; training {train_s:.1f} s; {platform.processor() or platform.machine()}, "
+          f"damping {args.damping:g}, tol {args.tol:g}; training {train_s:.1f} s; {platform.machine()} {cpu_model()}, "
           f"{torch.get_num_threads()} thread(s), torch {torch.__version__}", flush=True)
     config = ProjectionConfig(method="cg_f", tol=args.tol, max_iter=args.max_iter, damping=args.damping)
     rows, models = [], {}

@@ -378,7 +378,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.worker is not None:
         worker(args.worker, args.tag, args.damping, args.tol, args.max_iter, args.weighting, args.preconditioner)
         return
-    print(f"machine: {platform.machine()} {platform.processor()}, {os.cpu_count()} cores, torch {torch.__version__}, "
+    from vmc_sim.runs import cpu_model  # here: the "before" workers import this file beside an older fl_core
+    print(f"machine: {platform.machine()} {cpu_model()}, {os.cpu_count()} cores, torch {torch.__version__}, "
           f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}", flush=True)
     if args.workdir is not None:
         args.workdir.mkdir(parents=True, exist_ok=True)

@@ -27,6 +27,7 @@ from fl_core.projection import ProjectionConfig, ProjectionMethod, project
 from fl_core.stats import SufficientStatistics
 from fl_core.training import TrainConfig
 from problem import add_problem_arguments, kfac_clients
+from vmc_sim.runs import cpu_model
 
 
 #: Solver variants by name: (method, damping, Kronecker preconditioner).
@@ -120,7 +121,7 @@ def main() -> None:
     args = p.parse_args()
     if args.quick:
         args.clients, args.samples_per_client, args.max_iter, args.edits = 4, 200, 30, 50
-    print(f"machine: {platform.machine()} {platform.processor()}, torch {torch.__version__}, "
+    print(f"machine: {platform.machine()} {cpu_model()}, torch {torch.__version__}, "
           f"{torch.get_num_threads()} threads")
     if args.only in (None, "solvers"):
         solvers(args)

@@ -35,6 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from fl_core.training import LocalTrainer, apply_threads
+    from vmc_sim.runs import cpu_model
     from vmc_sim.scenario import load_scenario
 
     scenario = load_scenario(args.scenario)
@@ -43,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     apply_threads(replace(config, threads=1), setup.model_fn())
     print(f"# {Path(args.scenario).name}: {scenario.federated.dataset}, {scenario.federated.model}, K = {config.epochs}, "
           f"batch {config.batch_size}; torch {torch.__version__}, {torch.get_num_threads()} thread, "
-          f"{platform.machine()} {platform.processor() or ''}".rstrip())
+          f"{platform.machine()} {cpu_model()}")
     print("| client | samples | training s | " + " | ".join(f"{f} Fisher s | {f}: cached weights save"
                                                         for f in args.fishers) + " |")
     print("|---|---|---|" + "---|---|" * len(args.fishers))
