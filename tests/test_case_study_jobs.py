@@ -26,13 +26,14 @@ ROOT = Path(__file__).resolve().parents[1]
 DATASETS = ("digits", "femnist")  # the built-in set and the smallest offline one (LEAF's sample)
 
 
-def run_case_study(jobs: int, tmp: Path, cache: Path) -> tuple[Path, Path]:
-    out, runs = tmp / f"out{jobs}", tmp / f"runs{jobs}"
+def run_case_study(jobs: int, tmp: Path, cache: Path, *extra: str, tag: str = "") -> tuple[Path, Path]:
+    out, runs = tmp / f"out{jobs}{tag}", tmp / f"runs{jobs}{tag}"
     env = {k: v for k, v in os.environ.items() if k != "VMC_RECALIBRATE"}
     env.update(OMP_NUM_THREADS="1", MPLBACKEND="Agg", VMC_CACHE=str(cache))
     proc = subprocess.run(
         [sys.executable, str(ROOT / "tools" / "lust_case_study.py"), "--quick", "--datasets", *DATASETS,
-         "--jobs", str(jobs), "--epochs", "2", "--out", str(out), "--runs", str(runs), "--no-contribution-cache"],
+         "--jobs", str(jobs), "--epochs", "2", "--out", str(out), "--runs", str(runs), "--no-contribution-cache",
+         *extra],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
@@ -60,6 +61,32 @@ def test_jobs_two_gives_the_records_of_jobs_one(tmp_path: Path):
             assert a == b, (d, {k: (a.get(k), b.get(k)) for k in a.keys() | b.keys() if a.get(k) != b.get(k)})
     for name in ("trace.jsonl", "summary.csv", "requests.csv"):
         assert (serial_out / name).read_text() == (parallel_out / name).read_text(), name
+    # --trace: a trace recorded elsewhere (here the serial run's, copied away) replayed by both datasets, no SUMO
+    kept = tmp_path / "recorded.jsonl"
+    kept.write_bytes((serial_out / "trace.jsonl").read_bytes())
+    replay_out, replay_runs = run_case_study(2, tmp_path, cache, "--trace", str(kept), tag="replay")
+    assert not list(replay_runs.glob("*-trace-*"))  # no mobility pass
+    for d in DATASETS:
+        assert records(replay_runs, d) == records(serial_runs, d), d
+    for name in ("trace.jsonl", "summary.csv", "requests.csv"):
+        assert (serial_out / name).read_text() == (replay_out / name).read_text(), name
+    assert f"Traffic replayed from `{kept}`" in (replay_out / "report.md").read_text()
+
+
+def test_a_bad_trace_is_refused_before_anything_runs(tmp_path: Path, capsys, monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "tools"))
+    import lust_case_study
+
+    bad = tmp_path / "t.jsonl"
+    bad.write_text('{"type": "header", "format": "vmc-sim-mobility-trace", "version": 1, "meta": {}}\n{"type": "ev')
+    for trace, says in ((tmp_path / "missing.jsonl", "does not exist"), (bad, "truncated")):
+        with pytest.raises(SystemExit) as e:
+            lust_case_study.main(["--quick", "--trace", str(trace), "--runs", str(tmp_path / "runs"),
+                                  "--out", str(tmp_path / "out")])
+        assert e.value.code == 2
+        err = capsys.readouterr().err
+        assert "--trace" in err and says in err and str(trace) in err, err
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "out").exists()
 
 
 def test_costs_pinned_for_one_dataset_are_not_charged_to_another_shape(tmp_path, monkeypatch):

@@ -27,7 +27,10 @@ The traffic is recorded once per machine: the live pass keeps its trace in the t
 ``~/.cache/vmc-sim/traces``), keyed by the SUMO inputs' content, seed, window, RSU, coverage, SUMO
 version and mobility code, and a later case study of the same traffic (another ``--epochs``, the
 K-FAC scenario, a rerun) replays it instead of stepping SUMO, with identical records; the run's
-manifest and summary say so. ``--no-trace-cache`` always runs SUMO.
+manifest and summary say so. ``--no-trace-cache`` always runs SUMO. ``--trace FILE`` replays a
+trace recorded elsewhere for every dataset (the committed ``reports/lust_case_study/trace.jsonl``
+reproduces the case study without building LuST or running SUMO; the whole file is validated
+before anything runs).
 
 The vehicles' contributions go to a contribution cache (``--contribution-cache DIR``, default
 ``$VMC_CACHE/contributions`` or ``~/.cache/vmc-sim/contributions``, about 5 MB a vehicle): a rerun
@@ -39,6 +42,7 @@ cached weights and trained. ``--no-contribution-cache`` trains every vehicle.
     python tools/lust_case_study.py                    # LuST, mnist + fashion_mnist (long)
     python tools/lust_case_study.py --jobs 2           # the same, both datasets at once
     python tools/lust_case_study.py --quick            # embedded city, digits, 10 requests
+    python tools/lust_case_study.py --jobs 2 --trace reports/lust_case_study/trace.jsonl   # no SUMO
 """
 
 from __future__ import annotations
@@ -164,6 +168,9 @@ def run_datasets(args: argparse.Namespace, datasets: list[str]) -> list[tuple[Pa
     runs live and records the trace, the others replay it one after another. More: a
     mobility-only pass records the trace, then every dataset replays it, ``args.jobs`` at once."""
     costs: dict[str, Any] = {}
+    if args.trace is not None:  # recorded traffic: every dataset replays it, no SUMO
+        tasks = [pin_costs(scenario_for(args, d, args.trace.resolve()), costs).model_dump(mode="json") for d in datasets]
+        return run_pool(args, tasks)
     if args.jobs <= 1 or len(datasets) == 1:
         done: list[tuple[Path, Path]] = []
         trace = None
@@ -172,15 +179,23 @@ def run_datasets(args: argparse.Namespace, datasets: list[str]) -> list[tuple[Pa
             done.append((Path(run), Path(plot)))
             trace = trace or Path(run) / "trace.jsonl"
         return done
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
     from vmc_sim.runs import new_run_dir
 
     first = scenario_for(args, datasets[0], None)
     trace = record_trace(first, new_run_dir(args.runs, f"{first.name}-trace") / "trace.jsonl")
     tasks = [pin_costs(scenario_for(args, d, trace), costs).model_dump(mode="json") for d in datasets]
-    workers = min(args.jobs, len(datasets))
+    return run_pool(args, tasks)
+
+
+def run_pool(args: argparse.Namespace, tasks: list[dict[str, Any]]) -> list[tuple[Path, Path]]:
+    """Run the datasets' scenarios (JSON dicts) in order, or ``args.jobs`` at once in spawned
+    processes; their run directories and plots in ``tasks`` order."""
+    if args.jobs <= 1 or len(tasks) == 1:
+        return [tuple(map(Path, run_dataset(t, args.runs))) for t in tasks]
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    workers = min(args.jobs, len(tasks))
     threads = None if "OMP_NUM_THREADS" in os.environ else max(1, (os.cpu_count() or 1) // workers)
     with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
         futures = [pool.submit(run_dataset, t, args.runs, threads) for t in tasks]
@@ -287,6 +302,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="trace cache directory (default: $VMC_CACHE/traces or ~/.cache/vmc-sim/traces): a run of "
                         "traffic recorded before replays its trace instead of running SUMO, with identical records")
     p.add_argument("--no-trace-cache", action="store_true", help="always run SUMO (record no trace in the cache)")
+    p.add_argument("--trace", type=Path, default=None, metavar="TRACE",
+                   help="replay this recorded trace for every dataset instead of running SUMO (no LuST build), e.g. "
+                        "the committed reports/lust_case_study/trace.jsonl; the records are those of the run that "
+                        "recorded it")
     p.add_argument("--contribution-cache", type=Path, default=None,
                    help="contribution cache directory (default: $VMC_CACHE/contributions or "
                         "~/.cache/vmc-sim/contributions): a vehicle trained before the same way is loaded, one trained "
@@ -307,6 +326,16 @@ def main(argv: list[str] | None = None) -> int:
         args.contribution_cache = contributions_root()
     if args.jobs < 1:
         p.error("--jobs must be at least 1")
+    if args.trace is not None and args.from_runs:
+        p.error("--trace replays traffic for new runs; --from-runs only reports finished ones")
+    if args.trace is not None:
+        from mobility.errors import TraceError
+        from mobility.trace import read_trace
+
+        try:  # the whole file, before anything runs
+            read_trace(args.trace)
+        except (OSError, TraceError) as e:
+            p.error(f"--trace: {e}")
     datasets = args.datasets or (["digits"] if args.quick else ["mnist", "fashion_mnist"])
     from vmc_sim.cosim import contribution_cache_text
     from vmc_sim.plots import plot_run
@@ -343,7 +372,9 @@ def main(argv: list[str] | None = None) -> int:
             "unconverged_solves", "max_latency_s", "broadcast_MB", "model_upload_MB",
             "fisher_upload_MB", "total_MB", "comm_saving_pct", "time_s", "time_saving_pct", "final_acc", "mean_acc",
             "max_acc_gap_vs_retrain"]
-    body = [setting_text(traffic), "", report.md_table(summary, cols), "",
+    replayed = ([f"Traffic replayed from `{args.trace}` (--trace: SUMO did not run; the requests are those of the "
+                 "run that recorded it)."] if args.trace is not None else [])
+    body = [setting_text(traffic), *replayed, "", report.md_table(summary, cols), "",
             f"Paper (five datasets): cumulative time {PAPER['time_saving_pct'][0]} to {PAPER['time_saving_pct'][1]} % "
             f"vs Retrain; communication {PAPER['comm_saving_pct'][0]} to {PAPER['comm_saving_pct'][1]} %; MNIST "
             f"{PAPER['mnist_comm_MB'][0]} vs {PAPER['mnist_comm_MB'][1]} MB; accuracy matching Retrain (within 3.96 %).", ""]
