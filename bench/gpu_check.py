@@ -77,16 +77,16 @@ def cuda_tests() -> tuple[bool, str]:
 
 
 def case_study(dataset: str, device: str, epochs: int | None, trace: Path):
-    """The case-study scenario for ``dataset`` on ``device``, replaying ``trace``."""
-    from vmc_sim.config import load_model
-    from vmc_sim.scenario import Scenario, load_scenario
+    """The case study's scenario for ``dataset`` replaying ``trace`` (as tools/lust_case_study.py
+    builds it), trained on ``device``."""
+    from lust_case_study import scenario_for
 
-    data = load_scenario(SCENARIO).model_dump(mode="json")
-    data["federated"]["dataset"] = dataset
+    from vmc_sim.config import load_model
+    from vmc_sim.scenario import Scenario
+
+    data = scenario_for(SimpleNamespace(quick=False, scenario=str(SCENARIO), epochs=epochs), dataset,
+                        trace).model_dump(mode="json")
     data["federated"]["train"]["device"] = device
-    if epochs:
-        data["federated"]["train"]["epochs"] = epochs
-    data["mobility"] = {"source": "trace", "trace": str(trace)}
     data["name"] = f"gpu-check-{dataset}-{device}"
     return load_model(Scenario, None, data)
 
