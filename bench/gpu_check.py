@@ -16,7 +16,8 @@ Here, without a GPU, ``--device cpu`` runs the same steps on the CPU (the baseli
 script; the replay is the case study's MNIST run, 25-40 min on one core):
 
     OMP_NUM_THREADS=1 python bench/gpu_check.py --device cpu --out /tmp/gpu_check
-    python bench/gpu_check.py --device cpu --epochs 1 --skip-tests   # the plumbing, in a minute
+    python bench/gpu_check.py --device cpu --epochs 1 --skip-tests   # the plumbing, 5-6 min
+    python bench/gpu_check.py --compare OUT/requests.csv  # any case study's table against the committed one
 
 On a lent device machine the project is not installed and nothing can be fetched there:
 ``bash bench/gpu_carry.sh`` (run here) puts the wheels the device image lacks and the MNIST files
@@ -179,19 +180,26 @@ def replay(scenario, out: Path, compare: bool) -> tuple[list[str], bool]:
              + ", ".join(f"{m} {100 * a:.2f} %" for m, a in sorted(final.items()) if a is not None)]
     if not compare:
         return lines + ["- not compared with the committed report (another K charges other work)"], True
+    line, same = against_committed(mine, dataset)
+    return lines + [line], same
+
+
+def against_committed(mine: Path, dataset: str, committed: Path = COMMITTED) -> tuple[str, bool]:
+    """``dataset``'s rows of the per-request table ``mine`` against the committed report's: (a line
+    saying which simulated cells moved and how far the accuracies are apart, simulated fields all
+    equal). ``python bench/gpu_check.py --compare FILE`` runs it on any case study's requests.csv."""
     with open(mine, newline="") as f:
-        new = {(r["method"], r["index"]): r for r in csv.DictReader(f)}
-    with open(COMMITTED, newline="") as f:
+        new = {(r["method"], r["index"]): r for r in csv.DictReader(f) if r.get("dataset", dataset) == dataset}
+    with open(committed, newline="") as f:
         old = {(r["method"], r["index"]): r for r in csv.DictReader(f) if r["dataset"] == dataset}
     moved = [(k, c, old[k][c], new.get(k, {}).get(c)) for k in old for c in SIMULATED if new.get(k, {}).get(c) != old[k][c]]
     acc = [abs(float(new[k]["accuracy"]) - float(old[k]["accuracy"])) for k in old
            if k in new and old[k]["accuracy"] and new[k]["accuracy"]]
     same = not moved and len(new) == len(old)
-    lines.append(f"- against the committed report ({len(old)} rows): simulated fields "
-                 + ("identical" if same else f"DIFFER in {len(moved)} cells, first {moved[:3]}; rows {len(new)} vs {len(old)}")
-                 + (f"; accuracy differs by at most {100 * max(acc):.2f} points (mean {100 * sum(acc) / len(acc):.2f})"
-                    if acc else ""))
-    return lines, same
+    return (f"- {dataset} against the committed report ({len(old)} rows): simulated fields "
+            + ("identical" if same else f"DIFFER in {len(moved)} cells, first {moved[:3]}; rows {len(new)} vs {len(old)}")
+            + (f"; accuracy differs by at most {100 * max(acc):.2f} points (mean {100 * sum(acc) / len(acc):.2f})"
+               if acc else "")), same
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -207,7 +215,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--skip-tests", action="store_true")
     p.add_argument("--skip-kfac", action="store_true")
     p.add_argument("--skip-replay", action="store_true")
+    p.add_argument("--compare", type=Path, default=None, metavar="CSV",
+                   help="only compare a case study's requests.csv with the committed report, then exit")
     args = p.parse_args(argv)
+    if args.compare is not None:
+        with open(args.compare, newline="") as f:
+            datasets = sorted({r.get("dataset", args.dataset) for r in csv.DictReader(f)})
+        results = [against_committed(args.compare, d) for d in datasets]
+        for line, _ in results:
+            print(line)
+        return 0 if results and all(same for _, same in results) else 1
     if args.device != "cpu" and not torch.cuda.is_available():
         p.error(f"--device {args.device}: this machine has no CUDA device (use --device cpu for the CPU baseline)")
     args.out.mkdir(parents=True, exist_ok=True)

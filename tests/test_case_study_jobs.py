@@ -113,3 +113,16 @@ def test_costs_pinned_for_one_dataset_are_not_charged_to_another_shape(tmp_path,
         assert (sc.compute.calibration is not None) == kept, dataset
         if kept:
             assert sc.compute.calibration.model_dump() == costs
+
+
+def test_the_report_calls_its_wall_clock_cold_only_when_nothing_came_from_the_cache(monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "tools"))
+    import lust_case_study
+
+    cold = {"hits": 0, "misses": 30, "hit_rate": 0.0, "weights_reused": 0, "path": "/c"}
+    assert lust_case_study.cache_lines({}) == []
+    lines = lust_case_study.cache_lines({"mnist": cold, "fashion_mnist": cold})
+    assert "is a cold run's" in lines[1] and "not a cold" not in lines[1]
+    assert lines[2].startswith("- mnist: contribution cache: 0 of 30") and len(lines) == 4
+    for warm in ({**cold, "hits": 3, "misses": 27, "hit_rate": 0.1}, {**cold, "weights_reused": 2}):
+        assert "not a cold run's" in lust_case_study.cache_lines({"mnist": cold, "fashion_mnist": warm})[1]
