@@ -13,7 +13,7 @@ RESULTS.md, session 17); the largest difference is printed. Exit status 1 if a t
 simulated field moved.
 
 Here, without a GPU, ``--device cpu`` runs the same steps on the CPU (the baseline of the same
-script; the replay is the case study's MNIST run, 25-40 min on one core):
+script; the replay is the case study's MNIST run, about 22 min on one core of a 2-core EPYC):
 
     OMP_NUM_THREADS=1 python bench/gpu_check.py --device cpu --out /tmp/gpu_check
     python bench/gpu_check.py --device cpu --epochs 1 --skip-tests   # the plumbing, 5-6 min

@@ -38,8 +38,6 @@ import worktree  # noqa: E402
 
 def child(epochs: int, samples: int, out: str) -> None:
     """Train and compute the Fisher of one vehicle in this process (its ``fl_core`` is the PYTHONPATH's)."""
-    import inspect
-
     import numpy as np
     import torch
     from safetensors.torch import save_file
@@ -60,11 +58,8 @@ def child(epochs: int, samples: int, out: str) -> None:
     w0 = flat_params(model_fn())
     config = TrainConfig(epochs=epochs, lr=0.01, batch_size=64, momentum=0.9, fisher="diagonal", upload_dtype="float32", threads=1)
     c = LocalTrainer(model_fn, w0, config, Streams(0)).contribute(0, data)
-    labels = getattr(config, "fisher_labels", None)
-    if labels is None:  # an older library: the labels its Fisher pass used by default
-        from fl_core.fisher import compute_fisher
-        labels = inspect.signature(compute_fisher).parameters.get("labels")
-        labels = "sampled (one drawn label)" if labels is None else labels.default
+    # a library older than ``fisher_labels`` (637fb6d among them) drew one label per input
+    labels = getattr(config, "fisher_labels", "sampled (one drawn label)")
     save_file({"weights": c.weights.float().contiguous()}, out)
     print(json.dumps({"train_s": c.train_s, "fisher_s": c.fisher_s, "labels": str(getattr(labels, "value", labels))}))
 
