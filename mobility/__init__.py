@@ -13,7 +13,14 @@ from mobility.events import MobilityEvent, events_from_json, events_to_json
 from mobility.lust import LustConfig, LustFiles, build_lust, demand_report, lust_clone
 from mobility.rsu import Rsu, RsuConfig, place_rsus
 from mobility.source import MobilitySource, SumoSource, TraceSource
-from mobility.sumo import Backend, SumoConfig, SumoSession, sumo_binary, sumo_home, sumo_tool
+from mobility.sumo import (
+    Backend,
+    SumoConfig,
+    SumoSession,
+    sumo_binary,
+    sumo_home,
+    sumo_tool,
+)
 from mobility.trace import Trace, TraceWriter, read_trace, write_trace
 
 __all__ = [

@@ -1,9 +1,7 @@
-"""Finding SUMO and driving one simulation through libsumo or TraCI.
+"""Driving one SUMO simulation through libsumo or TraCI.
 
-SUMO comes from the eclipse-sumo / libsumo / traci / sumolib wheels. The binaries (``sumo``,
-``netgenerate``, ``netconvert``, ``duarouter``) and the ``tools/`` scripts (``randomTrips.py``)
-live inside the eclipse-sumo wheel; a ``SUMO_HOME`` set by the user is honoured when it really
-holds the binary asked for, and nothing else (no system install on ``PATH``) is used.
+Finding SUMO is :mod:`mobility.sumo_install`; its configuration :mod:`mobility.sumo_config`
+(both re-exported here, the names the rest of the toolkit imports).
 
 :class:`SumoSession` hides the two backends behind one small set of verbs:
 
@@ -19,173 +17,45 @@ the exit status and the tail of SUMO's own log.
 
 from __future__ import annotations
 
-import functools
-import math
-import os
 import shutil
-import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time as _time
-from dataclasses import asdict, dataclass, field
-from enum import Enum
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable
 
 from mobility.errors import SumoError
+from mobility.sumo_config import (
+    Backend,
+    SumoConfig,
+    merge_args,
+    options_dict,
+    parse_args,
+)
+from mobility.sumo_install import (
+    describe_exit,
+    log_tail,
+    read_tail,
+    run_command,
+    run_tool,
+    sumo_binary,
+    sumo_home,
+    sumo_tool,
+    sumo_version,
+    tool_env,
+)
 
 VehicleState = tuple[float, float, float]
 """(x, y, speed) of a vehicle: network coordinates in m, speed in m/s."""
 
-_LOG_TAIL_LINES = 15
 _libsumo_owner: "SumoSession | None" = None
 
 
-class Backend(str, Enum):
-    """How SUMO is driven."""
-
-    LIBSUMO = "libsumo"
-    TRACI = "traci"
-
-
-# --------------------------------------------------------------------------------------------
-# locating SUMO
-
-
-def _wheel_home() -> Path | None:
-    saved = os.environ.get("SUMO_HOME")
-    try:
-        import sumo as _sumo_wheel
-    except ImportError:
-        return None
-    finally:
-        # importing the wheel sets SUMO_HOME when unset; keep the user's environment as it was
-        if saved is None:
-            os.environ.pop("SUMO_HOME", None)
-        else:
-            os.environ["SUMO_HOME"] = saved
-    return Path(_sumo_wheel.SUMO_HOME)
-
-
-def _exe(home: Path, name: str) -> Path:
-    suffix = ".exe" if sys.platform.startswith("win") else ""
-    return home / "bin" / f"{name}{suffix}"
-
-
-def sumo_home(binary: str = "sumo") -> Path:
-    """The SUMO installation to use: ``$SUMO_HOME`` if it holds ``bin/<binary>``, else the wheel.
-
-    Raises SumoError listing the places that were checked.
-    """
-    checked = []
-    user = os.environ.get("SUMO_HOME")
-    if user:
-        if _exe(Path(user), binary).is_file():
-            return Path(user)
-        checked.append(f"$SUMO_HOME={user} (no bin/{binary})")
-    wheel = _wheel_home()
-    if wheel is not None and _exe(wheel, binary).is_file():
-        return wheel
-    checked.append(
-        "the eclipse-sumo wheel (not installed)" if wheel is None else f"the eclipse-sumo wheel at {wheel} (no bin/{binary})"
-    )
-    raise SumoError(
-        f"SUMO binary {binary!r} not found; checked {'; '.join(checked)}. "
-        "Install the SUMO wheels: pip install 'eclipse-sumo==1.28.*' 'libsumo==1.28.*' 'traci==1.28.*' 'sumolib==1.28.*'"
-    )
-
-
-def sumo_binary(name: str = "sumo") -> Path:
-    """Absolute path of a SUMO binary (``sumo``, ``netgenerate``, ``netconvert``, ``duarouter``)."""
-    return _exe(sumo_home(name), name)
-
-
-def sumo_tool(relative: str) -> Path:
-    """Absolute path of a script under SUMO's ``tools/`` (e.g. ``randomTrips.py``)."""
-    home = sumo_home()
-    path = home / "tools" / relative
-    if not path.is_file():
-        wheel = _wheel_home()
-        if wheel is not None and (wheel / "tools" / relative).is_file():
-            return wheel / "tools" / relative
-        raise SumoError(f"SUMO tool {relative!r} not found under {home / 'tools'}")
-    return path
-
-
-def sumo_version() -> str:
-    """Version string printed by ``sumo --version`` (e.g. ``1.28.0``)."""
-    return _sumo_version_of(str(sumo_binary("sumo")))
-
-
-@functools.lru_cache(maxsize=4)
-def _sumo_version_of(binary: str) -> str:
-    out = run_command([binary, "--version"], what="sumo --version").stdout
-    first = out.splitlines()[0] if out else ""
-    return first.rsplit(" ", 1)[-1] if first else "unknown"
-
-
-def tool_env() -> dict[str, str]:
-    """Environment for SUMO subprocesses: ``SUMO_HOME`` pointing at the installation in use."""
-    env = dict(os.environ)
-    env["SUMO_HOME"] = str(sumo_home())
-    if not env.get("PROJ_DATA") and not env.get("PROJ_LIB"):
-        proj = Path(env["SUMO_HOME"]) / "data" / "proj"
-        if proj.is_dir():
-            env["PROJ_DATA"] = env["PROJ_LIB"] = str(proj)
-    return env
-
-
-def _read_tail(path: Path, limit: int = 1 << 16) -> str:
-    """The last ``limit`` bytes of a log (a run's warnings can fill megabytes)."""
-    with open(path, "rb") as f:
-        f.seek(0, os.SEEK_END)
-        size = f.tell()
-        f.seek(max(0, size - limit))
-        return f.read().decode(errors="replace")
-
-
-def _tail(text: str, lines: int = _LOG_TAIL_LINES) -> str:
-    kept = [ln for ln in text.strip().splitlines() if ln.strip()][-lines:]
-    return "\n".join("    " + ln for ln in kept)
-
-
-def run_command(
-    args: Sequence[str], *, what: str, cwd: str | Path | None = None, timeout: float | None = None
-) -> subprocess.CompletedProcess[str]:
-    """Run a SUMO binary or tool, capturing its output; a non-zero exit raises SumoError."""
-    try:
-        proc = subprocess.run(
-            list(args), cwd=cwd, env=tool_env(), capture_output=True, text=True, timeout=timeout, check=False
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise SumoError(f"{what} did not finish within {timeout} s: {' '.join(map(str, args))}") from exc
-    except OSError as exc:
-        raise SumoError(f"{what} could not be started: {exc}") from exc
-    if proc.returncode != 0:
-        raise SumoError(
-            f"{what} failed with {_describe_exit(proc.returncode)}; command: {' '.join(map(str, args))}\n"
-            f"{_tail(proc.stderr + proc.stdout)}"
-        )
-    return proc
-
-
-def run_tool(script: str, args: Sequence[str], *, what: str, cwd: str | Path | None = None,
-             timeout: float | None = None) -> subprocess.CompletedProcess[str]:
-    """Run a Python script from SUMO's ``tools/`` with this interpreter."""
-    return run_command([sys.executable, str(sumo_tool(script)), *map(str, args)], what=what, cwd=cwd, timeout=timeout)
-
-
-def _describe_exit(code: int | None) -> str:
-    if code is None:
-        return "no exit status (still running)"
-    if code < 0:
-        try:
-            return f"exit status {code} (killed by {signal.Signals(-code).name})"
-        except ValueError:
-            return f"exit status {code} (killed by signal {-code})"
-    return f"exit status {code}"
+__all__ = [
+    "Backend", "SumoConfig", "SumoSession", "VehicleState", "free_loopback_port", "merge_args", "options_dict",
+    "parse_args", "run_command", "run_tool", "sumo_binary", "sumo_home", "sumo_tool", "sumo_version", "tool_env",
+]
 
 
 def free_loopback_port() -> int:
@@ -193,169 +63,6 @@ def free_loopback_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-# --------------------------------------------------------------------------------------------
-# configuration
-
-
-@dataclass
-class SumoConfig:
-    """How to run SUMO: backend, inputs, time window and seed (filled from the scenario YAML).
-
-    Give either ``config_file`` (a ``.sumocfg``; the other inputs are then optional additions)
-    or ``net_file`` plus ``route_files`` (checked when the session starts, so a scenario can
-    leave them to the network builder). ``end=None`` runs until no vehicle is left or expected
-    (or until the config file's own end). ``time_to_teleport=None`` keeps SUMO's default (300 s).
-    """
-
-    backend: str = Backend.LIBSUMO.value
-    config_file: str | None = None
-    net_file: str | None = None
-    route_files: list[str] = field(default_factory=list)
-    additional_files: list[str] = field(default_factory=list)
-    step_length: float = 1.0
-    seed: int = 42
-    begin: float | None = None
-    end: float | None = None
-    time_to_teleport: float | None = None
-    scale: float = 1.0
-    extra_args: list[str] = field(default_factory=list)
-    connect_timeout: float = 120.0
-    verbose: bool = False
-
-    def __post_init__(self) -> None:
-        self.validate()
-
-    def validate(self) -> None:
-        """Raise ValueError naming the first bad field."""
-        if isinstance(self.backend, Backend):
-            self.backend = self.backend.value
-        if self.backend not in {b.value for b in Backend}:
-            raise ValueError(f"sumo.backend must be one of {[b.value for b in Backend]}, got {self.backend!r}")
-        if isinstance(self.route_files, (str, os.PathLike)):
-            self.route_files = [str(self.route_files)]
-        if isinstance(self.additional_files, (str, os.PathLike)):
-            self.additional_files = [str(self.additional_files)]
-        for name in ("route_files", "additional_files", "extra_args"):
-            value = getattr(self, name)
-            if not isinstance(value, (list, tuple)) or not all(isinstance(v, (str, os.PathLike)) for v in value):
-                raise ValueError(f"sumo.{name} must be a list of strings, got {value!r}")
-            setattr(self, name, [str(v) for v in value])
-        if not _finite(self.step_length) or self.step_length <= 0:
-            raise ValueError(f"sumo.step_length must be a positive number of seconds, got {self.step_length!r}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed < 2**31:
-            raise ValueError(f"sumo.seed must be an integer in [0, 2^31), got {self.seed!r}")
-        if self.begin is not None and (not _finite(self.begin) or self.begin < 0):
-            raise ValueError(f"sumo.begin must be a non-negative number of seconds or null, got {self.begin!r}")
-        if self.end is not None:
-            if not _finite(self.end):
-                raise ValueError(f"sumo.end must be a number of seconds or null, got {self.end!r}")
-            if self.end <= (self.begin or 0.0):
-                raise ValueError(f"sumo.end ({self.end}) must be after sumo.begin ({self.begin or 0.0})")
-        if self.time_to_teleport is not None and not _finite(self.time_to_teleport):
-            raise ValueError(f"sumo.time_to_teleport must be a number of seconds or null, got {self.time_to_teleport!r}")
-        if not _finite(self.scale) or self.scale <= 0:
-            raise ValueError(f"sumo.scale must be a positive number (the demand factor), got {self.scale!r}")
-        if not _finite(self.connect_timeout) or self.connect_timeout <= 0:
-            raise ValueError(f"sumo.connect_timeout must be positive, got {self.connect_timeout!r}")
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain dict (for manifests and trace headers)."""
-        return asdict(self)
-
-    def arguments(self) -> list[str]:
-        """SUMO command-line options (without the binary and without TraCI/log options)."""
-        args: list[str] = []
-        if self.config_file is not None:
-            args += ["-c", self.config_file]
-        if self.net_file is not None:
-            args += ["-n", self.net_file]
-        if self.route_files:
-            args += ["-r", ",".join(self.route_files)]
-        if self.additional_files:
-            args += ["-a", ",".join(self.additional_files)]
-        args += ["--step-length", _num(self.step_length), "--seed", str(self.seed)]
-        if self.begin is not None:
-            args += ["--begin", _num(self.begin)]
-        if self.time_to_teleport is not None:
-            args += ["--time-to-teleport", _num(self.time_to_teleport)]
-        if float(self.scale) != 1.0:
-            args += ["--scale", _num(self.scale)]
-        args += ["--no-step-log", "true", "--duration-log.disable", "true"]
-        if not self.verbose:
-            args += ["--no-warnings", "true"]
-        return merge_args(args, self.extra_args)
-
-
-_SHORT_OPTIONS = {"c": "configuration-file", "n": "net-file", "r": "route-files", "a": "additional-files",
-                  "b": "begin", "e": "end", "s": "route-steps", "v": "verbose", "W": "no-warnings", "l": "log",
-                  "t": "duration-log.statistics"}
-
-
-def _is_option(token: str) -> bool:
-    return token.startswith("--") or (len(token) == 2 and token[0] == "-" and token[1].isalpha())
-
-
-def _option_name(token: str) -> str:
-    name = token.lstrip("-").split("=", 1)[0]
-    return _SHORT_OPTIONS.get(name, name) if not token.startswith("--") else name
-
-
-def parse_args(args: Sequence[str]) -> list[tuple[str, list[str]]]:
-    """SUMO command-line tokens as ``(option name, tokens)`` pairs, in order.
-
-    A token starting with ``--`` (or ``-`` and one letter) is an option; the next token is its
-    value unless it is itself an option (a bare flag such as ``--ramps.guess``). Short names are
-    mapped to the long ones (``-n`` is ``net-file``) so both spellings name the same option.
-    A value without an option before it raises ValueError.
-    """
-    out: list[tuple[str, list[str]]] = []
-    tokens = [str(a) for a in args]
-    i = 0
-    while i < len(tokens):
-        tok = tokens[i]
-        if not _is_option(tok):
-            raise ValueError(f"SUMO argument {tok!r} is not an option (options start with '--'): {tokens}")
-        if "=" in tok or i + 1 >= len(tokens) or _is_option(tokens[i + 1]):
-            out.append((_option_name(tok), [tok]))
-            i += 1
-        else:
-            out.append((_option_name(tok), [tok, tokens[i + 1]]))
-            i += 2
-    return out
-
-
-def merge_args(*arg_lists: Sequence[str]) -> list[str]:
-    """Concatenate SUMO argument lists, a later option replacing an earlier one of the same name.
-
-    SUMO refuses an option given twice, so options are merged instead: the first occurrence keeps
-    its place and takes the last value given for it (``--time-to-teleport 300`` then
-    ``--time-to-teleport 600`` gives ``--time-to-teleport 600``).
-    """
-    merged: dict[str, list[str]] = {}
-    for args in arg_lists:
-        for name, tokens in parse_args(args):
-            merged[name] = tokens
-    return [t for tokens in merged.values() for t in tokens]
-
-
-def options_dict(args: Sequence[str]) -> dict[str, str | None]:
-    """SUMO arguments as ``{option name: value or None for a bare flag}`` (later ones win)."""
-    return {name: (tokens[1] if len(tokens) > 1 else (tokens[0].split("=", 1)[1] if "=" in tokens[0] else None))
-            for name, tokens in parse_args(args)}
-
-
-def _finite(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
-def _num(value: float) -> str:
-    return repr(float(value)) if float(value) != int(value) else str(int(value))
-
-
-# --------------------------------------------------------------------------------------------
-# the session
 
 
 class SumoSession:
@@ -518,7 +225,7 @@ class SumoSession:
             if "in use" in log_text.lower() and attempt < 2:
                 continue
             raise SumoError(
-                f"SUMO (traci) exited during start-up with {_describe_exit(code)}\n{self._log_tail()}"
+                f"SUMO (traci) exited during start-up with {describe_exit(code)}\n{self._log_tail()}"
             )
         raise SumoError("SUMO (traci) could not bind a TraCI port after 3 attempts")
 
@@ -567,11 +274,11 @@ class SumoSession:
         if self._workdir is not None:
             for p in (self._error_log, self._workdir / "sumo-output.log"):
                 if p is not None and p.is_file():
-                    chunks.append(_read_tail(p))
+                    chunks.append(read_tail(p))
         return "\n".join(chunks)
 
     def _log_tail(self) -> str:
-        tail = _tail(self._log_text())
+        tail = log_tail(self._log_text())
         if not tail:
             return "  SUMO wrote no log"
         where = f" (kept in {self._workdir})" if self._workdir is not None else ""
@@ -608,7 +315,7 @@ class SumoSession:
                 code = None
             if code is not None:
                 fatal = True
-                exit_info = f"; the sumo process (pid {self._proc.pid}) ended with {_describe_exit(code)}"
+                exit_info = f"; the sumo process (pid {self._proc.pid}) ended with {describe_exit(code)}"
         elif self.backend is Backend.LIBSUMO and "process error" in str(exc).lower():
             fatal = True
         state = "died" if fatal else "refused the call"

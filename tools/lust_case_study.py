@@ -113,7 +113,7 @@ def pin_costs(scenario: Scenario, done: dict[str, Any]) -> Scenario:
     from vmc_sim.calibration import calibrated, calibration_key
     from vmc_sim.cosim import pin_calibration
 
-    if scenario.compute.time_model != "calibrated" or scenario.compute.calibration is not None:
+    if not scenario.compute.measures_costs:
         return scenario
     key = calibration_key(scenario.federated)
     if key not in done:

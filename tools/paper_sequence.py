@@ -467,7 +467,7 @@ def main(argv: list[str] | None = None) -> int:
         "epochs": train.epochs, "fisher": getattr(train.fisher, "value", train.fisher), "upload_dtype": train.upload_dtype,
         "num_clients": fed.num_clients, "alpha": fed.alpha, "rho": fed.rho, "seed": scenario.seed,
         "train_samples": fed.max_train_samples or "all", "test_samples": fed.max_test_samples or "all",
-        "spacing": by["fsosa"][2]["request_time"] - by["fsosa"][1]["request_time"], "compute": f"{scenario.compute.mode}/{scenario.compute.time_model}",
+        "spacing": by["fsosa"][2]["request_time"] - by["fsosa"][1]["request_time"], "compute": f"{scenario.compute.mode}/{scenario.compute.time_model.value}",
         "wall_s": wall, "run_dir": str(run_path),
     }
     write_csv(out / "requests.csv", by, paper)

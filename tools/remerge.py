@@ -46,7 +46,7 @@ from fl_core.store import ContributionStore  # noqa: E402
 from fl_core.training import DTYPES  # noqa: E402
 from fl_core.validation import Validator  # noqa: E402
 from vmc_sim.cosim import manifest_scenario  # noqa: E402
-from vmc_sim.engine import store_fingerprint, vehicle_shard  # noqa: E402
+from vmc_sim.clients import store_fingerprint, vehicle_shard  # noqa: E402
 from vmc_sim.runs import RunDir  # noqa: E402
 
 import report  # noqa: E402

@@ -9,7 +9,7 @@ of :mod:`fl_core.mia` runs on every stored model. The table is printed and ``aud
 is written into the run directory.
 
 In a co-simulation, vehicles hold data shards by a hash of their id
-(:func:`vmc_sim.engine.vehicle_shard`), so two vehicles may hold the same shard. A removed
+(:func:`vmc_sim.clients.vehicle_shard`), so two vehicles may hold the same shard. A removed
 vehicle whose shard is still held by a vehicle in the final client set is left out of the
 audit (its samples may rightly be in the model), and the output says so.
 """
@@ -100,7 +100,7 @@ def audit_run(
     """Audit ``run``'s stored models; returns what is written to ``out`` (default ``run/audit.json``).
 
     ``seed`` seeds the audit's draws (default: the run's seed; ``config.seed`` is replaced)."""
-    from .engine import vehicle_shard
+    from .clients import vehicle_shard
     from .runs import RunDir
 
     run = Path(run)

@@ -77,11 +77,11 @@ def _calibrate(args: argparse.Namespace) -> int:
     import yaml
 
     from .calibration import busy_host, recalibrate
-    from .scenario import load_scenario
+    from .scenario import TimeModelKind, load_scenario
 
     scenario = load_scenario(args.scenario)
-    if scenario.compute.time_model != "calibrated":
-        print(f"vmc: compute.time_model is {scenario.compute.time_model!r}; only the calibrated time model has "
+    if scenario.compute.time_model is not TimeModelKind.CALIBRATED:
+        print(f"vmc: compute.time_model is {scenario.compute.time_model.value!r}; only the calibrated time model has "
               "costs to measure", file=sys.stderr)
         return 2
     cal, saved = recalibrate(scenario, args.repeats, save_busy=args.force)

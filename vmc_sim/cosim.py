@@ -173,7 +173,7 @@ def run_scenario(scenario: Scenario, out: str | Path = "runs", progress: bool = 
 def pin_calibration(scenario: Scenario, calibration: dict | None) -> Scenario:
     """``scenario`` with the calibrated costs of ``calibration`` (a manifest's entry) pinned, so a
     resumed or replayed run charges exactly what the original did."""
-    if not calibration or scenario.compute.time_model != "calibrated" or scenario.compute.calibration is not None:
+    if not calibration or not scenario.compute.measures_costs:
         return scenario
     from .config import load_model
 

@@ -17,8 +17,12 @@ still computes the jobs one after another, which does not change their results.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import simpy
+
+if TYPE_CHECKING:
+    from .scenario import ComputeSection
 
 
 def batch_seconds(durations: list[float], overlap: float) -> float:
@@ -68,3 +72,10 @@ class SharedDevice:
             for j in batch:
                 j.done.succeed((start, env.now))
         self._serving = False
+
+
+def world_device(compute: ComputeSection, env: simpy.Environment) -> SharedDevice | None:
+    """One world's shared accelerator, or None when every vehicle trains on board (``compute.mode``)."""
+    if compute.mode != "shared_gpu":
+        return None
+    return SharedDevice(env, compute.batch_max_jobs, compute.batch_overlap)

@@ -12,10 +12,10 @@ under the section's path.
 from __future__ import annotations
 
 from dataclasses import fields as dc_fields
+from enum import Enum
 from pathlib import Path
 from typing import Any, Literal
 
-import simpy
 from pydantic import Field, field_validator, model_validator
 
 from mobility.city import CityConfig
@@ -24,7 +24,6 @@ from mobility.rsu import RsuConfig
 
 from .channel import ChannelConfig
 from .config import FederatedSection, Strict, TrainSection, load_model
-from .device import SharedDevice
 
 
 SCENARIO_DEFAULTS: dict[str, Any] = {
@@ -141,10 +140,18 @@ class CalibrationCosts(Strict):
     solve_s_per_unit: float = Field(ge=0, description="coordinator solve: s per (1 + operator products)")
 
 
+class TimeModelKind(str, Enum):
+    """How a job's simulated seconds are found (:mod:`vmc_sim.timing`)."""
+
+    CALIBRATED = "calibrated"
+    MEASURED = "measured"
+    DEVICE = "device"
+
+
 class ComputeSection(Strict):
     mode: Literal["shared_gpu", "onboard"] = "shared_gpu"
-    time_model: Literal["calibrated", "measured", "device"] = Field(
-        "calibrated", description="calibrated: per-sample costs measured once per process after a warm-up "
+    time_model: TimeModelKind = Field(
+        TimeModelKind.CALIBRATED, description="calibrated: per-sample costs measured once per process after a warm-up "
                                   "(deterministic); measured: each job's host time; device: the fixed model below")
     calibration: CalibrationCosts | None = Field(
         None, description="calibrated: pin the costs (e.g. from a manifest's 'calibration'); null = measure them")
@@ -159,11 +166,10 @@ class ComputeSection(Strict):
                           "charged the same simulated compute; one trained before with other Fisher or upload "
                           "settings gets only its Fisher computed; null = off (vmc sweep turns it on)")
 
-    def device(self, env: simpy.Environment) -> SharedDevice | None:
-        """The shared accelerator of one world, or None when every vehicle trains on board."""
-        if self.mode != "shared_gpu":
-            return None
-        return SharedDevice(env, self.batch_max_jobs, self.batch_overlap)
+    @property
+    def measures_costs(self) -> bool:
+        """True when the calibrated time model has no pinned costs: they are measured on this host."""
+        return self.time_model is TimeModelKind.CALIBRATED and self.calibration is None
 
 
 class Scenario(Strict):

@@ -21,12 +21,34 @@ day (``vmc lust build`` / ``vmc lust report``, :mod:`mobility.lust.cli`), and
 """
 
 from mobility.lust.buses import place_bus_lines
-from mobility.lust.calibration import expected_insertions, insertion_rate, open_loop_departures
+from mobility.lust.calibration import (
+                                  expected_insertions,
+                                  insertion_rate,
+                                  open_loop_departures,
+)
 from mobility.lust.cli import main
-from mobility.lust.config import (CALIBRATIONS, LUST_OSM_NAME, LUST_RUN_SETTINGS, LUST_VTYPES_NAME,
-                                  PUBLISHED_NETWORK, PUBLISHED_VEHICLES_PER_DAY, REFERENCE_CURVE, LustConfig, LustFiles,
-                                  day_trip_time, default_lust_dir, run_settings, target_running)
-from mobility.lust.demand import build_lust, lust_begin, lust_clone, lust_files, sumo_inputs
+from mobility.lust.config import (
+                                  CALIBRATIONS,
+                                  LUST_OSM_NAME,
+                                  LUST_RUN_SETTINGS,
+                                  LUST_VTYPES_NAME,
+                                  PUBLISHED_NETWORK,
+                                  PUBLISHED_VEHICLES_PER_DAY,
+                                  REFERENCE_CURVE,
+                                  LustConfig,
+                                  LustFiles,
+                                  day_trip_time,
+                                  default_lust_dir,
+                                  run_settings,
+                                  target_running,
+)
+from mobility.lust.demand import (
+                                  build_lust,
+                                  lust_begin,
+                                  lust_clone,
+                                  lust_files,
+                                  sumo_inputs,
+)
 from mobility.lust.network import NETCONVERT_OPTIONS, build_lust_network, network_stats
 from mobility.lust.report import LustReport, Recorder, demand_report, run_report
 

@@ -225,8 +225,8 @@ def _fit(a: argparse.Namespace, net_file: str, positions: dict, cache_dir: str |
 
 def cmd_rsu(a: argparse.Namespace) -> int:
     """Fit the RSU from positions saved by ``report --fit-rsu --save-positions`` (no SUMO run)."""
-    from mobility.lust.rsu_fit import load_positions
     from mobility.lust.network import build_lust_network
+    from mobility.lust.rsu_fit import load_positions
 
     cfg, _ = _settings(a)
     net_file, _ = build_lust_network(cfg)

@@ -22,9 +22,23 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from mobility.cache import cached_build, file_sha256, strip_generated_header
-from mobility.lust.calibration import (PoolTrip, closed_loop, expected_insertions, open_loop_departures, per_day)
-from mobility.lust.config import (LUST_BUILDER_VERSION, LUST_BUSLINES_NAME, LUST_BUSSTOPS_NAME, LUST_VTYPES_NAME,
-                                  PUBLISHED_VEHICLES_PER_DAY, LustConfig, LustFiles, settings_key)
+from mobility.lust.calibration import (
+    PoolTrip,
+    closed_loop,
+    expected_insertions,
+    open_loop_departures,
+    per_day,
+)
+from mobility.lust.config import (
+    LUST_BUILDER_VERSION,
+    LUST_BUSLINES_NAME,
+    LUST_BUSSTOPS_NAME,
+    LUST_VTYPES_NAME,
+    PUBLISHED_VEHICLES_PER_DAY,
+    LustConfig,
+    LustFiles,
+    settings_key,
+)
 from mobility.lust.network import build_lust_network
 from mobility.sumo import SumoConfig, merge_args, run_command, sumo_binary, sumo_version
 

@@ -31,10 +31,22 @@ from pathlib import Path
 from typing import Any
 
 from mobility.cache import cached_build, file_sha256, strip_generated_header
-from mobility.lust.config import LUST_BUILDER_VERSION, LUST_TLL_NAME, LUST_VTYPES_NAME, PUBLISHED_NETWORK, LustConfig
+from mobility.lust.config import (
+    LUST_BUILDER_VERSION,
+    LUST_TLL_NAME,
+    LUST_VTYPES_NAME,
+    PUBLISHED_NETWORK,
+    LustConfig,
+)
 from mobility.lust.dual_lefts import find_dual_lefts, write_dual_lefts
 from mobility.lust.turn_bays import find_turn_bays, write_turn_bays
-from mobility.sumo import merge_args, options_dict, run_command, sumo_binary, sumo_version
+from mobility.sumo import (
+    merge_args,
+    options_dict,
+    run_command,
+    sumo_binary,
+    sumo_version,
+)
 
 NETCONVERT_OPTIONS: tuple[str, ...] = (
     "--ramps.guess", "true",

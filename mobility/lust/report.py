@@ -25,7 +25,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
-from mobility.lust.config import LUST_PEAK_RUNNING, PUBLISHED_VEHICLES_PER_DAY, LustFiles, target_running
+from mobility.lust.config import (
+    LUST_PEAK_RUNNING,
+    PUBLISHED_VEHICLES_PER_DAY,
+    LustFiles,
+    target_running,
+)
 from mobility.sumo import SumoSession
 
 HALTING_SPEED = 0.1

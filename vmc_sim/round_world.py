@@ -20,7 +20,7 @@ Unlearning and ordinary rounds never overlap: one lock per world.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Hashable
+from typing import Any, Hashable
 
 import simpy
 
@@ -28,28 +28,24 @@ from fl_core.rounds import RoundReport, RoundStrategy, build_strategy
 from fl_core.training import evaluate
 
 from .calibration import host_columns
+from .context import WorldContext
+from .requests import Request, RequestKind
 from .transfers import broadcast, device_job, upload
-
-if TYPE_CHECKING:
-    from .engine import CoSimulation, Request
 
 
 class RoundWorld:
     """One multi-round strategy's server, channels and device queue."""
 
-    def __init__(self, env: simpy.Environment, name: str, sim: "CoSimulation") -> None:
-        self.env, self.name, self.sim = env, name, sim
-        section = sim.scenario.federated.rounds
-        self.section = section
-        setup = sim.setup
-        self.strategy: RoundStrategy = build_strategy(
-            name, setup.model_fn, setup.w0, sim.pool.data_of, section.build(), setup.streams
-        )
+    def __init__(self, ctx: WorldContext, name: str) -> None:
+        self.ctx, self.env, self.name = ctx, ctx.env, name
+        env = ctx.env
+        self.section = ctx.rounds
+        self.strategy: RoundStrategy = self._new_strategy()
         self.queue: simpy.Store = simpy.Store(env)
         self.lock = simpy.Resource(env, capacity=1)
-        self.channels = sim.rsu_channels(env)
-        self.device = sim.scenario.compute.device(env)
-        self.eval_model = setup.model_fn()
+        self.channels = ctx.channels()
+        self.device = ctx.device()
+        self.eval_model = ctx.setup.model_fn()
         self.started = env.event()
         self.rounds_done = 0
         self.participants: set[Hashable] = set()
@@ -63,6 +59,16 @@ class RoundWorld:
     def model(self):
         return self.strategy.weights
 
+    @property
+    def busy(self) -> bool:
+        """True while a round or an unlearning request holds the world, or a request is queued."""
+        return bool(self.lock.count or self.queue.items)
+
+    def _new_strategy(self) -> RoundStrategy:
+        setup = self.ctx.setup
+        return build_strategy(self.name, setup.model_fn, setup.w0, self.ctx.pool.data_of, self.section.build(),
+                              setup.streams)
+
     # -- processes -----------------------------------------------------------------------------
     def requests(self):
         """Wait for the first fit request, then turn departures into unlearning requests.
@@ -70,14 +76,14 @@ class RoundWorld:
         A departure that leaves fewer than ``coordinator.min_clients`` vehicles withdraws the model
         (``kind: suspend``; the strategy restarts from W0, ``model_epoch`` + 1); rounds open again
         once that many vehicles are present."""
-        min_clients = self.sim.scenario.coordinator.min_clients
+        min_clients = self.ctx.coordinator.min_clients
         while True:
-            req: "Request" = yield self.queue.get()
-            if req.kind == "fit" and not self.started.triggered:
+            req: Request = yield self.queue.get()
+            if req.kind is RequestKind.FIT and not self.started.triggered:
                 self.present = set(req.added)
                 self.started.succeed(req.time)
                 continue
-            if req.kind != "edit":
+            if req.kind is not RequestKind.EDIT:
                 continue
             self.present = (self.present - set(req.removed)) | set(req.added)
             if self.suspended:
@@ -94,7 +100,7 @@ class RoundWorld:
                 if gone:
                     yield from self.unlearn(req, gone)
 
-    def suspend(self, req: "Request", min_clients: int) -> None:
+    def suspend(self, req: Request, min_clients: int) -> None:
         """Withdraw the model: record it and restart the strategy from W0 (a fresh fit)."""
         withdrawn = sorted(self.participants, key=str)
         row: dict[str, Any] = {
@@ -106,10 +112,8 @@ class RoundWorld:
             "note": f"model withdrawn: {len(self.present)} vehicle(s) present, fewer than coordinator.min_clients = "
                     f"{min_clients}; rounds start again from W0 once enough vehicles are present",
         }
-        self.sim.emit(self.name, row)
-        setup = self.sim.setup
-        self.strategy = build_strategy(self.name, setup.model_fn, setup.w0, self.sim.pool.data_of,
-                                       self.section.build(), setup.streams)
+        self.ctx.writer.emit(self.name, row)
+        self.strategy = self._new_strategy()
         self.participants = set()
         self.rounds_done = 0
         self.epoch += 1
@@ -120,10 +124,10 @@ class RoundWorld:
         open at that moment is finished); at most ``rounds.rounds`` per model (a fresh model
         after a suspension gets as many again)."""
         yield self.started
-        step = self.sim.scenario.mobility.sumo.step_length
+        step = self.ctx.step_length
         limit = self.section.rounds
-        while self.env.now < self.sim.end_time:
-            available = sorted(self.sim.vehicles.covered)
+        while self.env.now < self.ctx.end_time:
+            available = sorted(self.ctx.vehicles.covered)
             if self.suspended or len(available) < self.section.min_available or \
                     (limit is not None and self.rounds_done >= limit):
                 yield self.env.timeout(step)
@@ -131,7 +135,7 @@ class RoundWorld:
             t0 = self.env.now
             with self.lock.request() as held:
                 yield held
-                yield from self.one_round(sorted(self.sim.vehicles.covered))
+                yield from self.one_round(sorted(self.ctx.vehicles.covered))
             self.rounds_done += 1
             rest = self.section.interval - (self.env.now - t0)
             yield self.env.timeout(max(rest, step))
@@ -154,24 +158,12 @@ class RoundWorld:
 
     def _broadcast(self, clients: list[Hashable], size: dict[Hashable, int], timing: dict):
         nbytes = max((size.get(c, 0) for c in clients), default=0)
-        return (yield from broadcast(self.env, self.channels, self.sim.vehicles, clients, nbytes, timing))
+        return (yield from broadcast(self.env, self.channels, self.ctx.vehicles, clients, nbytes, timing))
 
     def _seconds(self, update) -> float:
-        """Simulated device time of one local update: calibrated (the calibrated cost per
-        sample-epoch), measured, or the scenario's device model (a reused DG-FedReuse update
-        costs no training under the calibrated and device models)."""
-        c = self.sim.scenario.compute
-        if c.time_model == "measured":
-            return update.compute_s
-        if update.extra.get("path") == "reused":
-            return 0.0
-        return self._per_sample_epoch() * update.num_samples * self.section.local_epochs
-
-    def _per_sample_epoch(self) -> float:
-        c = self.sim.scenario.compute
-        if c.time_model == "calibrated":
-            return self.sim.calibration.train_s_per_sample_epoch
-        return c.seconds_per_sample_epoch
+        """Simulated device time of one local update (a reused DG-FedReuse update trains nothing)."""
+        return self.ctx.time.local_update(update.num_samples * self.section.local_epochs, update.compute_s,
+                                          reused=update.extra.get("path") == "reused")
 
     def _train_upload(self, client: Hashable, timing: dict, dropped: set):
         report = self.strategy._require_open()
@@ -179,7 +171,7 @@ class RoundWorld:
         update = self.strategy.update(client)
         uplink = sum(t["bytes"] for t in report.transfers[before:] if t["kind"] != "broadcast")
         yield from device_job(self.env, self.device, self._seconds(update), timing)
-        ok = yield from upload(self.env, self.channels, self.sim.vehicles, client, uplink, timing)
+        ok = yield from upload(self.env, self.channels, self.ctx.vehicles, client, uplink, timing)
         if not ok:
             dropped.add(client)
 
@@ -189,7 +181,7 @@ class RoundWorld:
             yield held
             t0 = self.env.now
             # the retained candidates: vehicles in coverage that took part in this model's rounds
-            available = sorted((self.sim.vehicles.covered & self.participants) - set(targets), key=str)
+            available = sorted((self.ctx.vehicles.covered & self.participants) - set(targets), key=str)
             result = self.strategy.unlearn(targets, available=available or None)
             timing: dict[str, Any] = {"queue_s": 0.0, "compute_sim_s": 0.0, "transfer_s": 0.0, "failed": []}
             for report in result.reports:
@@ -208,19 +200,17 @@ class RoundWorld:
             self._record("unlearn", merged, timing, t0, request=req.index, request_time=req.time)
 
     def _unlearn_seconds(self, report: RoundReport, client: Hashable) -> float:
-        """Device time of one participant of an unlearning round: its measured share of the round's
-        compute (measured), or its work at the calibrated / device cost per sample-epoch."""
-        if self.sim.scenario.compute.time_model == "measured":
-            return report.compute_s / max(1, len(report.completed))
+        """Device time of one participant of an unlearning round: its work (its sample-epochs, or its
+        samples x the local epochs), or its share of the round's host compute (measured model)."""
         work = report.client_work.get(client)
         if work is None:
-            work = len(self.sim.pool.data_of(client)) * self.section.local_epochs
-        return self._per_sample_epoch() * work
+            work = len(self.ctx.pool.data_of(client)) * self.section.local_epochs
+        return self.ctx.time.local_update(work, report.compute_s / max(1, len(report.completed)))
 
     def _replay_client(self, report: RoundReport, client: Hashable, seconds: float, timing: dict):
         uplink = sum(t["bytes"] for t in report.transfers if t["client"] == client and t["kind"] != "broadcast")
         yield from device_job(self.env, self.device, seconds, timing)
-        yield from upload(self.env, self.channels, self.sim.vehicles, client, uplink, timing)
+        yield from upload(self.env, self.channels, self.ctx.vehicles, client, uplink, timing)
 
     # -- records ---------------------------------------------------------------------------------
     def _record(self, kind: str, report: RoundReport, timing: dict, t0: float,
@@ -232,12 +222,12 @@ class RoundWorld:
                                "request_time": t0 if request_time is None else request_time,
                                "done_time": self.env.now, "latency_s": self.env.now - t0, "model_epoch": self.epoch}
         row.update(d)
-        if self.sim.scenario.coordinator.evaluate:
-            acc, loss = evaluate(self.eval_model, self.strategy.weights, self.sim.test_set)
+        if self.ctx.coordinator.evaluate:
+            acc, loss = evaluate(self.eval_model, self.strategy.weights, self.ctx.test_set)
             row.update(accuracy=acc, loss=loss)
         timing["makespan_s"] = self.env.now - t0
         row.update(timing)
-        self.sim.emit(self.name, row)
+        self.ctx.writer.emit(self.name, row)
 
 
 def _merge(reports: list[RoundReport], name: str, round_index: int) -> RoundReport:

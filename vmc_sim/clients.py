@@ -1,0 +1,48 @@
+"""Vehicles as clients: which data shard a vehicle holds, and the client pool that trains them."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Hashable
+
+from fl_core.cache import ContributionCache
+from fl_core.clients import ClientPool
+from fl_core.experiment import OneShotSetup
+from fl_core.fisher import layer_specs
+from fl_core.rng import derive_seed
+from fl_core.store import ContributionStore
+from fl_core.training import LocalTrainer, key_settings
+
+from .runs import RunDir
+from .scenario import Scenario
+
+
+def vehicle_shard(seed: int, vehicle: Hashable, num_shards: int) -> int:
+    """The data shard vehicle ``vehicle`` holds: a hash of (run seed, vehicle id), never of arrival order."""
+    return derive_seed(seed, "shard", vehicle) % num_shards
+
+
+def store_fingerprint(scenario: Scenario) -> str:
+    """The key of a run's contribution store: what a client's contribution depends on (the run seed
+    and the federated configuration)."""
+    fed = scenario.federated.model_dump(mode="json")
+    fed.pop("methods", None)
+    fed.pop("projection", None)
+    fed["train"] = key_settings(scenario.federated.train.build())  # runs recorded before a setting keep their key
+    return hashlib.sha256(json.dumps([scenario.seed, fed], sort_keys=True).encode()).hexdigest()
+
+
+def vehicle_pool(scenario: Scenario, setup: OneShotSetup, run: RunDir) -> ClientPool:
+    """The run's clients: every vehicle trains on its shard, contributions are kept in the run's
+    store (and the shared contribution cache when ``compute.contribution_cache`` names one); the
+    server's held-out validation set selects the merge's damping, as in the one-shot tables."""
+    shards = setup.client_data
+    n = len(shards)
+    trainer = LocalTrainer(setup.model_fn, setup.w0, setup.train, setup.streams)
+    store = ContributionStore(run.path / "contributions", store_fingerprint(scenario), setup.train.fisher,
+                              layer_specs(setup.model_fn()))
+    cache_dir = scenario.compute.contribution_cache
+    cache = ContributionCache(cache_dir) if cache_dir else None
+    return ClientPool(trainer, lambda v: shards[vehicle_shard(scenario.seed, v, n)], store=store, cache=cache,
+                      validator=setup.validator())

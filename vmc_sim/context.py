@@ -1,0 +1,71 @@
+"""What a world sees of the co-simulation: a small typed context, built once by the engine.
+
+A world (one method's coordinator, see :mod:`vmc_sim.world` and :mod:`vmc_sim.round_world`)
+reads the vehicles, trains through the client pool, charges time through the time model, and
+writes through the record writer; it builds its own channels and device from here. It never
+reaches into the engine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import simpy
+
+from fl_core.clients import ClientPool
+from fl_core.editors import Editor, build_editor
+from fl_core.experiment import OneShotSetup
+from mobility.rsu import Rsu
+
+from .channel import ChannelConfig, RsuChannel
+from .config import FederatedSection, RoundsSection
+from .device import SharedDevice, world_device
+from .recorder import RecordWriter
+from .scenario import ComputeSection, CoordinatorSection
+from .timing import TimeModel
+from .vehicles import Vehicles
+
+
+@dataclass(frozen=True)
+class WorldContext:
+    env: simpy.Environment
+    vehicles: Vehicles
+    pool: ClientPool
+    setup: OneShotSetup
+    time: TimeModel
+    writer: RecordWriter
+    federated: FederatedSection
+    coordinator: CoordinatorSection
+    compute: ComputeSection
+    channel: ChannelConfig
+    rsus: tuple[Rsu, ...]
+    step_length: float
+    end_time: float
+
+    @property
+    def rounds(self) -> RoundsSection:
+        return self.federated.rounds
+
+    @property
+    def test_set(self) -> Any:
+        return self.setup.test_set
+
+    def channels(self) -> dict[str, RsuChannel]:
+        """One world's channel of every RSU. Shadowing draws from the run's channel stream, one
+        generator per RSU and world, so every method's world starts from the same draws whatever
+        order the worlds are built in."""
+        return {r.id: RsuChannel(self.channel, (r.x, r.y), rsu_id=r.id, env=self.env,
+                                 rng=self.setup.streams.numpy("channel", r.id)) for r in self.rsus}
+
+    def device(self) -> SharedDevice | None:
+        """One world's shared accelerator (None: on-board training)."""
+        return world_device(self.compute, self.env)
+
+    def new_editor(self, method: str, epoch: int = 0) -> Editor:
+        """A fresh editor of ``method``; model ``epoch`` > 0 (after a suspension) gets its own
+        subset-sampling stream."""
+        fed = self.federated
+        keys = (method,) if epoch == 0 else (method, "epoch", epoch)
+        return build_editor(method, self.pool, self.setup.streams.numpy("subset", *keys), fed.rule(),
+                            fed.projection_config(), rounds=fed.rounds.build())

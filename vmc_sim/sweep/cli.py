@@ -1,0 +1,41 @@
+"""``vmc sweep``: the command line."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .execution import run_sweep
+from .spec import expand, inert_axes, load_sweep, point_label
+
+
+def _cli(args: argparse.Namespace) -> int:
+    spec, base_dir = load_sweep(args.sweep)
+    if args.dry_run:
+        points = expand(spec, base_dir, where=args.sweep)
+        for note in inert_axes(spec, points):
+            print(f"note: {note}")
+        for p in points:
+            print(f"{p.id}: {point_label(p.values)}")
+        print(f"{len(points)} points, all valid")
+        return 0
+    result = run_sweep(spec, args.out, base_dir=base_dir, engine=args.engine, workers=args.workers,
+                       address=args.address, where=args.sweep)
+    if result.failed:
+        print(f"vmc: {len(result.failed)} of {len(result.points)} points failed (see {result.path / 'sweep.json'})",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
+def add_sweep_parser(subparsers: argparse._SubParsersAction) -> None:
+    """Register ``vmc sweep SWEEP [--out] [--engine] [--workers] [--address] [--dry-run]``."""
+    p = subparsers.add_parser("sweep", help="run a grid of scenarios (density, rho, radius, method, seed) "
+                                            "locally or on Ray, then gather one table and one plot")
+    p.add_argument("sweep", help="sweep YAML: name, base (scenario file or mapping), grid (field -> values)")
+    p.add_argument("--out", default="runs", help="where the sweep directory is created")
+    p.add_argument("--engine", choices=("local", "ray"), help="local process pool or Ray (default: the file's, local)")
+    p.add_argument("--workers", type=int, help="points run at once; Ray: CPUs of a local instance (default 2)")
+    p.add_argument("--address", help="Ray cluster address to join instead of starting a local instance")
+    p.add_argument("--dry-run", action="store_true", help="validate and list the points, run nothing")
+    p.set_defaults(func=_cli)

@@ -1,0 +1,302 @@
+"""Running a sweep's points, each in its own process (a local process pool or Ray tasks), and
+writing ``sweep.json`` as they finish."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import time
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from ..config import ConfigError, load_model
+from ..runs import RunDir, new_run_dir, versions
+from ..scenario import Scenario
+from .spec import GridPoint, SweepSpec, expand, inert_axes
+from .tables import (
+    format_cell,
+    gather_rows,
+    grid_columns_of,
+    markdown_table,
+    method_totals,
+    plot_sweep,
+    write_csv,
+)
+
+
+@dataclass
+class SweepResult:
+    """What a sweep left: its directory, the points' status and the gathered rows."""
+
+    path: Path
+    points: list[dict[str, Any]]
+    rows: list[dict[str, Any]]
+    grid_columns: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def failed(self) -> list[dict[str, Any]]:
+        return [p for p in self.points if p["status"] != "complete"]
+
+    def table(self) -> str:
+        return markdown_table(self.rows, self.grid_columns)
+
+
+def pin_calibrations(points: list[GridPoint], say: Callable[[str], None] = print
+                     ) -> tuple[list[GridPoint], list[dict[str, Any]]]:
+    """Calibrate once here, per distinct training setup, and pin the costs into every point that
+    uses the calibrated time model without pinned costs: every point of the sweep is then charged
+    the same costs per unit of work (its points run in separate processes)."""
+    from ..calibration import calibrated, calibration_key
+    from ..cosim import pin_calibration
+
+    done: dict[str, Any] = {}
+    out = []
+    for p in points:
+        sc = p.scenario
+        if not sc.compute.measures_costs:
+            out.append(p)
+            continue
+        key = calibration_key(sc.federated)
+        if key not in done:
+            done[key] = calibrated(sc.federated, sc.federated.setup(sc.seed))
+            c = done[key]
+            say(f"calibrated {sc.federated.model}/{sc.federated.dataset}: {c.train_s_per_sample_epoch:.3g} s per "
+                f"sample-epoch, {c.fisher_s_per_sample:.3g} s per Fisher sample, {c.solve_s_per_unit:.3g} s per solve unit")
+        out.append(replace(p, scenario=pin_calibration(sc, done[key].as_dict())))
+    return out, [{"key": json.loads(k), **c.as_dict()} for k, c in done.items()]
+
+
+def _run_point(task: dict[str, Any]) -> dict[str, Any]:
+    """Run one grid point in this (fresh) process; never raises, so a failure is a result."""
+    from ..cosim import run_scenario
+
+    t0 = time.perf_counter()
+    if task.get("cwd") and os.path.isdir(task["cwd"]):
+        os.chdir(task["cwd"])  # Ray workers start elsewhere; relative scenario paths mean the driver's
+    run_dir = Path(task["run_dir"])
+    status, error = "complete", None
+    try:
+        scenario = load_model(Scenario, None, task["scenario"])
+        run_scenario(scenario, progress=False, run_dir=run_dir, say=lambda s: None)
+    except Exception as e:  # a failed point is recorded, the sweep goes on
+        status, error = "failed", f"{type(e).__name__}: {e}"
+    rows: list[dict[str, Any]] = []
+    cache = traced = None
+    if run_dir.is_dir():
+        try:
+            rows = method_totals(RunDir(run_dir))
+            recorded = RunDir(run_dir).manifest()
+            cache = (recorded.get("summary") or {}).get("contribution_cache")
+            traced = (recorded.get("mobility") or {}).get("trace_cache")
+        except (OSError, ValueError) as e:
+            error = f"{error}; records unreadable: {e}" if error else f"records unreadable: {e}"
+            status = "failed"
+    return {"id": task["id"], "status": status, "error": error, "rows": rows,
+            "wall_s": time.perf_counter() - t0, "host": platform.node(), "cache": cache,
+            "trace_replayed": None if traced is None else bool(traced.get("hit"))}
+
+
+def _failure(task: dict[str, Any], exc: BaseException) -> dict[str, Any]:
+    return {"id": task["id"], "status": "failed", "error": f"{type(exc).__name__}: {exc}", "rows": [],
+            "wall_s": math.nan, "host": None}
+
+
+Done = Callable[[dict[str, Any]], None]
+
+
+def _run_local(tasks: list[dict[str, Any]], workers: int, done: Done) -> None:
+    """One spawned single-worker process pool per point, ``workers`` at a time: a fresh process for
+    every simulation, and a process that dies takes down only its own point."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+
+    def one(task: dict[str, Any]) -> dict[str, Any]:
+        with ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
+            try:
+                return pool.submit(_run_point, task).result()
+            except Exception as e:  # BrokenProcessPool: the process died (SUMO crash, out of memory)
+                return _failure(task, e)
+
+    with ThreadPoolExecutor(max_workers=workers) as threads:
+        try:
+            for future in as_completed([threads.submit(one, t) for t in tasks]):
+                done(future.result())
+        except BaseException:
+            threads.shutdown(wait=False, cancel_futures=True)  # Ctrl-C: start no further point
+            raise
+
+
+def _run_ray(tasks: list[dict[str, Any]], workers: int, address: str | None, done: Done) -> None:
+    """Each point a Ray task on one CPU, in a worker process used for that point only."""
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError("engine 'ray' needs Ray: install the project's 'ray' extra") from None
+    import logging
+
+    started = not ray.is_initialized()
+    if started:
+        options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
+                                   "logging_level": logging.WARNING}
+        if address:
+            ray.init(address=address, **options)
+        else:
+            ray.init(num_cpus=workers, **options)
+    try:
+        remote = ray.remote(num_cpus=1, max_calls=1)(_run_point)
+        refs = {remote.remote(t): t for t in tasks}
+        pending = list(refs)
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1)
+            try:
+                result = ray.get(ready[0])
+            except Exception as e:  # the worker died or the task could not be scheduled
+                result = _failure(refs[ready[0]], e)
+            done(result)
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def run_sweep(spec: SweepSpec, out: str | Path = "runs", *, base_dir: str | Path | None = None,
+              engine: str | None = None, workers: int | None = None, address: str | None = None,
+              say: Callable[[str], None] = print, where: str = "sweep") -> SweepResult:
+    """Validate every point, run them (``engine``/``workers``/``address`` override the file), and
+    write ``sweep.json``, ``results.csv`` and ``sweep.png`` into a new sweep directory."""
+    engine = spec.engine if engine is None else engine
+    workers = spec.workers if workers is None else workers
+    address = spec.address if address is None else address
+    if engine not in ("local", "ray"):
+        raise ConfigError(f"engine: {engine!r} is not 'local' or 'ray'")
+    if workers < 1:
+        raise ConfigError(f"workers: {workers} must be at least 1")
+    points = expand(spec, base_dir, where)
+    for note in inert_axes(spec, points):
+        say(f"note: {note}")
+    points, calibrations = pin_calibrations(points, say)
+    path = new_run_dir(out, spec.name).resolve()
+    if spec.contribution_cache:
+        points = [_with_cache(p, path / "contribution_cache") for p in points]
+    if spec.trace_cache:
+        points = [_with_trace_cache(p, path / "trace_cache") for p in points]
+    run_dirs = {p.id: path / p.id for p in points}
+    columns = grid_columns_of(spec)
+    results: dict[str, dict[str, Any]] = {}
+    manifest: dict[str, Any] = {
+        "name": spec.name, "created": datetime.now(timezone.utc).isoformat(), "status": "running",
+        "engine": engine, "workers": workers, "address": address, "spec": spec.model_dump(mode="json"),
+        "axes": spec.axes(), "versions": versions(), "results": "results.csv", "plot": None,
+        "calibrations": calibrations, "points": [],
+    }
+
+    def write_state() -> None:
+        manifest["points"] = [
+            {"id": p.id, "values": p.values, "overrides": p.overrides, "run_dir": str(run_dirs[p.id]),
+             **{k: results.get(p.id, {}).get(k) for k in ("status", "error", "wall_s", "host", "cache", "trace_replayed")}}
+            for p in points]
+        manifest["contribution_cache"] = cache_totals(results.values())
+        for entry in manifest["points"]:
+            entry["status"] = entry["status"] or "pending"
+        tmp = path / "sweep.json.tmp"
+        tmp.write_text(json.dumps(_json_safe(manifest), indent=2))
+        os.replace(tmp, path / "sweep.json")
+        write_csv(path / "results.csv", gather_rows(spec, points, results, run_dirs), columns)
+
+    def finished(result: dict[str, Any]) -> None:
+        results[result["id"]] = result
+        tail = f": {result['error']}" if result["error"] else ""
+        wall = format_cell(result["wall_s"], ".1f")
+        c = result.get("cache")
+        hits = f", {c['hits']}/{c['hits'] + c['misses']} contributions from the cache" if c else ""
+        say(f"[{len(results)}/{len(points)}] {result['id']}: {result['status']} ({wall} s{hits}){tail}")
+        write_state()
+
+    write_state()
+    say(f"sweep directory: {path} ({len(points)} points, engine {engine}, {workers} workers)")
+    tasks = [{"id": p.id, "scenario": p.scenario.model_dump(mode="json"), "run_dir": str(run_dirs[p.id]),
+              "cwd": os.getcwd()} for p in points]
+    try:
+        if engine == "ray":
+            _run_ray(tasks, workers, address, finished)
+        else:
+            _run_local(tasks, workers, finished)
+        manifest["status"] = "complete" if all(r["status"] == "complete" for r in results.values()) \
+            else "complete_with_failures"
+    except BaseException as e:
+        manifest["status"] = f"interrupted: {type(e).__name__}"
+        raise
+    finally:
+        rows = gather_rows(spec, points, results, run_dirs)
+        if manifest["status"] != "running":
+            plot = plot_sweep(rows, columns[next(iter(spec.grid))], path / "sweep.png", averaged=len(spec.grid) > 1)
+            manifest["plot"] = plot.name if plot else None
+        write_state()
+    result = SweepResult(path, manifest["points"], rows, columns)
+    say(result.table())
+    totals = manifest.get("contribution_cache")
+    if totals:
+        say(f"contribution cache: {totals['hits']} of {totals['asked']} contributions loaded instead of trained "
+            f"(hit rate {100 * totals['hit_rate']:.0f} %), {totals['weights_reused']} computed at trained weights "
+            f"another point kept (Fisher only)"
+            + (f", {totals['rejected']} entries did not verify (not used; computed again)" if totals["rejected"] else "")
+            + f"; {path / 'contribution_cache'}")
+    short = [f"{r['point']} {r['method']} ({r['unconverged_solves']})" for r in rows
+             if isinstance(r.get("unconverged_solves"), int) and r["unconverged_solves"] > 0]
+    if short:
+        say(f"warning: solves stopped before their tolerance in {len(short)} point-method pair(s): {', '.join(short[:8])}"
+            f"{', ...' if len(short) > 8 else ''} (results.csv column unconverged_solves; each run's summary names "
+            f"the requests)")
+    replayed = [p for p in manifest["points"] if p.get("trace_replayed")]
+    if replayed:
+        say(f"trace cache: {len(replayed)} of {len(points)} points replayed the traffic another point recorded "
+            f"instead of running SUMO; {path / 'trace_cache'}")
+    say(f"results: {path / 'results.csv'}" + (f", plot: {path / 'sweep.png'}" if manifest["plot"] else ""))
+    return result
+
+
+def _with_cache(point: GridPoint, directory: Path) -> GridPoint:
+    """``point`` with the sweep's shared contribution cache, unless its scenario names one."""
+    compute = point.scenario.compute
+    if compute.contribution_cache is not None:
+        return point
+    scenario = point.scenario.model_copy(
+        update={"compute": compute.model_copy(update={"contribution_cache": str(directory)})})
+    return replace(point, scenario=scenario)
+
+
+def _with_trace_cache(point: GridPoint, directory: Path) -> GridPoint:
+    """``point`` with the sweep's shared trace cache, unless it replays a trace or names its own cache."""
+    mobility = point.scenario.mobility
+    if mobility.source == "trace" or mobility.trace_cache is not None:
+        return point
+    scenario = point.scenario.model_copy(
+        update={"mobility": mobility.model_copy(update={"trace_cache": str(directory)})})
+    return replace(point, scenario=scenario)
+
+
+def cache_totals(results: Iterable[dict[str, Any]]) -> dict[str, Any] | None:
+    """The points' cache use summed: hits, asked, trained, computed at cached trained weights
+    (``weights_reused``: Fisher only) and the hit rate; None if unused."""
+    used = [r["cache"] for r in results if r.get("cache")]
+    if not used:
+        return None
+    hits, misses = sum(c["hits"] for c in used), sum(c["misses"] for c in used)
+    reused = sum(c.get("weights_reused", 0) for c in used)
+    return {"hits": hits, "asked": hits + misses, "trained": misses - reused, "weights_reused": reused,
+            "rejected": sum(c.get("rejected", 0) for c in used), "hit_rate": round(hits / max(1, hits + misses), 4)}
+
+
+def _json_safe(obj: Any) -> Any:
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {str(k): _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_safe(v) for v in obj]
+    return obj

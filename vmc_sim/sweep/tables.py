@@ -1,0 +1,171 @@
+"""What a sweep reports: per-method totals of each point, ``results.csv``, the Markdown table and ``sweep.png``."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from ..runs import RunDir
+from ..solves import unconverged_solves
+from .spec import GridPoint, SweepSpec
+
+METRICS = ("requests", "triggered", "total_MB", "sim_time_s", "mean_latency_s", "final_accuracy",
+           "failed_transfers", "unconverged_solves")
+
+
+FIXED_COLUMNS = ("point", "status", "method", *METRICS, "wall_s", "run_dir", "error")
+
+
+def method_totals(run: RunDir) -> list[dict[str, Any]]:
+    """Per method of a run directory: requests (the first fit excluded; a fresh fit after a
+    withdrawal counts, as do the withdrawals) and how many
+    triggered a change; over every record (fit included, like ``summarize`` and Fig. 6): MB,
+    simulated time (sum of ``makespan_s``) and failed transfers; mean latency of the editing
+    requests, the last recorded accuracy, and how many solves stopped before their tolerance."""
+    totals: dict[str, dict[str, Any]] = {}
+    latencies: dict[str, list[float]] = {}
+    records = list(run.records())
+    for r in records:
+        if "method" not in r:
+            continue
+        m = r["method"]
+        t = totals.setdefault(m, {"method": m, "requests": 0, "triggered": 0, "total_MB": 0.0, "sim_time_s": 0.0,
+                                  "mean_latency_s": math.nan, "final_accuracy": math.nan, "failed_transfers": 0})
+        if r.get("kind") != "fit" or r.get("refit"):  # a fresh fit after a withdrawal answers a request
+            t["requests"] += len(r.get("requests") or [r.get("index")])
+            t["triggered"] += int(bool(r.get("triggered")))
+            latencies.setdefault(m, []).append(float(r.get("latency_s", 0.0)))
+        t["total_MB"] += r.get("total_bytes", 0) / 1e6
+        t["sim_time_s"] += r.get("makespan_s", 0.0)
+        t["failed_transfers"] += len(r.get("failed") or [])
+        if r.get("accuracy") is not None:
+            t["final_accuracy"] = r["accuracy"]
+    for m, lat in latencies.items():
+        totals[m]["mean_latency_s"] = sum(lat) / len(lat)
+    short = unconverged_solves(records)
+    for m, t in totals.items():
+        t["unconverged_solves"] = short.get(m, {}).get("unconverged", 0)
+    return list(totals.values())
+
+
+def grid_columns_of(spec: SweepSpec) -> dict[str, str]:
+    return {k: (f"grid.{k}" if k in FIXED_COLUMNS else k) for k in spec.grid}
+
+
+def _cell(value: Any) -> Any:
+    if isinstance(value, (list, dict)):
+        return json.dumps(value)
+    if isinstance(value, float) and math.isnan(value):
+        return ""
+    return "" if value is None else value
+
+
+def gather_rows(spec: SweepSpec, points: list[GridPoint], results: dict[str, dict[str, Any]],
+                run_dirs: dict[str, Path]) -> list[dict[str, Any]]:
+    """One row per (point, method); a point that recorded nothing gets one empty row per method."""
+    columns = grid_columns_of(spec)
+    rows = []
+    for p in points:
+        res = results.get(p.id, {"status": "not run", "error": None, "rows": [], "wall_s": math.nan})
+        order = p.scenario.federated.methods
+        per_method = sorted(res["rows"] or [{"method": m} for m in order],
+                            key=lambda r: order.index(r["method"]) if r["method"] in order else len(order))
+        for r in per_method:
+            row: dict[str, Any] = {"point": p.id, "status": res["status"]}
+            row.update({columns[k]: v for k, v in p.values.items()})
+            row["method"] = r["method"]
+            row.update({m: r.get(m, math.nan) for m in METRICS})
+            row.update(wall_s=res["wall_s"], run_dir=str(run_dirs[p.id]), error=res["error"])
+            rows.append(row)
+    return rows
+
+
+def write_csv(path: Path, rows: list[dict[str, Any]], grid_columns: dict[str, str]) -> None:
+    """``results.csv``: lists as JSON, missing numbers as empty cells."""
+    header = ["point", "status", *grid_columns.values(), "method", *METRICS, "wall_s", "run_dir", "error"]
+    tmp = path.with_suffix(".csv.tmp")
+    with open(tmp, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=header)
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: _cell(r.get(k)) for k in header})
+    os.replace(tmp, path)
+
+
+def format_cell(value: Any, spec: str) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return format(value, spec)
+
+
+def markdown_table(rows: list[dict[str, Any]], grid_columns: dict[str, str]) -> str:
+    """The gathered rows as a markdown table (the run directories are in ``results.csv``)."""
+    head = ["point", *grid_columns.values(), "method", "status", "requests", "triggered", "MB", "sim time s",
+            "mean latency s", "final acc %", "failed transfers"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    for r in rows:
+        acc = r.get("final_accuracy")
+        cells = [r["point"], *(json.dumps(r[c]) if isinstance(r[c], list) else str(r[c])
+                               for c in grid_columns.values()),
+                 r["method"], r["status"], format_cell(r.get("requests"), "d"), format_cell(r.get("triggered"), "d"),
+                 format_cell(r.get("total_MB"), ".3f"), format_cell(r.get("sim_time_s"), ".2f"),
+                 format_cell(r.get("mean_latency_s"), ".3f"),
+                 format_cell(None if acc is None else 100 * acc, ".2f"), format_cell(r.get("failed_transfers"), "d")]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def plot_sweep(rows: list[dict[str, Any]], x_key: str, out: Path, averaged: bool = False) -> Path | None:
+    """``sweep.png``: cumulative MB, simulated time and final accuracy per method against the
+    first grid axis (``averaged``: the mean over the other axes); None when no point completed."""
+    done = [r for r in rows if r["status"] == "complete"]
+    if not done:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = list(dict.fromkeys(_xlabel(r[x_key]) for r in rows))
+    numeric = all(isinstance(r[x_key], (int, float)) and not isinstance(r[x_key], bool) for r in rows)
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    panels = (("total_MB", "Cumulative communication", "MB", 1.0),
+              ("sim_time_s", "Cumulative edit time (simulated)", "seconds", 1.0),
+              ("final_accuracy", "Final test accuracy", "accuracy %", 100.0))
+
+    def x_of(r: dict[str, Any]) -> Any:
+        return r[x_key] if numeric else labels.index(_xlabel(r[x_key]))
+
+    for method in dict.fromkeys(r["method"] for r in done):
+        mine = [r for r in done if r["method"] == method]
+        xs = sorted({x_of(r) for r in mine})
+        for ax, (metric, _, _, scale) in zip(axes, panels):
+            ys = []
+            for x in xs:
+                vals = [r[metric] for r in mine if x_of(r) == x and not math.isnan(r[metric])]
+                ys.append(scale * sum(vals) / len(vals) if vals else math.nan)
+            ax.plot(xs, ys, marker="o", label=method)
+    for ax, (_, title, ylabel, _) in zip(axes, panels):
+        ax.set_title(title)
+        ax.set_xlabel(x_key + (" (mean over the other axes)" if averaged else ""))
+        ax.set_ylabel(ylabel)
+        if not numeric:
+            ax.set_xticks(range(len(labels)), [_short(lab) for lab in labels], rotation=20)
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
+
+
+def _xlabel(value: Any) -> str:
+    return json.dumps(value) if isinstance(value, (list, dict)) else str(value)
+
+
+def _short(text: str) -> str:
+    return text if len(text) <= 24 else f"{text[:10]}...{text[-11:]}"

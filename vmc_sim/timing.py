@@ -1,0 +1,133 @@
+"""The time model: how many simulated seconds a job costs, built once from the scenario.
+
+Three models (``compute.time_model``), one class each, chosen through :data:`TIME_MODELS`:
+
+- ``calibrated`` (default): a cost per unit of work times the job's work (:mod:`vmc_sim.calibration`);
+- ``measured``: the host time the job took (warm-up and host noise included: not for publication);
+- ``device``: a fixed per-sample device model (``compute.seconds_per_sample_epoch``).
+
+Every world asks the same three questions: a contribution's training (+ Fisher) job, a
+coordinator's solve, and a multi-round participant's local update.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, Callable
+
+from fl_core.editors import EditReport
+
+from .calibration import Calibration, calibrated, pinned
+from .scenario import TimeModelKind
+
+if TYPE_CHECKING:
+    from fl_core.experiment import OneShotSetup
+
+    from .scenario import Scenario
+
+
+class TimeModel(ABC):
+    """Simulated seconds of each kind of job; ``epochs`` and ``fisher`` are the run's local training."""
+
+    kind: TimeModelKind
+    calibration: Calibration | None = None
+
+    def __init__(self, epochs: int, fisher: bool) -> None:
+        self.epochs, self.fisher = epochs, fisher
+
+    @abstractmethod
+    def contribution(self, samples: int, work: int | None, host_s: Callable[[], float] | None) -> float:
+        """One client's training + Fisher job on ``samples`` samples; ``work``: its sample-epochs
+        when the editor counted them (multi-round editors); ``host_s``: the host time it took."""
+
+    @abstractmethod
+    def solve(self, report: EditReport) -> float:
+        """The coordinator's solve of ``report`` (nothing when it solved nothing)."""
+
+    @abstractmethod
+    def local_update(self, sample_epochs: int, host_s: float, reused: bool = False) -> float:
+        """One multi-round participant's local training of ``sample_epochs`` (a reused
+        DG-FedReuse update trains nothing)."""
+
+
+class CalibratedTime(TimeModel):
+    kind = TimeModelKind.CALIBRATED
+
+    def __init__(self, epochs: int, fisher: bool, calibration: Calibration) -> None:
+        super().__init__(epochs, fisher)
+        self.calibration = calibration
+
+    def contribution(self, samples: int, work: int | None, host_s: Callable[[], float] | None) -> float:
+        cal = self.calibration
+        if work is not None:
+            return cal.train_s_per_sample_epoch * work
+        return cal.client_seconds(samples, self.epochs, fisher=self.fisher)
+
+    def solve(self, report: EditReport) -> float:
+        return 0.0 if report.solve is None else self.calibration.solve_seconds(report.solve.products)
+
+    def local_update(self, sample_epochs: int, host_s: float, reused: bool = False) -> float:
+        return 0.0 if reused else self.calibration.train_s_per_sample_epoch * sample_epochs
+
+
+class MeasuredTime(TimeModel):
+    kind = TimeModelKind.MEASURED
+
+    def contribution(self, samples: int, work: int | None, host_s: Callable[[], float] | None) -> float:
+        if host_s is None:
+            raise ValueError("the measured time model needs the host time of every job")
+        return host_s()
+
+    def solve(self, report: EditReport) -> float:
+        return report.solve_s
+
+    def local_update(self, sample_epochs: int, host_s: float, reused: bool = False) -> float:
+        return host_s
+
+
+class DeviceTime(TimeModel):
+    kind = TimeModelKind.DEVICE
+
+    def __init__(self, epochs: int, fisher: bool, per_sample_epoch: float, fisher_factor: float,
+                 per_solve_iteration: float) -> None:
+        super().__init__(epochs, fisher)
+        self.per_sample_epoch, self.fisher_factor, self.per_solve_iteration = (
+            per_sample_epoch, fisher_factor, per_solve_iteration)
+
+    def contribution(self, samples: int, work: int | None, host_s: Callable[[], float] | None) -> float:
+        return self.per_sample_epoch * samples * (self.epochs + self.fisher_factor)
+
+    def solve(self, report: EditReport) -> float:
+        if report.solve is None:
+            return report.solve_s
+        return self.per_solve_iteration * max(1, report.solve.iterations)
+
+    def local_update(self, sample_epochs: int, host_s: float, reused: bool = False) -> float:
+        return 0.0 if reused else self.per_sample_epoch * sample_epochs
+
+
+def _calibrated(scenario: Scenario, setup: OneShotSetup, epochs: int, fisher: bool) -> TimeModel:
+    c = scenario.compute.calibration
+    return CalibratedTime(epochs, fisher, pinned(c) if c is not None else calibrated(scenario.federated, setup))
+
+
+def _measured(scenario: Scenario, setup: OneShotSetup, epochs: int, fisher: bool) -> TimeModel:
+    return MeasuredTime(epochs, fisher)
+
+
+def _device(scenario: Scenario, setup: OneShotSetup, epochs: int, fisher: bool) -> TimeModel:
+    c = scenario.compute
+    return DeviceTime(epochs, fisher, c.seconds_per_sample_epoch, c.fisher_factor, c.seconds_per_solve_iteration)
+
+
+TIME_MODELS: dict[TimeModelKind, Callable[[Scenario, OneShotSetup, int, bool], TimeModel]] = {
+    TimeModelKind.CALIBRATED: _calibrated,
+    TimeModelKind.MEASURED: _measured,
+    TimeModelKind.DEVICE: _device,
+}
+
+
+def time_model(scenario: Scenario, setup: OneShotSetup) -> TimeModel:
+    """The scenario's time model (a calibrated one measures or loads its costs here, once)."""
+    train = setup.train
+    return TIME_MODELS[scenario.compute.time_model](scenario, setup, train.epochs, train.fisher.value != "none")

@@ -1,0 +1,49 @@
+"""Where every vehicle is, as the mobility process last saw it, and whether it may still talk to its RSU."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from mobility.events import MobilityEvent
+
+
+class Vehicles:
+    """Positions, RSUs and coverage of the vehicles; a departed vehicle may still upload its
+    withdrawal for ``grace`` simulated seconds after it left coverage."""
+
+    def __init__(self, grace: float) -> None:
+        self.grace = grace
+        self.state: dict[str, tuple[float, float, float, str]] = {}  # x, y, speed, rsu
+        self.covered: set[str] = set()
+        self.departed_at: dict[str, float] = {}
+        self.now = 0.0
+
+    def apply(self, events: list[MobilityEvent], members: Iterable) -> None:
+        """Take one step's join/leave events and the covered vehicles' current positions."""
+        for e in events:
+            if e.kind == "join":
+                self.covered.add(e.vehicle)
+                self.departed_at.pop(e.vehicle, None)
+            else:
+                self.covered.discard(e.vehicle)
+                self.departed_at[e.vehicle] = e.time
+            self.state[e.vehicle] = (e.x, e.y, e.speed, e.rsu)
+        for m in members:
+            self.state[m.vehicle] = (m.x, m.y, m.speed, m.rsu)
+
+    def rsu_of(self, v: str) -> str | None:
+        s = self.state.get(v)
+        return s[3] if s else None
+
+    def position(self, v: str) -> tuple[float, float] | None:
+        s = self.state.get(v)
+        return None if s is None else (s[0], s[1])
+
+    def reachable(self, v: str) -> bool:
+        return v in self.covered
+
+    def reachable_for_withdrawal(self, v: str) -> bool:
+        if v in self.covered:
+            return True
+        t = self.departed_at.get(v)
+        return t is not None and self.now - t <= self.grace
