@@ -20,7 +20,6 @@ from .rng import Streams
 from .training import LocalTrainer, TrainConfig, apply_threads
 from .validation import Validator
 
-
 VALIDATION_SAMPLES = 500  # FedFisher's server-side validation set size
 VALIDATION_MAX_SHARE = 0.1  # never more than this share of the training set
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Callable
 
 import torch
-from torch import nn
 import torch.nn.functional as F
+from torch import nn
 
 
 class TwoLayerCNN(nn.Module):

@@ -12,8 +12,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Callable, Hashable
 
 import torch
-from torch import nn
 import torch.nn.functional as F
+from torch import nn
 
 from .augment import Augment, augmenter
 from .contribution import Contribution

@@ -93,9 +93,9 @@ def test_digits_read_without_scikit_learn_equal_its_loader() -> None:
     """The bundled CSV read directly is scikit-learn's ``load_digits``, image for image."""
     from sklearn.datasets import load_digits
 
-    from fl_core.data import _digits_table
+    from fl_core.data_files import digits_table
 
-    images, labels = _digits_table()
+    images, labels = digits_table()
     bunch = load_digits()
     np.testing.assert_array_equal(images, bunch.images)
     np.testing.assert_array_equal(labels, bunch.target)
@@ -304,7 +304,7 @@ def test_cache_is_reused_and_invalidated(tmp_path: Path, monkeypatch: pytest.Mon
         raise AssertionError("the cached copy should have been used")
 
     with monkeypatch.context() as m:
-        m.setattr(data.lzma, "open", no_decompress)
+        m.setattr(lzma, "open", no_decompress)
         second = load_dataset("mnist", root=root)
     assert torch.equal(first.x, second.x) and torch.equal(first.y, second.y)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from fl_core.cg import conjugate_gradient
 from fl_core.contribution import Contribution
 from fl_core.fisher import FisherKind, compute_fisher, layer_specs, new_sum
 from fl_core.fisher.base import Preconditioner
@@ -14,7 +15,7 @@ from fl_core.fisher.diagonal import DiagonalFisher, DiagonalSum
 from fl_core.fisher.kfac import KFACFisher, KFACSum
 from fl_core.models import build_model, flat_params, num_params
 from fl_core.payload import serialize, serialized_size
-from fl_core.projection import ProjectionConfig, ProjectionMethod, conjugate_gradient, project
+from fl_core.projection import ProjectionConfig, ProjectionMethod, project
 from fl_core.stats import SufficientStatistics
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from fl_core import mia
+from fl_core import mia, mia_audit
 from fl_core.data import load_train_test
 from fl_core.models import build_model, flat_params
 from fl_core.training import TrainConfig, sgd_epochs
@@ -81,7 +81,7 @@ def test_auc_and_threshold_are_exact_on_known_scores():
 
 def test_audit_sets_are_balanced_label_matched_and_disjoint(overfit):
     _, _, _, members, _, test = overfit
-    sets = mia.audit_sets(members, test, np.random.default_rng(3))
+    sets = mia_audit.audit_sets(members, test, np.random.default_rng(3))
     assert len(sets.members) == len(sets.nonmembers)
     assert np.array_equal(np.sort(sets.members.y.numpy()), np.sort(sets.nonmembers.y.numpy()))
     assert len(sets.nonmembers) + len(sets.rest) == len(test)

@@ -11,7 +11,7 @@ Protocol (the paper says only "MIA on the unlearned global models"; the rest is 
   methods get the same requests.
 - After each request every method's model is attacked with members = the removed client's
   training samples and non-members = label-matched unseen test samples
-  (:func:`fl_core.mia.audit`): loss threshold, confidence threshold, shadow models. The test
+  (:func:`fl_core.mia_audit.audit`): loss threshold, confidence threshold, shadow models. The test
   set is split once: one half gives the non-members, the other half the shadow models' data,
   so the shadow attacker is trained once per dataset and shared by all models and requests.
 - Control row ``fsosa (before)``: F-SOSA's model just *before* each request, when the removed
@@ -46,12 +46,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
 import report
+
 from fl_core.data import DatasetNotFoundError
 from fl_core.editors import EDITORS, FixedRatio, build_editor
 from fl_core.experiment import OneShotSetup
-from fl_core.mia import AttackKind, AuditConfig, audit, train_shadow_attacker
+from fl_core.mia import AttackKind, train_shadow_attacker
+from fl_core.mia_audit import AuditConfig, audit
 from fl_core.projection import ProjectionConfig
 from fl_core.rounds import RoundConfig
 from fl_core.training import TrainConfig, evaluate

@@ -23,7 +23,8 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any, Callable, Hashable
 
-from fl_core.mia import AttackKind, AuditConfig, audit, concat
+from fl_core.mia import AttackKind
+from fl_core.mia_audit import AuditConfig, audit, concat
 
 MODELS_FILE = "models.safetensors"
 AUDIT_FILE = "audit.json"

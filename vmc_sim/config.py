@@ -19,8 +19,8 @@ from fl_core.fisher import FisherKind
 from fl_core.fisher.base import FisherLabels, Preconditioner
 from fl_core.partition import DirichletScheme
 from fl_core.projection import DEFAULT_DAMPINGS, ProjectionConfig, ProjectionMethod
-from fl_core.stats import Weighting
 from fl_core.sampler import FixedRatio, FixedSize, SizeRule
+from fl_core.stats import Weighting
 from fl_core.training import DTYPES, TrainConfig
 
 

@@ -18,9 +18,10 @@ from fl_core.editors import Editor, build_editor
 from fl_core.experiment import OneShotSetup
 from mobility.rsu import Rsu
 
-from .channel import ChannelConfig, RsuChannel
+from .channel import RsuChannel
 from .config import FederatedSection, RoundsSection
 from .device import SharedDevice, world_device
+from .radio import ChannelConfig
 from .recorder import RecordWriter
 from .scenario import ComputeSection, CoordinatorSection
 from .timing import TimeModel

@@ -17,9 +17,9 @@ from mobility.trace_cache import CachedTraceSource, RecordingSumoSource, TraceCa
 
 from .engine import CoSimulation
 from .inputs import check_inputs, sumocfg_inputs
-from .solves import unconverged_solves, warning_lines
 from .runs import RunDir, new_run_dir, read_manifest
 from .scenario import Scenario
+from .solves import unconverged_solves, warning_lines
 
 
 def _sumo_files(scenario: Scenario) -> dict[str, Any]:

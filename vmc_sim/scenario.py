@@ -3,7 +3,7 @@
 Sections: ``mobility`` (where join/leave events come from: the embedded city, LuST, SUMO
 files or a recorded trace; RSUs and coverage), ``federated`` (data, model, training, methods;
 see :class:`vmc_sim.config.FederatedSection`), ``coordinator`` (when the first fit happens and
-how requests are gathered), ``channel`` (:class:`vmc_sim.channel.ChannelConfig`) and
+how requests are gathered), ``channel`` (:class:`vmc_sim.radio.ChannelConfig`) and
 ``compute`` (the shared GPU or on-board units). Sections that map to a dataclass of a lower
 layer are checked by building that dataclass, so its own error (naming the field) is reported
 under the section's path.
@@ -22,9 +22,8 @@ from mobility.city import CityConfig
 from mobility.coverage import CoverageConfig
 from mobility.rsu import RsuConfig
 
-from .channel import ChannelConfig
 from .config import FederatedSection, Strict, TrainSection, load_model
-
+from .radio import ChannelConfig
 
 SCENARIO_DEFAULTS: dict[str, Any] = {
     "federated": {"dataset": "digits", "num_clients": 16, "alpha": 0.5, "model": "mlp", "rho": 0.5,

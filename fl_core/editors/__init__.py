@@ -31,7 +31,7 @@ from ..fisher import FisherKind, new_sum
 from ..projection import ProjectionConfig
 from ..rounds import RoundConfig
 from ..sampler import FixedRatio, FixedSize, SizeRule
-from .base import EditReport, Editor
+from .base import Editor, EditReport
 from .dense import DenseConfig, DenseEditor
 from .fats import FATSConfig, FATSEditor
 from .federaser import FedEraserConfig, FedEraserEditor

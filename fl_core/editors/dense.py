@@ -57,15 +57,15 @@ from enum import Enum
 from typing import Hashable, Sequence
 
 import torch
-from torch import nn
 import torch.nn.functional as F
+from torch import nn
 
 from ..clients import ClientPool
 from ..contribution import Contribution
 from ..models import flat_params, load_flat
 from ..payload import ByteKind, control_size, serialized_size
 from ..sampler import ordered
-from .base import EditReport, Editor
+from .base import Editor, EditReport
 
 
 class TargetRule(str, Enum):

@@ -59,13 +59,14 @@ from typing import Hashable, Sequence
 
 import torch
 
+from ..cg import conjugate_gradient
 from ..clients import ClientPool
 from ..contribution import Contribution
 from ..fisher import FisherKind, layer_specs
 from ..payload import ByteKind, control_size, serialized_size
-from ..projection import SolveInfo, SolveWarning, conjugate_gradient
+from ..projection import SolveInfo, SolveWarning
 from ..sampler import ordered
-from .base import EditReport, Editor
+from .base import Editor, EditReport
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,7 @@ from ..payload import ByteKind, control_size, serialized_size
 from ..rng import Streams
 from ..sampler import ordered
 from ..training import TrainConfig, resolve_device
-from .base import EditReport, Editor
+from .base import Editor, EditReport
 from .multiround import DataSource, UnsupportedRequestError
 
 

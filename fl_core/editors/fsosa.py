@@ -31,7 +31,7 @@ from ..payload import ByteKind, control_size
 from ..projection import ProjectionConfig, project
 from ..sampler import SizeRule, SubsetChange, SubsetSampler, ordered
 from ..stats import SufficientStatistics
-from .base import EditReport, Editor
+from .base import Editor, EditReport
 
 
 class FSOSAEditor(Editor):

@@ -36,7 +36,7 @@ from ..payload import ByteKind, control_size, serialized_size
 from ..rng import Streams
 from ..rounds import ClientUpdate, RoundConfig, RoundReport, RoundStrategy, ServerOpt
 from ..sampler import ordered
-from .base import EditReport, Editor
+from .base import Editor, EditReport
 
 DataSource = Mapping[Hashable, ArrayDataset] | Callable[[Hashable], ArrayDataset]
 RoundHook = Callable[[int, torch.Tensor, Sequence[ClientUpdate]], None]

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Iterator
 
 import torch
-from torch import nn
 import torch.nn.functional as F
+from torch import nn
 
 from .base import FisherLabels
 

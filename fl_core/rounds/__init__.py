@@ -24,5 +24,7 @@ __all__ = [
     "ServerOptimizer", "build_server", "RoundReport", "RoundStrategy", "build_strategy",
 ]
 
-from . import pdf  # noqa: E402,F401  (registers "pdf" in STRATEGIES)
-from . import fedreuse  # noqa: E402,F401  (registers "topk" and "dgfedreuse" in STRATEGIES)
+from . import (
+    fedreuse,  # noqa: E402,F401  (registers "topk" and "dgfedreuse" in STRATEGIES)
+    pdf,  # noqa: E402,F401  (registers "pdf" in STRATEGIES)
+)
