@@ -42,10 +42,8 @@ import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "tools")]
 
 import torch  # noqa: E402
 
@@ -161,10 +159,10 @@ def kfac_solve(device: str, clients: int, samples: int) -> list[str]:
 def replay(scenario, out: Path, compare: bool) -> tuple[list[str], bool]:
     """The case study's run of ``scenario`` (a replay: no SUMO), timed; its simulated fields checked
     against the committed report when ``compare``. (rows, simulated fields all equal)."""
-    import report
     from lust_case_study import per_request
 
     from vmc_sim.cosim import run_scenario
+    from vmc_sim.reproduction import report
 
     dataset = scenario.federated.dataset
     t0 = time.perf_counter()

@@ -21,24 +21,20 @@ from __future__ import annotations
 import argparse
 import platform
 import statistics
-import sys
 import time
 from contextlib import contextmanager, nullcontext
 from dataclasses import replace
-from pathlib import Path
 from typing import Iterator
 
 import torch
+from problem import add_problem_arguments, kfac_clients
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from fl_core.fisher import kfac  # noqa: E402
-from fl_core.fisher.kfac import KFACSum  # noqa: E402
-from fl_core.projection import ProjectionConfig, project  # noqa: E402
-from fl_core.stats import SufficientStatistics  # noqa: E402
-from fl_core.training import evaluate  # noqa: E402
-from problem import add_problem_arguments, kfac_clients  # noqa: E402
-from vmc_sim.runs import cpu_model  # noqa: E402
+from fl_core.fisher import kfac
+from fl_core.fisher.kfac import KFACSum
+from fl_core.projection import ProjectionConfig, project
+from fl_core.stats import SufficientStatistics
+from fl_core.training import evaluate
+from vmc_sim.runs import cpu_model
 
 
 @contextmanager

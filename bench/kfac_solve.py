@@ -51,7 +51,6 @@ import torch
 from safetensors.torch import load_file, save_file
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 import worktree  # noqa: E402
 from problem import add_problem_arguments  # noqa: E402
 

@@ -19,6 +19,7 @@ import time
 
 import numpy as np
 import torch
+from problem import add_problem_arguments, kfac_clients
 
 from fl_core.editors import FixedRatio, build_editor
 from fl_core.experiment import OneShotSetup
@@ -26,9 +27,7 @@ from fl_core.fisher import new_sum
 from fl_core.projection import ProjectionConfig, ProjectionMethod, project
 from fl_core.stats import SufficientStatistics
 from fl_core.training import TrainConfig
-from problem import add_problem_arguments, kfac_clients
 from vmc_sim.runs import cpu_model
-
 
 #: Solver variants by name: (method, damping, Kronecker preconditioner).
 CASES = {

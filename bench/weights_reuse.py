@@ -15,13 +15,11 @@ from __future__ import annotations
 
 import argparse
 import platform
-import sys
 import time
 from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -143,3 +143,20 @@ class ContributionStore:
         # one line: the C encoder (indenting falls back to Python's, 4 ms a write at 100 entries)
         tmp.write_text(json.dumps(self.index(), sort_keys=True))
         os.replace(tmp, self.index_path)
+
+
+class MemoryStore:
+    """Contributions kept in memory for one process: the ``ClientPool`` store protocol (``get``/``put``)
+    without a disk, for scripts that share contributions between per-method pools and persist nothing."""
+
+    def __init__(self) -> None:
+        self._items: dict[Hashable, Contribution] = {}
+
+    def get(self, client: Hashable) -> Contribution | None:
+        return self._items.get(client)
+
+    def put(self, contribution: Contribution) -> None:
+        self._items[contribution.client] = contribution
+
+    def __len__(self) -> int:
+        return len(self._items)

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.util
+import re
+import sys
+from pathlib import Path
+from types import ModuleType
+
 import pytest
 import torch
 
@@ -45,3 +51,35 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def tiny() -> TinySetup:
     return TinySetup()
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load_script(relative: str) -> ModuleType:
+    """A script under ``tools/`` or ``bench/`` as a module (registered under its file name), with
+    the sibling modules it imports loaded the same way, as it finds them beside it when it runs."""
+    path = ROOT / relative
+    text = path.read_text()
+    for sibling in sorted(path.parent.glob("*.py")):
+        name = sibling.stem
+        if sibling != path and re.search(rf"^\s*(import {name}\b|from {name} import)", text, re.M):
+            _load(sibling)
+    return _load(path)
+
+
+def _load(path: Path) -> ModuleType:
+    if path.stem in sys.modules and getattr(sys.modules[path.stem], "__file__", None) == str(path):
+        return sys.modules[path.stem]
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None, path
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = module  # dataclasses and pickling look their module up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="session")
+def script():
+    """:func:`load_script` as a fixture."""
+    return load_script

@@ -6,7 +6,6 @@ script's own float64 check must agree with a recomputation through the library's
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -15,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import load_script
 from safetensors.torch import load_file
 
 from fl_core.contribution import Contribution
@@ -27,10 +27,7 @@ SCRIPT = ROOT / "bench" / "kfac_solve.py"
 
 
 def _script():
-    spec = importlib.util.spec_from_file_location("kfac_solve", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("bench/kfac_solve.py")
 
 
 def _library_residuals(directory: Path, x: torch.Tensor, damping: float) -> tuple[float, float]:

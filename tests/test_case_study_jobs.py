@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 DATASETS = ("digits", "femnist")  # the built-in set and the smallest offline one (LEAF's sample)
@@ -74,8 +75,7 @@ def test_jobs_two_gives_the_records_of_jobs_one(tmp_path: Path):
 
 
 def test_a_bad_trace_is_refused_before_anything_runs(tmp_path: Path, capsys, monkeypatch):
-    monkeypatch.syspath_prepend(str(ROOT / "tools"))
-    import lust_case_study
+    lust_case_study = load_script("tools/lust_case_study.py")
 
     bad = tmp_path / "t.jsonl"
     bad.write_text('{"type": "header", "format": "vmc-sim-mobility-trace", "version": 1, "meta": {}}\n{"type": "ev')
@@ -97,9 +97,8 @@ def test_costs_pinned_for_one_dataset_are_not_charged_to_another_shape(tmp_path,
 
     import yaml
 
-    monkeypatch.syspath_prepend(str(ROOT / "tools"))
     import fl_core.data
-    import lust_case_study
+    lust_case_study = load_script("tools/lust_case_study.py")
 
     shapes = {"mnist": ((1, 28, 28), 10), "fashion_mnist": ((1, 28, 28), 10), "cifar10": ((3, 32, 32), 10)}
     monkeypatch.setattr(fl_core.data, "load_train_test", lambda name, root=None: (
@@ -116,8 +115,7 @@ def test_costs_pinned_for_one_dataset_are_not_charged_to_another_shape(tmp_path,
 
 
 def test_the_report_calls_its_wall_clock_cold_only_when_nothing_came_from_the_cache(monkeypatch):
-    monkeypatch.syspath_prepend(str(ROOT / "tools"))
-    import lust_case_study
+    lust_case_study = load_script("tools/lust_case_study.py")
 
     cold = {"hits": 0, "misses": 30, "hit_rate": 0.0, "weights_reused": 0, "path": "/c"}
     assert lust_case_study.cache_lines({}) == []

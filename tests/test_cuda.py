@@ -55,8 +55,9 @@ def test_the_fisher_of_fixed_weights_is_the_same_on_both_devices():
 def test_a_kfac_solve_on_the_gpu_reaches_the_cpu_solution():
     """``projection.device: auto`` runs a block solve's float32 products on the GPU (its rotated
     factors live there); the float64 finish on the CPU brings it to the same tolerance."""
-    from fl_core.projection import ProjectionConfig, project
     from test_fisher_projection import low_rank_kfac_stats
+
+    from fl_core.projection import ProjectionConfig, project
 
     for rank in (None, 3):
         stats = low_rank_kfac_stats(rank)

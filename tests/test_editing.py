@@ -10,10 +10,10 @@ import torch
 from fl_core.contribution import Contribution
 from fl_core.editors import FixedRatio, FixedSize, build_editor
 from fl_core.errors import DuplicateClientError, EditError, EmptyPopulationError, UnknownClientError
-from fl_core.projection import ProjectionConfig, project
-from fl_core.stats import SufficientStatistics
 from fl_core.fisher import new_sum
 from fl_core.payload import ByteKind
+from fl_core.projection import ProjectionConfig, project
+from fl_core.stats import SufficientStatistics
 
 
 def fresh_stats(tiny, pool, members):

@@ -6,8 +6,6 @@ contribution store's key while the default keeps every key already on disk."""
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -190,10 +188,9 @@ def test_store_keys_keep_sampled_labels_keys_and_change_with_expected_labels():
 
 
 def test_table2_store_key_is_unchanged_for_sampled_labels():
-    """The one-shot reproductions' store (``tools/repro.py``): sampled labels keep the fingerprint
-    contributions were stored under before the option existed."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
-    import repro
+    """The one-shot reproductions' store (:mod:`vmc_sim.reproduction.common`): sampled labels keep the
+    fingerprint contributions were stored under before the option existed."""
+    from vmc_sim.reproduction import common as repro
 
     args = argparse.Namespace(store="STORE", dataset="mnist", scheme="per_client", clients=20, model="cnn", seed=0,
                               max_train=None, validation_samples=500)

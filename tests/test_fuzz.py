@@ -16,14 +16,13 @@ import numpy as np
 import pytest
 import torch
 import yaml
+from test_cosim import files_of, scenario, trace_file
 
 from fl_core.contribution import Contribution
 from fl_core.editors import FixedRatio, build_editor
 from fl_core.errors import DuplicateClientError, UnknownClientError
 from vmc_sim.cli import main
 from vmc_sim.cosim import run_scenario
-
-from test_cosim import files_of, scenario, trace_file
 
 
 def base_scenario(trace) -> dict:

@@ -11,7 +11,7 @@ import pytest
 
 from mobility.lust.config import TURN_BAY_WAYS, LustConfig
 from mobility.lust.dual_lefts import DualLeft, write_dual_lefts
-from mobility.lust.turn_bays import LEFT, way_matches
+from mobility.lust.turn_bays import LEFT
 
 CLIP = Path(__file__).parent / "data" / "lust_clip"
 

@@ -13,8 +13,15 @@ import numpy as np
 import pytest
 
 from mobility.cache import params_key
-from mobility.lust import (LUST_RUN_SETTINGS, LustConfig, day_trip_time, insertion_rate, lust_clone, run_settings,
-                           target_running)
+from mobility.lust import (
+    LUST_RUN_SETTINGS,
+    LustConfig,
+    day_trip_time,
+    insertion_rate,
+    lust_clone,
+    run_settings,
+    target_running,
+)
 from mobility.lust.report import LustReport, make_report, parse_teleports
 from mobility.sumo import SumoConfig, merge_args, options_dict
 

@@ -4,27 +4,17 @@ transcription, and an end-to-end smoke run (digits + MLP, seconds) writing the C
 from __future__ import annotations
 
 import csv
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import load_script
 
 from mobility.trace import read_trace
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _load_tool():
-    if str(ROOT / "tools") not in sys.path:  # the script imports its shared modules as a script would
-        sys.path.insert(0, str(ROOT / "tools"))
-    spec = importlib.util.spec_from_file_location("paper_sequence", ROOT / "tools" / "paper_sequence.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-ps = _load_tool()
+ps = load_script("tools/paper_sequence.py")
 
 
 def test_sequence_parses_to_16_arrivals_and_15_departures():

@@ -5,8 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fl_core.partition import (DIRICHLET_MAX_ATTEMPTS, PartitionWarning, dirichlet_partition, dirichlet_split,
-                               group_partition, iid_partition)
+from fl_core.partition import (
+    DIRICHLET_MAX_ATTEMPTS,
+    PartitionWarning,
+    dirichlet_partition,
+    dirichlet_split,
+    group_partition,
+    iid_partition,
+)
 
 
 def _labels(n: int = 4000, classes: int = 10, seed: int = 0) -> np.ndarray:

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 
+from test_cosim import trace_file
+
 from vmc_sim.cli import main
 from vmc_sim.config import OneShotConfig, load_model
 from vmc_sim.oneshot import run_oneshot
 from vmc_sim.runs import RunDir
 from vmc_sim.solves import unconverged_solves, warning_lines
-
-from test_cosim import trace_file
 
 
 def test_unconverged_solves_are_counted_with_the_residual_reached():

@@ -4,17 +4,16 @@ accuracy the run recorded at every request, and a recomputed Fisher merges the s
 from __future__ import annotations
 
 import csv
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import load_script
+from test_cosim import scenario, trace_file
 
 from vmc_sim.cosim import run_scenario
 from vmc_sim.runs import RunDir
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
-import remerge  # noqa: E402
-from test_cosim import scenario, trace_file  # noqa: E402
+remerge = load_script("tools/remerge.py")
 
 
 @pytest.fixture(scope="module")

@@ -3,19 +3,16 @@ the merge scored reached its tolerance; the ones that did not are named with the
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from fl_core.projection import SolveInfo
 
 
 @pytest.fixture()
-def repro(monkeypatch):
-    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "tools"))
-    import repro
+def repro():
+    from vmc_sim.reproduction import common
 
-    return repro
+    return common
 
 
 def candidate(damping: float, reason: str, residual: float) -> dict:

@@ -4,7 +4,6 @@ contributions (the run seed's split, stores and training streams are untouched).
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,11 +15,10 @@ from fl_core.training import TrainConfig
 
 
 @pytest.fixture()
-def repro(monkeypatch):
-    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "tools"))
-    import repro
+def repro():
+    from vmc_sim.reproduction import common
 
-    return repro
+    return common
 
 
 def members(repro, setup: OneShotSetup, subset_seed: int | None) -> list[int]:

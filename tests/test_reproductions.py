@@ -13,7 +13,6 @@ the tolerances only cover what is stated beside each one.
 from __future__ import annotations
 
 import csv
-import importlib
 import math
 import os
 import re
@@ -23,6 +22,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import load_script
 
 TOOLS = Path(__file__).resolve().parents[1] / "tools"
 SCRIPTS = sorted(p for p in TOOLS.glob("*.py") if '"--quick"' in p.read_text() and "__main__" in p.read_text())
@@ -194,7 +194,6 @@ def test_quick_size_runs_and_shows_its_claims(script: Path, tmp_path: Path, monk
     # torch's thread count is a process setting some scripts change; it is put back afterwards.
     import torch
 
-    monkeypatch.syspath_prepend(str(TOOLS))
     monkeypatch.setenv("MPLBACKEND", "Agg")
     monkeypatch.chdir(TOOLS.parent)
     out = tmp_path / "out"
@@ -202,7 +201,7 @@ def test_quick_size_runs_and_shows_its_claims(script: Path, tmp_path: Path, monk
     monkeypatch.setattr(sys, "argv", [str(script), *argv])
     threads = torch.get_num_threads()
     try:
-        code = importlib.import_module(script.stem).main(argv)
+        code = load_script(f"tools/{script.name}").main(argv)
     finally:
         torch.set_num_threads(threads)
     assert code == 0, f"{script.name} exited {code}"
@@ -223,9 +222,8 @@ def test_a_script_runs_from_the_command_line(tmp_path: Path):
 
 
 def test_a_failing_method_fails_its_script(tmp_path, monkeypatch):
-    monkeypatch.syspath_prepend(str(TOOLS))
-    import fig3_sequences
-    import sequences
+    fig3_sequences = load_script("tools/fig3_sequences.py")
+    from vmc_sim.reproduction import sequences
 
     real = sequences.run_sequence
 

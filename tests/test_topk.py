@@ -11,11 +11,27 @@ from safetensors.torch import load
 from fl_core.models import TwoLayerCNN
 from fl_core.payload import serialize
 from fl_core.rounds.accounting import (
-    REUSE_EVENT_BYTES, dense_round_bytes, dense_update_bytes, header_bytes, message_bytes, modelled_round_bytes,
-    modelled_update_bytes, real_bytes, real_dense_bytes, score_message, symmetric_saving, uplink_saving,
+    REUSE_EVENT_BYTES,
+    dense_round_bytes,
+    dense_update_bytes,
+    header_bytes,
+    message_bytes,
+    modelled_round_bytes,
+    modelled_update_bytes,
+    real_bytes,
+    real_dense_bytes,
+    score_message,
+    symmetric_saving,
+    uplink_saving,
 )
 from fl_core.rounds.topk import (
-    ErrorFeedback, Representation, SparseUpdate, TopKCodec, choose_representation, encode_tensor, field_bytes,
+    ErrorFeedback,
+    Representation,
+    SparseUpdate,
+    TopKCodec,
+    choose_representation,
+    encode_tensor,
+    field_bytes,
     keep_count,
 )
 

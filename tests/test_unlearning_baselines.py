@@ -9,7 +9,12 @@ import torch
 from fl_core.clients import ClientPool
 from fl_core.data import load_train_test
 from fl_core.editors import (
-    EDITORS, FATSConfig, FedEraserConfig, FineTuneConfig, UnsupportedRequestError, build_editor,
+    EDITORS,
+    FATSConfig,
+    FedEraserConfig,
+    FineTuneConfig,
+    UnsupportedRequestError,
+    build_editor,
 )
 from fl_core.errors import DuplicateClientError, UnknownClientError
 from fl_core.experiment import OneShotSetup

@@ -30,7 +30,7 @@ is the same for every rho and draw.
 
 Full size run for ``reports/fig1_fig4/`` (about 10 minutes on the 2-core box): MNIST, FEMNIST
 and CIFAR-10 (SVHN is not in ``shared/data``), M = 20, alpha 0.5, the two-layer CNN,
-K = 10 local epochs (paper 50), lr 0.05 (paper 0.01; ``LR_NOTE`` in tools/repro.py says why), batch 16 (the paper
+K = 10 local epochs (paper 50), lr 0.05 (paper 0.01; ``LR_NOTE`` in vmc_sim/reproduction/common.py says why), batch 16 (the paper
 gives no batch size for the CNN; 16 gives four times the SGD steps of 64 per CPU second, which
 the short runs need), a diagonal Fisher (paper K-FAC: the diagonal projection is closed form, a
 K-FAC solve takes minutes here), training slices of 6,000 samples per dataset and the first
@@ -51,17 +51,18 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
 
-import repro  # noqa: E402
-from repro import alpha_for, warm_up  # noqa: E402
-import report  # noqa: E402
-from fl_core.clients import ClientPool  # noqa: E402
-from fl_core.editors import EditReport, FixedRatio, build_editor  # noqa: E402
-from fl_core.experiment import OneShotSetup  # noqa: E402
-from fl_core.projection import ProjectionConfig  # noqa: E402
-from fl_core.training import LocalTrainer, TrainConfig, evaluate  # noqa: E402
+from fl_core.clients import ClientPool
+from fl_core.editors import EditReport, FixedRatio, build_editor
+from fl_core.experiment import OneShotSetup
+from fl_core.projection import ProjectionConfig
+from fl_core.store import MemoryStore
+from fl_core.training import LocalTrainer, TrainConfig, evaluate
+from vmc_sim.reproduction import common as repro
+from vmc_sim.reproduction import report
+from vmc_sim.reproduction.common import alpha_for, warm_up
 
 SMOKE_ARGS = "--datasets digits --model mlp"  # extra arguments of the CI smoke run (tests/test_reproductions.py)
 
@@ -129,7 +130,7 @@ def run_dataset(dataset: str, args: argparse.Namespace) -> tuple[list[dict], lis
     )
     trainer: LocalTrainer = setup.pool().trainer
     warm_up(trainer, setup)
-    store = repro.MemoryStore()
+    store = MemoryStore()
     projection = ProjectionConfig(tol=args.cg_tol, max_iter=args.cg_iter, damping=args.damping)
     eval_model = setup.model_fn()
 

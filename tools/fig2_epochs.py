@@ -18,7 +18,7 @@ Time columns as in ``tools/table2.py``: ``parallel_s`` = slowest member + solve,
 
 Full size run for ``reports/fig2/`` (about 9 minutes on the 2-core box): MNIST, FEMNIST and
 CIFAR-10 (SVHN is not in ``shared/data``), M = 20, alpha 0.5, rho 0.5, the two-layer CNN,
-K in {10, 20, 30, 50, 80}, lr 0.05 (paper 0.01; ``LR_NOTE`` in tools/repro.py says why), batch 16
+K in {10, 20, 30, 50, 80}, lr 0.05 (paper 0.01; ``LR_NOTE`` in vmc_sim/reproduction/common.py says why), batch 16
 (the paper gives no batch size for the CNN; 16 gives four times the SGD steps of 64 per CPU
 second, which the small slices need), a diagonal Fisher (paper K-FAC; the diagonal projection is
 closed form, a K-FAC solve takes minutes here), training slices of 3,500 samples per dataset and
@@ -41,22 +41,22 @@ from typing import Hashable
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
 
-import report  # noqa: E402
-import repro  # noqa: E402
-from repro import alpha_for, warm_up  # noqa: E402
-from fl_core.clients import ClientPool  # noqa: E402
-from fl_core.contribution import Contribution  # noqa: E402
-from fl_core.data import ArrayDataset  # noqa: E402
-from fl_core.editors import FixedRatio, build_editor  # noqa: E402
-from fl_core.experiment import OneShotSetup  # noqa: E402
-from fl_core.fisher import compute_fisher  # noqa: E402
-from fl_core.models import flat_params, load_flat  # noqa: E402
-from fl_core.projection import ProjectionConfig  # noqa: E402
-from fl_core.training import DTYPES, LocalTrainer, TrainConfig, evaluate, resolve_device, sgd_epochs, sgd_optimizer  # noqa: E402
+from fl_core.clients import ClientPool
+from fl_core.contribution import Contribution
+from fl_core.data import ArrayDataset
+from fl_core.editors import FixedRatio, build_editor
+from fl_core.experiment import OneShotSetup
+from fl_core.fisher import compute_fisher
+from fl_core.models import flat_params, load_flat
+from fl_core.projection import ProjectionConfig
+from fl_core.training import DTYPES, LocalTrainer, TrainConfig, evaluate, resolve_device, sgd_epochs, sgd_optimizer
+from vmc_sim.reproduction import common as repro
+from vmc_sim.reproduction import report
+from vmc_sim.reproduction.common import alpha_for, warm_up
 
 SMOKE_ARGS = "--datasets digits --model mlp"  # extra arguments of the CI smoke run (tests/test_reproductions.py)
 

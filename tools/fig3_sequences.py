@@ -54,11 +54,30 @@ from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 
-import report
 from fl_core.projection import ProjectionConfig
-from repro import MemoryStore, exit_code
-from sequences import DIFFERENCES, IL_METHODS, ROOT, UL_METHODS, add_common_args, apply_quick, baselines_of, build_setup, command_line, common_info, draw_sequences, markdown_body, plot, run_task, summarize
+from fl_core.store import MemoryStore
+from vmc_sim.reproduction import report
+from vmc_sim.reproduction.common import exit_code
+from vmc_sim.reproduction.sequences import (
+    DIFFERENCES,
+    IL_METHODS,
+    UL_METHODS,
+    add_common_args,
+    apply_quick,
+    baselines_of,
+    build_setup,
+    command_line,
+    common_info,
+    draw_sequences,
+    markdown_body,
+    plot,
+    run_task,
+    summarize,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -58,10 +58,11 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from vmc_sim.scenario import Scenario
 
-ROOT = Path(__file__).resolve().parents[1]
 
-import report  # noqa: E402
-from repro import paper_style, unit_sizes  # noqa: E402
+from vmc_sim.reproduction import report
+from vmc_sim.reproduction.common import paper_style, unit_sizes
+
+ROOT = Path(__file__).resolve().parents[1]
 
 SMOKE_ARGS = ""  # --quick already runs on the embedded city with digits (tests/test_reproductions.py)
 PAPER = {"time_saving_pct": (-53.84, -36.66), "comm_saving_pct": (-25.76, -21.97), "mnist_comm_MB": (329.61, 424.48)}

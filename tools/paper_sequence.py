@@ -37,11 +37,11 @@ import time
 from pathlib import Path
 from typing import Any, Iterable
 
-ROOT = Path(__file__).resolve().parents[1]
+from mobility.events import MobilityEvent
+from mobility.trace import write_trace
+from vmc_sim.reproduction.common import paper_style, unit_sizes
 
-from mobility.events import MobilityEvent  # noqa: E402
-from repro import paper_style, unit_sizes  # noqa: E402
-from mobility.trace import write_trace  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 SEQUENCE = ("12+ 13+ 14+ 15+ 16+ 3- 6- 7- 17+ 18+ 19+ 1- 11- 16- 2- 20+ 21+ 22+ 4- 8- 9- "
             "23+ 24+ 25+ 26+ 27+ 0- 10- 17- 18- 19-")

@@ -34,23 +34,21 @@ from typing import Any, Callable
 
 import torch
 
+from fl_core.contribution import Contribution
+from fl_core.fisher import compute_fisher, layer_specs, new_sum
+from fl_core.models import load_flat
+from fl_core.projection import project
+from fl_core.stats import SufficientStatistics
+from fl_core.store import ContributionStore
+from fl_core.training import DTYPES
+from fl_core.validation import Validator
+from vmc_sim.clients import store_fingerprint, vehicle_shard
+from vmc_sim.cosim import manifest_scenario
+from vmc_sim.reproduction import report
+from vmc_sim.reproduction.common import damping_label, parse_damping
+from vmc_sim.runs import RunDir
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from fl_core.contribution import Contribution  # noqa: E402
-from fl_core.fisher import compute_fisher, layer_specs, new_sum  # noqa: E402
-from fl_core.models import load_flat  # noqa: E402
-from fl_core.projection import project  # noqa: E402
-from fl_core.stats import SufficientStatistics  # noqa: E402
-from fl_core.store import ContributionStore  # noqa: E402
-from fl_core.training import DTYPES  # noqa: E402
-from fl_core.validation import Validator  # noqa: E402
-from vmc_sim.cosim import manifest_scenario  # noqa: E402
-from vmc_sim.clients import store_fingerprint, vehicle_shard  # noqa: E402
-from vmc_sim.runs import RunDir  # noqa: E402
-
-import report  # noqa: E402
-from repro import damping_label, parse_damping  # noqa: E402
 
 #: Accuracy the stored-Fisher merge may differ from the recorded one by (one test image in 10,000
 #: flipping on float64 summation order).

@@ -37,13 +37,13 @@ from pathlib import Path
 
 import torch
 
-import report
-import repro
 from fl_core.experiment import OneShotSetup
 from fl_core.rounds import RoundConfig, build_strategy
 from fl_core.rounds.accounting import Ledger
 from fl_core.rounds.fedreuse import FedReuseConfig, TopKConfig
 from fl_core.training import TrainConfig
+from vmc_sim.reproduction import common as repro
+from vmc_sim.reproduction import report
 
 #: Seed 002, round-90 fixed-budget comparison over six datasets (Tables 6 and 7; the text gives
 #: the Top-K value and the DG-FedReuse range, not per-dataset rows), in %.

@@ -37,13 +37,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-import report
 from fl_core.data import ArrayDataset
 from fl_core.experiment import OneShotSetup
 from fl_core.models import build_model, flat_params, load_flat
 from fl_core.rounds import RoundConfig, RoundReport
 from fl_core.rounds.pdf import PDFConfig, PDFStrategy, retrain_reference
 from fl_core.sampler import ordered
+from vmc_sim.reproduction import report
 
 # Seed 003, FMNIST, Dirichlet alpha = 0.1 (k = 25): RA % by beta, Retrain RA, efficiency vs Retrain.
 PAPER = {

@@ -34,12 +34,11 @@ from pathlib import Path
 
 import torch
 
-import report
-
 from fl_core.augment import Augment
 from fl_core.fisher import FisherLabels
 from fl_core.partition import DirichletScheme
 from fl_core.projection import DEFAULT_DAMPINGS, ProjectionMethod
+from vmc_sim.reproduction import report
 
 PAPER = {  # seed 000, Table II (Dirichlet alpha) and Table III (FEMNIST, alpha None): (accuracy %, time s, MB)
     ("mnist", 0.1): {"fedfisher": (90.35, 43.11, 35.30), "fsosa": (91.08, 34.63, 18.46),
@@ -66,8 +65,16 @@ PAPER = {  # seed 000, Table II (Dirichlet alpha) and Table III (FEMNIST, alpha 
 }
 
 
-from repro import (  # noqa: E402
-    CHOICES, METHODS, alpha_label, damping_label, dense_config, held_out_label, parse_alpha, parse_damping, run,
+from vmc_sim.reproduction.common import (  # noqa: E402
+    CHOICES,
+    METHODS,
+    alpha_label,
+    damping_label,
+    dense_config,
+    held_out_label,
+    parse_alpha,
+    parse_damping,
+    run,
     solve_label,
 )
 

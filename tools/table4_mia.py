@@ -46,7 +46,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import report
 
 from fl_core.data import DatasetNotFoundError
 from fl_core.editors import EDITORS, FixedRatio, build_editor
@@ -56,6 +55,7 @@ from fl_core.mia_audit import AuditConfig, audit
 from fl_core.projection import ProjectionConfig
 from fl_core.rounds import RoundConfig
 from fl_core.training import TrainConfig, evaluate
+from vmc_sim.reproduction import report
 
 LABELS = {"retrain": "Retrain", "federaser": "FedEraser", "fedrr": "FedRR", "fats": "FATS-CU", "fsosa": "F-SOSA-U",
           "fsosa (before)": "F-SOSA before removal"}

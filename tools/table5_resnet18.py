@@ -14,7 +14,7 @@ and their solve dominates a CPU run; the paper's F-SOSA payload (462.44 MB for 1
 the weights alone) shows it compressed its curvature too. ``--fisher kfac`` is one option away.
 
 The merge, the damping selection on the held-out validation set, the time and byte columns are
-those of ``tools/repro.py`` (one code path: this script calls its ``run``). The BDD100K/YOLOv8s
+those of ``vmc_sim/reproduction/common.py`` (one code path: this script calls its ``run``). The BDD100K/YOLOv8s
 half of Table V needs a detection dataset and model that are not on these machines; it is not
 reproduced.
 
@@ -40,10 +40,10 @@ import sys
 
 import torch
 
-import report
-import repro
 from fl_core.fisher import FisherLabels
 from fl_core.projection import DEFAULT_DAMPINGS
+from vmc_sim.reproduction import common as repro
+from vmc_sim.reproduction import report
 
 PAPER_V = {  # seed 000, Table V, CIFAR-10 (ResNet-18, pretrained): (accuracy %, time s, MB)
     0.1: {"fedfisher": (46.60, 361.02, 882.16), "fedlpa": (45.18, 2493.05, 8066.21),
@@ -85,7 +85,7 @@ def options(argv: list[str] | None) -> argparse.Namespace:
     if args.quick:
         args.alphas, args.clients, args.epochs = [0.5], 6, 1
         args.max_train, args.max_test = args.max_train or 600, args.max_test or 300
-    # the fields tools/repro.py's run() reads, fixed to this table's setting
+    # the fields vmc_sim/reproduction/common.py's run() reads, fixed to this table's setting
     args.dataset, args.model, args.scheme, args.merge, args.weighting = "cifar10", "resnet18", "per_client", "auto", "samples"
     args.damping, args.adam_lr, args.check_every = 1e-4, 1e-3, 100
     return args

@@ -41,12 +41,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+from fl_core.projection import ProjectionConfig
+from fl_core.store import MemoryStore
+from vmc_sim.reproduction import common as repro
+from vmc_sim.reproduction import report
+from vmc_sim.reproduction import sequences as fig3
 
-import sequences as fig3  # noqa: E402
-import report  # noqa: E402
-import repro  # noqa: E402
-from fl_core.projection import ProjectionConfig  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 # Seed 000, Table VI, MNIST columns: method -> {M: (Acc. %, T-save %, Comm. x)}.
 PAPER_MNIST = {
@@ -227,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"population {m}", flush=True)
         setup = fig3.build_setup(args, m + args.requests)
         seq = fig3.draw_sequences(m + args.requests, m, args.requests, setup.streams.numpy("sequence", "table6", m))
-        store = repro.MemoryStore()
+        store = MemoryStore()
         runs = []
         for task, methods in (("IL", args.il_methods), ("UL", args.ul_methods)):
             r, n = fig3.run_task(task, methods, setup, store, seq, args.rho, projection, setup.test_set, baselines)

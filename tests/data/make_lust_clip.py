@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
 
 from mobility.lust.config import LUST_OSM_NAME, LUST_VTYPES_NAME, default_lust_dir  # noqa: E402
 from mobility.lust.network import clip_osm  # noqa: E402

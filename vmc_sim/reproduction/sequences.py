@@ -12,18 +12,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-ROOT = Path(__file__).resolve().parents[1]
+import numpy as np
 
-import numpy as np  # noqa: E402
+from fl_core.clients import ClientPool
+from fl_core.editors import EDITORS, FedRRConfig, FineTuneConfig, FixedRatio, build_editor
+from fl_core.experiment import OneShotSetup
+from fl_core.projection import ProjectionConfig
+from fl_core.rounds import RoundConfig
+from fl_core.store import MemoryStore
+from fl_core.training import LocalTrainer, TrainConfig, evaluate
 
-import report  # noqa: E402
-from repro import MemoryStore  # noqa: E402
-from fl_core.clients import ClientPool  # noqa: E402
-from fl_core.editors import EDITORS, FedRRConfig, FineTuneConfig, FixedRatio, build_editor  # noqa: E402
-from fl_core.experiment import OneShotSetup  # noqa: E402
-from fl_core.projection import ProjectionConfig  # noqa: E402
-from fl_core.rounds import RoundConfig  # noqa: E402
-from fl_core.training import LocalTrainer, TrainConfig, evaluate  # noqa: E402
+from . import report
 
 IL_METHODS = ("fsosa", "retrain", "finetune")
 UL_METHODS = ("fsosa", "retrain", "federaser", "fedrr", "fats")

@@ -1,10 +1,6 @@
 """What the reproduction scripts under ``tools/`` share: the one-shot runner of Tables II, III
-and V, contribution stores, the warm-up, the paper-style byte accounting, the common options and
-the failure rule (a method that fails makes its script exit non-zero).
-
-The scripts import this module (and ``report``) by name: Python puts a script's own folder first
-on its path, so no script edits ``sys.path`` or imports another script.
-"""
+and V, the contribution store of a reproduction, the warm-up, the paper-style byte accounting, the
+common options and the failure rule (a method that fails makes its script exit non-zero)."""
 
 from __future__ import annotations
 
@@ -15,11 +11,10 @@ import math
 import sys
 import time
 from pathlib import Path
-from typing import Any, Hashable
+from typing import Any
 
 import numpy as np
 
-from fl_core.contribution import Contribution
 from fl_core.editors import DenseConfig, DenseEditor, FixedRatio, build_editor
 from fl_core.experiment import OneShotSetup
 from fl_core.fisher import layer_specs
@@ -28,28 +23,11 @@ from fl_core.rng import derive_seed
 from fl_core.store import ContributionStore
 from fl_core.training import LocalTrainer, TrainConfig, evaluate, key_settings
 
-import report
+from . import report
 
 LR_NOTE = ("our short runs give each client ~100-600 SGD steps against the paper's ~2,350 at K = 50; measured at "
            "lr 0.01 on a 3,000-sample MNIST slice, K = 10, batch 16, the local models reached 16-38 % test accuracy "
            "and F-SOSA / FedFisher 35 / 60 %, at lr 0.05 44-58 % and 71 / 84 %")
-
-
-class MemoryStore:
-    """In-memory contribution cache shared by the per-method client pools (the ``ClientPool``
-    store protocol: ``get``/``put``)."""
-
-    def __init__(self) -> None:
-        self._items: dict[Hashable, Contribution] = {}
-
-    def get(self, client: Hashable) -> Contribution | None:
-        return self._items.get(client)
-
-    def put(self, contribution: Contribution) -> None:
-        self._items[contribution.client] = contribution
-
-    def __len__(self) -> int:
-        return len(self._items)
 
 
 def warm_up(trainer: LocalTrainer, setup: OneShotSetup) -> None:

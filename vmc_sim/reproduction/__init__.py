@@ -1,0 +1,3 @@
+"""What the reproduction scripts under ``tools/`` share: the one-shot runs' common pieces
+(:mod:`.common`), the reports' machine lines and tables (:mod:`.report`), and the editing-sequence
+experiments of Fig. 3 and Table VI (:mod:`.sequences`)."""
