@@ -2,11 +2,10 @@
 # Prepares, on this machine, what bench/gpu_check.py needs on a lent device machine, where the
 # project is not installed and nothing can be fetched: the wheels its image lacks (for its
 # Python 3.12; torch, numpy, scipy, safetensors, PyYAML and the rest are there) and the data
-# files, into .gpu/ (ignored through .git/info/exclude, carried by the device call's `carry`).
+# files, into .gpu/ (git-ignored, carried by the device call's `carry`).
 #   bash bench/gpu_carry.sh [DATASET ...]        (default: mnist; read from ../shared/data or $VMC_DATA)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo '/.gpu/' >> .git/info/exclude
 rm -rf .gpu
 mkdir -p .gpu/whl .gpu/data
 read -r pydantic core < <(python -c "import pydantic, pydantic_core; print(pydantic.VERSION, pydantic_core.__version__)")

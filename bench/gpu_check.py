@@ -21,7 +21,7 @@ script; the replay is the case study's MNIST run, about 22 min on one core of a 
 
 On a lent device machine the project is not installed and nothing can be fetched there:
 ``bash bench/gpu_carry.sh`` (run here) puts the wheels the device image lacks and the MNIST files
-into ``.gpu/`` (git-ignored through .git/info/exclude), and the device command is
+into ``.gpu/`` (git-ignored), and the device command is
 
     python3 -m pip install -q --no-index --no-deps --target /tmp/site .gpu/whl/*.whl &&
     PYTHONPATH=/tmp/site:. VMC_DATA=$PWD/.gpu/data PYTHONUNBUFFERED=1 python3 bench/gpu_check.py --out $OUT
