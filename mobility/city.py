@@ -12,7 +12,6 @@ roughly 100-200 vehicles running at once, and 30 minutes of traffic simulate in 
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -165,6 +164,3 @@ def _positive(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
 
 
-def city_summary(files: CityFiles) -> str:
-    """One-line human description of a built city."""
-    return json.dumps({"dir": str(files.directory), **{k: files.metadata.get(k) for k in ("key", "network", "demand")}})

@@ -223,6 +223,3 @@ class CoverageTracker:
         return [MemberState(key[0], rid, round(st[0], p), round(st[1], p), round(st[2], p))
                 for key, (rid, st) in sorted(self._members.items())]
 
-    def member_count(self) -> int:
-        """Number of current memberships (vehicles in union mode, vehicle-RSU pairs in per_rsu mode)."""
-        return len(self._members)

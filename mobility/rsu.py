@@ -20,7 +20,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from mobility.cache import cached_build, file_sha256
 
@@ -275,6 +275,3 @@ def place_rsus(config: RsuConfig, net_file: str | Path | None = None, *, cache_d
             for i, (jid, x, y) in enumerate(chosen)]
 
 
-def rsus_to_dicts(rsus: Sequence[Rsu]) -> list[dict[str, Any]]:
-    """RSUs as plain dicts (for trace headers)."""
-    return [r.to_dict() for r in rsus]

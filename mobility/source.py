@@ -136,14 +136,6 @@ class SumoSource:
             self.session.close()
             raise
 
-    @classmethod
-    def from_files(cls, net_file: str | Path, route_files: Sequence[str | Path], rsus: Sequence[Rsu],
-                   coverage: CoverageConfig | None = None, **kwargs: Any) -> "SumoSource":
-        """Shortcut: a source on a network and route files, remaining keyword arguments go to SumoConfig or here."""
-        own = {k: kwargs.pop(k) for k in ("trace", "overwrite_trace", "metadata") if k in kwargs}
-        cfg = SumoConfig(net_file=str(net_file), route_files=[str(r) for r in route_files], **kwargs)
-        return cls(cfg, rsus, coverage, **own)
-
     @property
     def time(self) -> float:
         """Current simulated time (s)."""

@@ -108,11 +108,6 @@ class SumoSession:
         self.close()
 
     @property
-    def is_open(self) -> bool:
-        """True between a successful :meth:`start` and :meth:`close` (or SUMO's death)."""
-        return self._open
-
-    @property
     def time(self) -> float:
         """Current simulated time in seconds."""
         return self._time

@@ -11,7 +11,6 @@ import json
 import os
 import platform
 import sys
-import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
@@ -186,11 +185,3 @@ def _jsonable(o: Any) -> Any:
     return str(o)
 
 
-class Stopwatch:
-    """Host wall-clock, kept apart from simulated time."""
-
-    def __init__(self) -> None:
-        self.t0 = time.perf_counter()
-
-    def __call__(self) -> float:
-        return time.perf_counter() - self.t0

@@ -95,7 +95,6 @@ class Editor(ABC):
     def __init__(self) -> None:
         self.clients: set[Hashable] = set()
         self.model: torch.Tensor | None = None
-        self.history_len = 0
         self.quarantined: dict[Hashable, str] = {}  # client -> why it was taken out
 
     # -- template ----------------------------------------------------------------------------
@@ -211,5 +210,4 @@ class Editor(ABC):
         body(report)
         report.wall_s = time.perf_counter() - t0
         report.population = len(self.clients)
-        self.history_len += 1
         return report

@@ -220,10 +220,6 @@ class TopKCodec:
         self.ratio = float(ratio)
         self.kept = [keep_count(d, self.ratio) for d in self.sizes]
 
-    @classmethod
-    def for_model(cls, model: nn.Module, ratio: float) -> "TopKCodec":
-        return cls(param_sizes(model), ratio)
-
     @property
     def numel(self) -> int:
         return sum(self.sizes)
