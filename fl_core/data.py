@@ -48,6 +48,7 @@ from .data_files import (
     read_idx,
     svhn_locations,
 )
+from .registry import Registry, UnknownNameError
 
 __all__ = [
     "ArrayDataset",
@@ -183,8 +184,8 @@ _CIFAR10_CHECK = {"train": "data_batch_1", "test": "test_batch"}
 _CIFAR100_CHECK = {"train": "train", "test": "test"}
 
 
-def _build_registry() -> dict[str, DatasetSpec]:
-    reg: dict[str, DatasetSpec] = {
+def _build_registry() -> Registry[DatasetSpec]:
+    reg: Registry[DatasetSpec] = Registry("dataset", {
         "digits": DatasetSpec(
             "digits", 10, *DIGITS_STATS, builtin=digits_builtin, full_scale=16.0,
             help="bundled with scikit-learn; needs no files"),
@@ -213,36 +214,33 @@ def _build_registry() -> dict[str, DatasetSpec]:
         "svhn": DatasetSpec(
             "svhn", 10, *SVHN_STATS, locations=svhn_locations,
             help="the cropped-digits files train_32x32.mat and test_32x32.mat in <root>/ or <root>/svhn/"),
-    }
+    }, aliases={"fashion-mnist": "fashion_mnist", "fmnist": "fashion_mnist", "cifar-10": "cifar10",
+                "cifar-100": "cifar100"})
     for split, classes in EMNIST_SPLITS.items():
-        reg[f"emnist-{split}"] = DatasetSpec(
+        reg.add(f"emnist-{split}", DatasetSpec(
             f"emnist-{split}", classes, *MNIST_STATS, locations=emnist_locations(split),
             help=f"<root>/EMNIST/raw/emnist-{split}-{{train,test}}-{{images-idx3,labels-idx1}}-ubyte[.gz] "
-                 "(torchvision layout, as extracted from the EMNIST gzip archive)")
-    reg["emnist"] = reg[f"emnist-{EMNIST_DEFAULT_SPLIT}"]
+                 "(torchvision layout, as extracted from the EMNIST gzip archive)"))
+    reg.add("emnist", reg[f"emnist-{EMNIST_DEFAULT_SPLIT}"])
     return reg
 
 
-DATASETS: dict[str, DatasetSpec] = _build_registry()
-
-_ALIASES = {"fashion-mnist": "fashion_mnist", "fmnist": "fashion_mnist", "cifar-10": "cifar10",
-            "cifar-100": "cifar100"}
+DATASETS: Registry[DatasetSpec] = _build_registry()
 
 
 def dataset_names() -> list[str]:
     """Every name :func:`load_dataset` accepts (aliases aside)."""
-    return sorted(DATASETS)
+    return DATASETS.names()
 
 
 def _spec(name: str) -> DatasetSpec:
     if not isinstance(name, str):
         raise TypeError(f"dataset name must be a string, got {type(name).__name__}")
     key = name.strip().lower()
-    key = _ALIASES.get(key, key)
     if key.startswith("emnist_"):
         key = "emnist-" + key[len("emnist_"):]
     if key not in DATASETS:
-        raise ValueError(f"unknown dataset {name!r}; known datasets: {', '.join(dataset_names())}")
+        raise UnknownNameError(f"unknown dataset {name!r}; known datasets: {', '.join(dataset_names())}")
     return DATASETS[key]
 
 

@@ -15,6 +15,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .registry import Registry
+
 
 class TwoLayerCNN(nn.Module):
     """conv(5x5, 32) - pool - conv(5x5, 64) - pool - fc 512 - fc 128 - fc classes."""
@@ -109,20 +111,16 @@ class ResNet18GN(nn.Module):
 
 ModelFactory = Callable[[tuple[int, int, int], int], nn.Module]
 
-MODELS: dict[str, ModelFactory] = {
+MODELS: Registry[ModelFactory] = Registry("model", {
     "cnn": TwoLayerCNN,
     "mlp": MLP,
     "resnet18": ResNet18GN,
-}
+})
 
 
 def build_model(name: str, input_shape: tuple[int, int, int], num_classes: int, **kwargs) -> nn.Module:
     """Instantiate a registered model by name (``cnn``, ``resnet18``, ``mlp``)."""
-    try:
-        factory = MODELS[name]
-    except KeyError:
-        raise ValueError(f"unknown model {name!r}; choose one of {sorted(MODELS)}") from None
-    return factory(tuple(input_shape), int(num_classes), **kwargs)
+    return MODELS[name](tuple(input_shape), int(num_classes), **kwargs)
 
 
 def flat_params(model: nn.Module) -> torch.Tensor:

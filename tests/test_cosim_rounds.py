@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from fl_core.rounds.strategy import BUILTIN, STRATEGIES
+from fl_core.rounds import STRATEGIES
 from mobility.events import MobilityEvent
 from mobility.trace import write_trace
 from vmc_sim.config import ConfigError, load_model
@@ -40,7 +40,7 @@ def rows(run, method):
     return [r for r in run.records() if r["method"] == method]
 
 
-@pytest.mark.parametrize("name", sorted({*BUILTIN, *STRATEGIES}))
+@pytest.mark.parametrize("name", STRATEGIES.names())
 def test_every_strategy_runs_in_a_short_scenario(tmp_path, name):
     run = run_scenario(scenario(trace_file(tmp_path), [name], rounds=3), out=tmp_path / "run", progress=False,
                        say=lambda s: None)

@@ -11,7 +11,8 @@ from fl_core.experiment import OneShotSetup
 from fl_core.payload import serialized_size
 from fl_core.rounds import RoundConfig, build_strategy
 from fl_core.rounds.accounting import Ledger, message_bytes, score_message
-from fl_core.rounds.fedreuse import DGFedReuseStrategy, FedReuseConfig, TopKConfig, discrepancy
+from fl_core.rounds.dgfedreuse import DGFedReuseStrategy, FedReuseConfig, discrepancy
+from fl_core.rounds.topk import TopKConfig
 
 
 @pytest.fixture(scope="module")

@@ -40,7 +40,8 @@ import torch
 from fl_core.experiment import OneShotSetup
 from fl_core.rounds import RoundConfig, build_strategy
 from fl_core.rounds.accounting import Ledger
-from fl_core.rounds.fedreuse import FedReuseConfig, TopKConfig
+from fl_core.rounds.dgfedreuse import FedReuseConfig
+from fl_core.rounds.topk import TopKConfig
 from fl_core.training import TrainConfig
 from vmc_sim.reproduction import common as repro
 from vmc_sim.reproduction import report

@@ -108,9 +108,9 @@ class ProjectionSection(Strict):
 
 def strategy_names() -> list[str]:
     """Every multi-round strategy name ``fl_core.rounds.build_strategy`` knows."""
-    from fl_core.rounds.strategy import BUILTIN, STRATEGIES
+    from fl_core.rounds import STRATEGIES
 
-    return sorted({*BUILTIN, *STRATEGIES})
+    return STRATEGIES.names()
 
 
 class RoundsSection(Strict):

@@ -16,6 +16,7 @@ from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Callable
 
 from fl_core.editors import EditReport
+from fl_core.registry import Registry
 
 from .calibration import Calibration, calibrated, pinned
 from .scenario import TimeModelKind
@@ -120,14 +121,14 @@ def _device(scenario: Scenario, setup: OneShotSetup, epochs: int, fisher: bool) 
     return DeviceTime(epochs, fisher, c.seconds_per_sample_epoch, c.fisher_factor, c.seconds_per_solve_iteration)
 
 
-TIME_MODELS: dict[TimeModelKind, Callable[[Scenario, OneShotSetup, int, bool], TimeModel]] = {
-    TimeModelKind.CALIBRATED: _calibrated,
-    TimeModelKind.MEASURED: _measured,
-    TimeModelKind.DEVICE: _device,
-}
+TIME_MODELS: Registry[Callable[[Scenario, OneShotSetup, int, bool], TimeModel]] = Registry("time model", {
+    TimeModelKind.CALIBRATED.value: _calibrated,
+    TimeModelKind.MEASURED.value: _measured,
+    TimeModelKind.DEVICE.value: _device,
+})
 
 
 def time_model(scenario: Scenario, setup: OneShotSetup) -> TimeModel:
     """The scenario's time model (a calibrated one measures or loads its costs here, once)."""
     train = setup.train
-    return TIME_MODELS[scenario.compute.time_model](scenario, setup, train.epochs, train.fisher.value != "none")
+    return TIME_MODELS[scenario.compute.time_model.value](scenario, setup, train.epochs, train.fisher.value != "none")

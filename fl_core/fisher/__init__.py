@@ -2,20 +2,33 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
 import torch
 from torch import nn
 
+from ..registry import Registry
 from .base import FisherKind, FisherLabels, FisherRep, FisherSum
 from .capture import LayerSpec, layer_specs
 from .diagonal import DiagonalFisher, DiagonalSum
 from .full import FullFisher, FullSum
 from .kfac import KFACFisher, KFACSum
 
-REPRESENTATIONS: dict[FisherKind, type[FisherRep]] = {
-    FisherKind.DIAGONAL: DiagonalFisher,
-    FisherKind.KFAC: KFACFisher,
-    FisherKind.FULL: FullFisher,
-}
+
+@dataclass(frozen=True)
+class Representation:
+    """One Fisher representation: what a client computes and the coordinator's sum of them."""
+
+    fisher: type[FisherRep]
+    new_sum: Callable[[Sequence[LayerSpec]], FisherSum]
+
+
+REPRESENTATIONS: Registry[Representation] = Registry("Fisher representation", {
+    FisherKind.DIAGONAL.value: Representation(DiagonalFisher, lambda specs: DiagonalSum(sum(s.size for s in specs))),
+    FisherKind.KFAC.value: Representation(KFACFisher, lambda specs: KFACSum(list(specs))),
+    FisherKind.FULL.value: Representation(FullFisher, lambda specs: FullSum(sum(s.size for s in specs))),
+})
 
 
 def compute_fisher(
@@ -27,24 +40,18 @@ def compute_fisher(
     kind = FisherKind(kind)
     if kind is FisherKind.NONE:
         return None
-    return REPRESENTATIONS[kind].compute(model, x, batch_size, generator, labels)
+    return REPRESENTATIONS[kind.value].fisher.compute(model, x, batch_size, generator, labels)
 
 
 def new_sum(kind: FisherKind | str, model: nn.Module) -> FisherSum | None:
     """An empty coordinator-side sum for ``kind`` on ``model``'s layout."""
     kind = FisherKind(kind)
-    specs = layer_specs(model)
-    dim = sum(s.size for s in specs)
     if kind is FisherKind.NONE:
         return None
-    if kind is FisherKind.DIAGONAL:
-        return DiagonalSum(dim)
-    if kind is FisherKind.FULL:
-        return FullSum(dim)
-    return KFACSum(specs)
+    return REPRESENTATIONS[kind.value].new_sum(layer_specs(model))
 
 
 __all__ = [
     "FisherKind", "FisherLabels", "FisherRep", "FisherSum", "LayerSpec", "layer_specs", "DiagonalFisher", "DiagonalSum",
-    "FullFisher", "FullSum", "KFACFisher", "KFACSum", "compute_fisher", "new_sum", "REPRESENTATIONS",
+    "FullFisher", "FullSum", "KFACFisher", "KFACSum", "compute_fisher", "new_sum", "REPRESENTATIONS", "Representation",
 ]

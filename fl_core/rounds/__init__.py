@@ -7,6 +7,8 @@ multi-round unlearning baselines.
 | local        | one client's local update from the global weights (SGD or FedProx) |
 | server       | server optimizers applied to the aggregated update (FedAvg, FedAdam) |
 | strategy     | :class:`RoundStrategy`: the template round (select, train, encode, aggregate) |
+| fedavg, fedprox, fedadam, topk, dgfedreuse, pdf | one strategy each, named after it |
+| registry     | :data:`STRATEGIES` by name, :func:`build_strategy`                 |
 
 A round is split into verbs the co-simulation can drive one by one (``begin`` selects and
 broadcasts, ``update`` trains one client, ``finish`` aggregates whatever arrived), and
@@ -16,15 +18,11 @@ function of (run seed, client id, round index, global weights).
 
 from .config import ClientAlgo, RoundConfig, ServerOpt
 from .local import ClientUpdate, local_update
+from .registry import STRATEGIES, build_strategy
 from .server import AdamServer, AvgServer, ServerOptimizer, build_server
-from .strategy import RoundReport, RoundStrategy, build_strategy
+from .strategy import RoundReport, RoundStrategy
 
 __all__ = [
     "ClientAlgo", "RoundConfig", "ServerOpt", "ClientUpdate", "local_update", "AdamServer", "AvgServer",
-    "ServerOptimizer", "build_server", "RoundReport", "RoundStrategy", "build_strategy",
+    "ServerOptimizer", "build_server", "RoundReport", "RoundStrategy", "STRATEGIES", "build_strategy",
 ]
-
-from . import (
-    fedreuse,  # noqa: E402,F401  (registers "topk" and "dgfedreuse" in STRATEGIES)
-    pdf,  # noqa: E402,F401  (registers "pdf" in STRATEGIES)
-)

@@ -62,7 +62,7 @@ from ..sampler import ordered
 from .config import RoundConfig
 from .local import ClientUpdate
 from .server import build_server
-from .strategy import STRATEGIES, RoundReport, RoundStrategy
+from .strategy import RoundReport, RoundStrategy
 
 HISTORY_TENSORS = "pdf_history.safetensors"
 HISTORY_META = "pdf_history.json"
@@ -439,11 +439,9 @@ def retrain_reference(
 def build_pdf(model_fn: Callable[[], nn.Module], w0: torch.Tensor,
               data: Mapping[Hashable, ArrayDataset] | Callable[[Hashable], ArrayDataset],
               config: RoundConfig, streams: Streams, **options: Any) -> PDFStrategy:
-    """Registry entry: ``pdf=PDFConfig(...)`` or its fields as keyword options."""
+    """Strategy ``pdf``: ``pdf=PDFConfig(...)`` or its fields as keyword options."""
     pdf = options.pop("pdf", None) or PDFConfig()
     if options:
         pdf = replace(pdf, **options)
     return PDFStrategy(model_fn, w0, data, config, streams, pdf)
 
-
-STRATEGIES["pdf"] = build_pdf

@@ -1,5 +1,5 @@
-"""Top-K FedAvg and DG-FedReuse (seed 002): fresh updates sparsified per tensor, and a gate that
-lets selected clients contribute an age-decayed cached update instead of training.
+"""DG-FedReuse (seed 002): Top-K FedAvg (:mod:`.topk`) with a gate that lets selected clients
+contribute an age-decayed cached update instead of training.
 
 DG-FedReuse, one round ``t`` (seed 002, section 4):
 
@@ -51,32 +51,19 @@ from typing import Any, Callable, Hashable, Iterable, Mapping, Sequence
 import numpy as np
 import torch
 import torch.nn.functional as F
-from safetensors.torch import load as load_tensors
 from torch import nn
 
 from ..data import ArrayDataset
 from ..errors import EditError
 from ..models import load_flat
-from ..payload import ByteKind, serialize
+from ..payload import ByteKind
 from ..rng import Streams
 from ..sampler import ordered
 from .accounting import REUSE_EVENT_BYTES, decision_message, message_bytes, score_message
 from .config import RoundConfig
 from .local import ClientUpdate, local_update
-from .strategy import STRATEGIES, Encoded, RoundReport, RoundStrategy
-from .topk import VALUE_BYTES, ErrorFeedback, SparseUpdate, TopKCodec, param_sizes
-
-
-@dataclass(frozen=True)
-class TopKConfig:
-    """Top-K of fresh updates: retained ratio ``r`` per tensor and error feedback on/off."""
-
-    ratio: float = 0.2
-    error_feedback: bool = False
-
-    def __post_init__(self) -> None:
-        if not 0 < self.ratio <= 1:
-            raise ValueError(f"topk.ratio must lie in (0, 1], got {self.ratio}")
+from .strategy import Encoded, RoundReport
+from .topk import VALUE_BYTES, TopKConfig, TopKStrategy, strategy_options
 
 
 @dataclass(frozen=True)
@@ -161,60 +148,6 @@ class GateDecision:
     def as_dict(self) -> dict[str, Any]:
         return {"client": self.client, "score": self.score, "age": self.age, "active": self.active,
                 "reason": self.reason.value}
-
-
-class TopKStrategy(RoundStrategy):
-    """Top-K FedAvg: FedAvg whose uplink is the per-tensor Top-K of each update, sent in the
-    smallest representation and decoded by the server from the serialized bytes."""
-
-    name = "topk"
-
-    def __init__(
-        self,
-        model_fn: Callable[[], nn.Module],
-        w0: torch.Tensor,
-        data: Mapping[Hashable, ArrayDataset] | Callable[[Hashable], ArrayDataset],
-        config: RoundConfig,
-        streams: Streams,
-        topk: TopKConfig | None = None,
-        schedule: str | None = None,
-    ) -> None:
-        super().__init__(model_fn, w0, data, config, streams)
-        self.topk = topk or TopKConfig()
-        self.schedule = schedule or self.name
-        self.codec = TopKCodec(param_sizes(self.model()), self.topk.ratio)
-        self.feedback = ErrorFeedback() if self.topk.error_feedback else None
-        self._acct: dict[str, Any] = {}
-
-    def select(self, available: Sequence[Hashable]) -> list[Hashable]:
-        """A uniform draw of ``clients_per_round`` from stream ``select/<schedule>/<round>``."""
-        pool = ordered(available)
-        k = min(self.config.clients_per_round, len(pool))
-        rng = self.streams.numpy("select", self.schedule, self.round)
-        return [pool[i] for i in sorted(rng.choice(len(pool), size=k, replace=False))]
-
-    def begin(self, available: Iterable[Hashable]) -> RoundReport:
-        report = super().begin(available)
-        self._acct = {"fresh": 0, "reused": 0, "modelled_uplink": 0, "control_uplink": 0, "control_downlink": 0,
-                      "representations": {}}
-        report.extra["accounting"] = self._acct
-        return report
-
-    def encode(self, update: ClientUpdate) -> Encoded:
-        """Top-K (after error feedback, if on), serialized; the server uses what it decodes."""
-        compensated = self.feedback.compensate(update.client, update.delta) if self.feedback else update.delta
-        sparse = self.codec.compress(compensated)
-        payload = serialize(sparse.to_tensors())
-        received = SparseUpdate.from_tensors(load_tensors(payload), self.codec.sizes).decode()
-        if self.feedback is not None:
-            self.feedback.keep(update.client, compensated, received)
-        reps = sparse.representations()
-        update.extra["representations"] = reps
-        self._acct["fresh"] += 1
-        self._acct["modelled_uplink"] += sparse.field_bytes
-        for rep, n in reps.items():
-            self._acct["representations"][rep] = self._acct["representations"].get(rep, 0) + n
-        return Encoded(received, len(payload), sparse.field_bytes / VALUE_BYTES, "topk")
 
 
 @dataclass
@@ -417,29 +350,8 @@ class DGFedReuseStrategy(TopKStrategy):
         return out
 
 
-def _options(name: str, options: dict[str, Any], allowed: set[str]) -> dict[str, Any]:
-    unknown = sorted(set(options) - allowed)
-    if unknown:
-        raise ValueError(f"strategy {name!r}: unknown options {unknown}; allowed {sorted(allowed)}")
-    opts = dict(options)
-    ratio, ef = opts.pop("ratio", None), opts.pop("error_feedback", None)
-    if ratio is not None or ef is not None:
-        base = opts.get("topk") or TopKConfig()
-        opts["topk"] = TopKConfig(base.ratio if ratio is None else ratio, base.error_feedback if ef is None else ef)
-    return opts
-
-
-def build_topk(model_fn, w0, data, config, streams, **options: Any) -> TopKStrategy:
-    """Registry entry ``topk`` (options: ``topk``, ``ratio``, ``error_feedback``, ``schedule``)."""
-    opts = _options("topk", options, {"topk", "ratio", "error_feedback", "schedule"})
-    return TopKStrategy(model_fn, w0, data, config, streams, **opts)
-
-
 def build_dgfedreuse(model_fn, w0, data, config, streams, **options: Any) -> DGFedReuseStrategy:
-    """Registry entry ``dgfedreuse`` (options: those of ``topk`` and ``reuse``)."""
-    opts = _options("dgfedreuse", options, {"topk", "ratio", "error_feedback", "schedule", "reuse"})
+    """Strategy ``dgfedreuse`` (options: those of ``topk`` and ``reuse``)."""
+    opts = strategy_options("dgfedreuse", options, {"topk", "ratio", "error_feedback", "schedule", "reuse"})
     return DGFedReuseStrategy(model_fn, w0, data, config, streams, **opts)
 
-
-STRATEGIES["topk"] = build_topk
-STRATEGIES["dgfedreuse"] = build_dgfedreuse
