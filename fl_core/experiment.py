@@ -8,6 +8,7 @@ clients and the same W0 everywhere.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -17,8 +18,12 @@ from .data import ArrayDataset, load_train_test
 from .models import build_model, flat_params
 from .partition import DirichletScheme, dirichlet_split, group_partition
 from .rng import Streams
-from .training import LocalTrainer, TrainConfig, apply_threads
+from .projection import ProjectionConfig
+from .training import LocalTrainer, TrainConfig, apply_threads, evaluate
 from .validation import Validator
+
+if TYPE_CHECKING:
+    from .editors import Editor
 
 VALIDATION_SAMPLES = 500  # FedFisher's server-side validation set size
 VALIDATION_MAX_SHARE = 0.1  # never more than this share of the training set
@@ -93,3 +98,25 @@ class OneShotSetup:
         """The clients, with the server's validator attached for the editors built on them."""
         return ClientPool(LocalTrainer(self.model_fn, self.w0, self.train, self.streams), self.client_data, reuse=reuse,
                           validator=self.validator())
+
+    def editor(self, method: str = "fsosa", rho: float | None = 0.5, subset_size: int | None = None,
+               projection: ProjectionConfig | None = None, pool: ClientPool | None = None) -> Editor:
+        """An editor of ``method`` (a name of :data:`fl_core.editors.EDITORS`) over this setup's
+        clients: a fixed ratio ``rho`` of the current clients (``P_t = floor(rho M(t))``), or a fixed
+        ``subset_size`` P; its subset draws come from this seed's stream for ``method``, the same
+        stream the co-simulation gives it. Give ``pool`` to share trained clients between editors."""
+        from .editors import build_editor
+        from .sampler import FixedRatio, FixedSize
+
+        if subset_size is not None:
+            rule = FixedSize(subset_size)
+        elif rho is not None:
+            rule = FixedRatio(rho)
+        else:
+            raise ValueError("give rho or subset_size")
+        return build_editor(method, pool or self.pool(), self.streams.numpy("subset", method), rule,
+                            projection or ProjectionConfig())
+
+    def accuracy(self, weights: torch.Tensor) -> float:
+        """Test accuracy of the flat ``weights`` (e.g. an editor's ``model``)."""
+        return evaluate(self.model_fn(), weights, self.test_set)[0]

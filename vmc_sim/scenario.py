@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import fields as dc_fields
 from enum import Enum
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Mapping
 
 from pydantic import Field, field_validator, model_validator
 
@@ -192,9 +192,12 @@ class Scenario(Strict):
         return ChannelConfig(**self.channel)
 
 
-def load_scenario(path: str | Path | None) -> Scenario:
-    """Validate a scenario file (None: the embedded default); its relative file paths are read
-    relative to the file's directory (:func:`vmc_sim.inputs.resolve_paths`)."""
+def load_scenario(path: str | Path | Mapping[str, Any] | None) -> Scenario:
+    """Validate a scenario file (None: the embedded default; a mapping: the sections given, laid over
+    the documented defaults as a file's are); a file's relative paths are read relative to its
+    directory (:func:`vmc_sim.inputs.resolve_paths`)."""
+    if isinstance(path, Mapping):
+        return load_model(Scenario, None, dict(path))
     scenario = load_model(Scenario, path)
     if path is None:
         return scenario
