@@ -1,9 +1,9 @@
-"""Expected joining clients |S' - S| of one batch of departures D and arrivals A (issue 14, item 7).
+"""Expected joining clients |S' - S| of one batch of departures D and arrivals A .
 
-For each case: the batch coupling before issue 14 (Algorithm 4 as in commit 42b20d8's
+For each case: the batch coupling as it was at commit 42b20d8 (Algorithm 4 as in that commit's
 ``fl_core/sampler.py``: canonical pairing, fixed-size insertion for unmatched arrivals, unmatched
 departures leave, then a uniform top-up or drop to P'), the same requests sent one by one (the
-issue's "one by one": paired departures and arrivals, then each unmatched request alone; and
+"one by one" of the comparison: paired departures and arrivals, then each unmatched request alone; and
 every request alone, departures first), the coupling of ``fl_core.sampler`` (exact, from its
 count law), the optimal-transport minimum (``scipy.optimize.linprog`` over all pairs of subsets)
 and the mean over ``--draws`` draws of the sampler itself. The first four columns are exact
@@ -28,7 +28,7 @@ from fl_core.sampler import FixedRatio, FixedSize, SizeRule, SubsetSampler, expe
 
 State = dict[tuple[frozenset, frozenset], Fraction]  # (initial subset, current subset) -> probability
 
-#: (rule, M, |D|, |A|); the first three are the issue's cases.
+#: (rule, M, |D|, |A|); the first three are the cases the comparison was made on.
 CASES: list[tuple[SizeRule, int, int, int]] = [
     (FixedRatio(0.5), 4, 0, 2),
     (FixedRatio(0.5), 7, 1, 3),
@@ -69,7 +69,7 @@ def _mean_joiners(state: State) -> Fraction:
 
 
 def old_batch(rule: SizeRule, m: int, d: int, a: int) -> Fraction:
-    """Algorithm 4 as implemented before issue 14 (commit 42b20d8), enumerated exactly."""
+    """Algorithm 4 as implemented at commit 42b20d8, enumerated exactly."""
     removed, added = list(range(d)), list(range(100, 100 + a))
     final = (set(range(m)) - set(removed)) | set(added)
     target = rule.target(len(final))
@@ -128,7 +128,7 @@ def _single(state: State, clients: set, op: str, c, rule: SizeRule) -> tuple[Sta
 
 def one_by_one(rule: SizeRule, m: int, d: int, a: int, paired: bool) -> Fraction:
     """Net joiners when the requests go one at a time; with ``paired``, departures and arrivals
-    are first paired (an arrival takes its departure's place) as the issue's figure does."""
+    are first paired (an arrival takes its departure's place) as the comparison's figure does."""
     removed, added = list(range(d)), list(range(100, 100 + a))
     state, clients = _start(m, rule.target(m)), set(range(m))
     if paired:

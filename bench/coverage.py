@@ -1,4 +1,4 @@
-"""Benchmark: coverage tracking on top of SUMO vs bare SUMO stepping (issue 3).
+"""Benchmark: coverage tracking on top of SUMO vs bare SUMO stepping.
 
 One hour (``--duration``) of the LuST rush-hour scenario (``scenarios/lust_rush_hour.yaml``:
 the rebuilt network, its calibrated demand, the RSUs it places) is simulated twice, each in its

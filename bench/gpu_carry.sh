@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prepares, on this machine, what bench/gpu_check.py needs on a lent device machine, where the
+# Prepares, on this machine, what bench/gpu_check.py needs on a machine with a CUDA GPU, where the
 # project is not installed and nothing can be fetched: the wheels its image lacks (for its
 # Python 3.12; torch, numpy, scipy, safetensors, PyYAML and the rest are there) and the data
 # files, into .gpu/ (git-ignored, carried by the device call's `carry`).

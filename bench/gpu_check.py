@@ -1,4 +1,4 @@
-"""Issue 13, item 5, as one prepared command for a machine with a CUDA GPU: the CUDA tests, one
+"""The GPU check as one prepared command for a machine with a CUDA GPU: the CUDA tests, one
 case-study vehicle trained on the GPU against the CPU, one K-FAC solve with its float32 products
 on the GPU against the CPU, and the LuST case study's MNIST run replayed from the committed trace
 (``reports/lust_case_study/trace.jsonl``) with training, Fisher and merges on the GPU
@@ -9,7 +9,7 @@ the device: every request's simulated time, population, subset, trigger, bytes, 
 transfers are compared with the committed ``reports/lust_case_study/requests.csv`` (at the
 scenario's K = 50 only; another ``--epochs`` changes the charged work). Accuracies may differ, float
 rounding amplified by 50 epochs (two CPUs differed by up to 1.1 points a request on MNIST, bench/
-RESULTS.md, session 17); the largest difference is printed. Exit status 1 if a test failed or a
+RESULTS.md); the largest difference is printed. Exit status 1 if a test failed or a
 simulated field moved.
 
 Here, without a GPU, ``--device cpu`` runs the same steps on the CPU (the baseline of the same
@@ -19,7 +19,7 @@ script; the replay is the case study's MNIST run, about 22 min on one core of a 
     python bench/gpu_check.py --device cpu --epochs 1 --skip-tests   # the plumbing, 5-6 min
     python bench/gpu_check.py --compare OUT/requests.csv  # any case study's table against the committed one
 
-On a lent device machine the project is not installed and nothing can be fetched there:
+On a GPU machine where the project is not installed and nothing can be fetched there:
 ``bash bench/gpu_carry.sh`` (run here) puts the wheels the device image lacks and the MNIST files
 into ``.gpu/`` (git-ignored), and the device command is
 

@@ -1,5 +1,5 @@
 """One K-FAC projection solve to a relative residual of 1e-6, before and after the per-layer
-float32 solver (issue 13, item 4), measured side by side in one run.
+float32 solver, measured side by side in one run.
 
 The problem is built once with the current code (MNIST, the two-layer CNN, ``--clients`` clients
 x ~``--samples-per-client`` samples, ``--epochs`` local epoch(s), K-FAC) and saved with

@@ -11,7 +11,7 @@ how far apart the two versions' trained weights end (relative norm): float round
 channels-last layout; the optimizer is the same update).
 
 - after: the library in this checkout;
-- before: the library at ``--before`` (default 637fb6d, issue 13's baseline), from a temporary
+- before: the library at ``--before`` (default 637fb6d, the baseline before the training speed-ups), from a temporary
   git worktree. Its Fisher is the one of its time (the default labels then, which may differ
   from today's expected-label Fisher: the row says which each computed).
 

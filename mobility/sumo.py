@@ -114,7 +114,7 @@ class SumoSession:
 
     @property
     def end(self) -> float | None:
-        """Simulated time at which this session stops (config end or the .sumocfg's end)."""
+        """Simulated time at which this simulation stops (config end or the .sumocfg's end)."""
         return self._end
 
     @property
@@ -124,7 +124,7 @@ class SumoSession:
 
     @property
     def workdir(self) -> Path | None:
-        """Directory holding SUMO's logs for this session (kept after a failure)."""
+        """Directory holding SUMO's logs for this simulation (kept after a failure)."""
         return self._workdir
 
     @property

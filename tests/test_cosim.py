@@ -218,7 +218,7 @@ def test_a_run_recorded_before_fisher_labels_existed_resumes_with_drawn_labels(t
     monkeypatch.setattr(cosim, "open_source", original)
     broken_dir = next((tmp_path / "broken").iterdir())
     manifest = json.loads((broken_dir / "manifest.json").read_text())
-    del manifest["config"]["federated"]["train"]["fisher_labels"]  # as a session-8 manifest has it
+    del manifest["config"]["federated"]["train"]["fisher_labels"]  # as a manifest written before the option existed has it
     (broken_dir / "manifest.json").write_text(json.dumps(manifest))
     recorded = manifest_scenario(broken_dir / "manifest.json")
     assert recorded.federated.train.fisher_labels.value == "sampled"

@@ -194,7 +194,7 @@ class CachedPool:
 
 
 def test_a_bad_stranger_cannot_block_a_departure(tiny):
-    """The issue's case: P = 3, fit([0, 1, 2]), an arrival v4 with a NaN upload that stays a
+    """The case: P = 3, fit([0, 1, 2]), an arrival v4 with a NaN upload that stays a
     non-member, then remove(0) must draw v4; v4 is quarantined instead of failing forever."""
     pool = CachedPool(tiny.pool("diagonal"), bad="v4")
     for seed in range(100):  # until v4 stays outside the subset (probability 1/4); else it is refused at once

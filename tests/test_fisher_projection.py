@@ -63,7 +63,7 @@ def test_conv_kfac_and_diag_shapes_and_psd():
 @pytest.mark.parametrize("kind", ["kfac", "diagonal"])
 def test_float32_capture_matches_a_float64_capture(kind):
     """Capture contracts each batch in float32 and sums batches in float64; a float64 copy of the
-    model is the reference (issue 13: factor error near 1e-7, far below any damping)."""
+    model is the reference (factor error near 1e-7, far below any damping)."""
     torch.manual_seed(0)
     cnn = build_model("cnn", (1, 28, 28), 10)
     x = torch.randn(40, 1, 28, 28)

@@ -1,4 +1,4 @@
-"""The merge (issue 14): damping selected on the server's validation set, solves that say how they
+"""The merge: damping selected on the server's validation set, solves that say how they
 ended, float32 block solves equal to the float64 direct solution, FedFisher's Adam loop, and a
 rejoining client that does not train again."""
 

@@ -130,7 +130,7 @@ def edit_ops(m: int, d: int, a: int):
 
 
 # (rule, M, |D|, |A|): growth, shrink and mixed batches, single requests, fixed P and fixed ratio;
-# the first three are issue 14's cases (old batch 1.50 / 1.90 / 1.95 expected joiners).
+# the first three are the cases measured for the old batch coupling (old batch 1.50 / 1.90 / 1.95 expected joiners).
 EDITS = [
     (FixedRatio(0.5), 4, 0, 2),  # P 2 -> 3
     (FixedRatio(0.5), 7, 1, 3),  # P 3 -> 4
@@ -184,7 +184,7 @@ def test_edit_is_exact_and_at_the_transport_minimum(rule, m, d, a):
 
     # The draws: joiners are P' - min(j, l), so their exact variance follows from the count law.
     # |sample mean - E| <= 4 sd / sqrt(RUNS) fails a correct sampler with probability < 1e-4
-    # (normal approximation); the old batch's excess (>= 0.3 joiners in issue 14's cases) is
+    # (normal approximation); the old batch's excess (>= 0.3 joiners in those cases) is
     # more than ten times that bound.
     second = sum(q * (p_new - min(j, l)) ** 2 for (j, l), q in law.items())
     sd = math.sqrt(float(second - mean**2))

@@ -203,7 +203,7 @@ class KFACFisher(FisherRep):
 def _gram(m: torch.Tensor) -> torch.Tensor:
     """``m m^T`` (rows x columns in, rows x rows out) as one matrix product: the same contraction
     written as ``einsum("nil,njl->ij")`` (and ``"snol,snpl->op"`` for G) made a whole K-FAC capture
-    of the MNIST CNN 1.5-2.1x slower on one CPU thread (bench/RESULTS.md, session 19)."""
+    of the MNIST CNN 1.5-2.1x slower on one CPU thread (bench/RESULTS.md)."""
     return m @ m.T
 
 

@@ -23,7 +23,7 @@ LUST_BUILDER_VERSION = 6
 CALIBRATIONS = ("closed_loop", "open_loop")
 
 TURN_BAY_WAYS: tuple[str, ...] = ("-30314", "-32710")
-"""OSM ways of the corridor where the 07:00-09:00 teleports gathered (issue 12): 6-lane primaries
+"""OSM ways of the corridor where the 07:00-09:00 teleports gathered: 6-lane primaries
 whose leftmost lanes mix left turns with straight traffic (see :mod:`mobility.lust.turn_bays`)."""
 
 JUNCTION_TYPES: tuple[str, ...] = ("priority", "traffic_light", "right_before_left", "allway_stop",

@@ -4,7 +4,7 @@ The LuST OSM export has no turn lanes, so at a light netconvert lets one lane, t
 left even where three lanes arrive and the road turned into has two or more. On the corridor of
 ways -30314 and -32710 that one lane carries most of the approach: at light -19038, 90 % of the
 1,985 routes on ``--30314#6`` turn left there, the left lane backs up past the straight lanes'
-entries and the 07:00-09:00 peak ends in teleports on the leftmost lanes upstream (issue 12).
+entries and the 07:00-09:00 peak ends in teleports on the leftmost lanes upstream.
 
 :func:`find_dual_lefts` picks, in a network built without the patch, every edge of the chosen
 ways (or of every way) with at least ``min_lanes`` lanes that ends at a traffic light, whose
@@ -17,7 +17,7 @@ as well). netconvert drops its guessed connections of an edge named
 in a connection file, which is why the patch repeats the edge's existing ones. Given to
 netconvert with ``--connection-files`` next to the OSM; the lights' programs are recomputed.
 
-Measured on the full network, 07:00-09:00 with the calibration run (bench/RESULTS.md, issue 12;
+Measured on the full network, 07:00-09:00 with the calibration run (bench/RESULTS.md;
 106 teleports and 10.5 m/s at 08:00 without it): the 31 approaches of ways -30314 and -32710
 give 24 teleports and 11.1 m/s, the 133 approaches of every way 13 teleports and 10.5 m/s, every
 other target met in both. On by default at every way (``LustConfig.dual_lefts``): the rule is the

@@ -12,7 +12,7 @@ Options (:data:`NETCONVERT_OPTIONS`), measured with SUMO 1.28 on the LuST OSM:
 * lights get actuated programs (they change no junction or edge and roughly halve the queues of
   netconvert's fixed-time default).
 
-``--junctions.join``, ``--roundabouts.guess`` and ``--tls.guess-signals`` were measured (issue 12) to make
+``--junctions.join``, ``--roundabouts.guess`` and ``--tls.guess-signals`` were measured to make
 the flow slightly worse and are not used. ``LustConfig.netconvert_args`` adds or replaces options.
 With ``LustConfig.turn_bays`` the build converts twice: the network without the patch, from it the
 left-turn bay patch (``turn_bays.edg.xml``, :mod:`mobility.lust.turn_bays`), then the network

@@ -4,7 +4,7 @@ For a window (07:00-09:00 by default, or the whole day): running vehicles agains
 curve (mean and largest relative error), vehicles inserted per hour, teleports by cause (and the
 lanes where most happen), network mean speed and share of vehicles halted (speed < 0.1 m/s), and
 mean trip time (vehicles that arrived in the window: arrival minus insertion; Little's law
-estimate beside it), each checked against the issue's targets at the 08:00 peak.
+estimate beside it), each checked against LuST's published targets at the 08:00 peak.
 
 :class:`Recorder` collects these while SUMO steps (the demand calibration uses it on its own run,
 so a build reports the same figures); :func:`run_report` replays a built scenario with its run
@@ -207,7 +207,7 @@ class LustReport:
         return sum(vals) / len(vals) if vals else math.nan
 
     def targets(self) -> list[dict[str, Any]]:
-        """The issue's targets with the measured value and whether it is met."""
+        """LuST's published targets with the measured value and whether it is met."""
         out = []
         peak = self.at(PEAK) if self.begin <= PEAK <= self.end else None
 

@@ -3,7 +3,7 @@
 The LuST OSM export has no turn lanes, so on its wide primaries (three lanes a direction,
 90 km/h) netconvert lets left turns and U-turns share the leftmost lane with straight traffic.
 At priority junctions those turners wait for gaps in three opposing lanes and block the lane
-behind them; in the 07:00-09:00 peak that lane jams until vehicles teleport (issue 12: 82 of
+behind them; in the 07:00-09:00 peak that lane jams until vehicles teleport (measured: 82 of
 106 teleports on ways -30314 and -32710, 64 of them on the leftmost lane).
 
 :func:`find_turn_bays` picks, in a network built without the patch, every edge of the chosen
@@ -15,7 +15,7 @@ U-turns, the lanes beside it go straight (netconvert's own connection guessing d
 lane exists; at lights it also gives the bay a protected left phase unless
 ``--tls.left-green.time`` is 0). Given to netconvert with ``--edge-files`` next to the OSM.
 
-Measured on the full network (bench/RESULTS.md, issue 12): the bays do not bring the teleports
+Measured on the full network (bench/RESULTS.md): the bays do not bring the teleports
 under 50, with or without netconvert's protected left phases (``LustConfig.left_green_time``);
 the corridor's jam is straight traffic backing up from its lights. Off by default.
 """
