@@ -78,9 +78,11 @@ def old_batch(rule: SizeRule, m: int, d: int, a: int) -> Fraction:
     state = _spread(_start(m, rule.target(m)), lambda cur: [({pair.get(c, c) for c in cur}, Fraction(1))])
     hat = len(set(range(m)))  # pairing keeps the population size
     for c in added[n_pair:]:
+
         def insert(cur, c=c, hat=hat):
             q = Fraction(len(cur), hat + 1)
             return [(cur, 1 - q)] + [((cur - {x}) | {c}, q / len(cur)) for x in cur]
+
         state = _spread(state, insert)
         hat += 1
     gone = set(removed[n_pair:])
@@ -123,6 +125,7 @@ def _single(state: State, clients: set, op: str, c, rule: SizeRule) -> tuple[Sta
             q = Fraction(len(cur) + 1, m + 1)
             pool = clients - cur
             return [(cur | {c}, q)] + [(cur | {x}, (1 - q) / len(pool)) for x in pool]
+
     return _spread(state, step), new
 
 
@@ -178,17 +181,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--draws", type=int, default=20_000, help="sampler draws per case (default 20000)")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
-    print("| rule | M -> M' | D | A | P -> P' | old batch | paired, then one by one | all one by one "
-          "| new coupling | LP optimum | sampled (new) |")
+    print(
+        "| rule | M -> M' | D | A | P -> P' | old batch | paired, then one by one | all one by one "
+        "| new coupling | LP optimum | sampled (new) |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for i, (rule, m, d, a) in enumerate(CASES):
         m_new = m - d + a
         p, p_new = rule.target(m), rule.target(m_new)
         new = expected_joiners(m, m - d, p, m_new, p_new)
         cells = [old_batch(rule, m, d, a), one_by_one(rule, m, d, a, True), one_by_one(rule, m, d, a, False), new]
-        print(f"| {describe(rule)} | {m} -> {m_new} | {d} | {a} | {p} -> {p_new} | "
-              + " | ".join(f"{float(x):.3f}" for x in cells)
-              + f" | {lp_optimum(rule, m, d, a):.3f} | {sampled(rule, m, d, a, args.draws, args.seed + i):.3f} |")
+        print(
+            f"| {describe(rule)} | {m} -> {m_new} | {d} | {a} | {p} -> {p_new} | "
+            + " | ".join(f"{float(x):.3f}" for x in cells)
+            + f" | {lp_optimum(rule, m, d, a):.3f} | {sampled(rule, m, d, a, args.draws, args.seed + i):.3f} |"
+        )
     return 0
 
 

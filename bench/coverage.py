@@ -85,9 +85,18 @@ def run_mode(mode: str, scenario_path: str, duration: float) -> dict:
                 src.close()
     wall = time.perf_counter() - t0
     peak = _peak_rss()
-    return {"mode": mode, "simulated_s": steps * cfg.step_length, "wall_s": wall, "rtf": steps * cfg.step_length / wall,
-            "max_running": running_max, "events": events, "teleports": teleports, "peak_rss_bytes": peak,
-            "rsus": len(rsus), "membership": coverage.membership}
+    return {
+        "mode": mode,
+        "simulated_s": steps * cfg.step_length,
+        "wall_s": wall,
+        "rtf": steps * cfg.step_length / wall,
+        "max_running": running_max,
+        "events": events,
+        "teleports": teleports,
+        "peak_rss_bytes": peak,
+        "rsus": len(rsus),
+        "membership": coverage.membership,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -103,8 +112,12 @@ def main(argv: list[str] | None = None) -> int:
     _config(args.scenario, args.duration)  # build and cache LuST once, outside the timed runs
     results = {}
     for mode in ("bare", "coverage"):
-        proc = subprocess.run([sys.executable, __file__, "--mode", mode, "--scenario", args.scenario,
-                               "--duration", str(args.duration)], capture_output=True, text=True, cwd=ROOT)
+        proc = subprocess.run(
+            [sys.executable, __file__, "--mode", mode, "--scenario", args.scenario, "--duration", str(args.duration)],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+        )
         if proc.returncode != 0:
             print(proc.stderr[-3000:], file=sys.stderr)
             return proc.returncode
@@ -116,10 +129,14 @@ def main(argv: list[str] | None = None) -> int:
     print("| run | simulated s | wall s | real-time factor | max running | events | teleports | peak RSS MiB |")
     print("|---|---|---|---|---|---|---|---|")
     for r in (bare, cov):
-        print(f"| {r['mode']} | {r['simulated_s']:.0f} | {r['wall_s']:.1f} | {r['rtf']:.1f} | {r['max_running']} | "
-              f"{r['events']} | {r['teleports']} | {r['peak_rss_bytes'] / 2**20:.0f} |")
-    print(f"\ncoverage / bare wall time: {summary['ratio']:.3f} (aim <= 1.25); RSUs {cov['rsus']}, "
-          f"membership {cov['membership']}")
+        print(
+            f"| {r['mode']} | {r['simulated_s']:.0f} | {r['wall_s']:.1f} | {r['rtf']:.1f} | {r['max_running']} | "
+            f"{r['events']} | {r['teleports']} | {r['peak_rss_bytes'] / 2**20:.0f} |"
+        )
+    print(
+        f"\ncoverage / bare wall time: {summary['ratio']:.3f} (aim <= 1.25); RSUs {cov['rsus']}, "
+        f"membership {cov['membership']}"
+    )
     return 0
 
 

@@ -58,7 +58,10 @@ def run_one(pythonpath: Path, kind: str, labels: str, samples: int, repeats: int
     env = dict(os.environ, PYTHONPATH=str(pythonpath), OMP_NUM_THREADS="1")
     proc = subprocess.run(
         [sys.executable, str(Path(__file__).resolve()), "--child", kind, labels, str(samples), str(repeats), str(out)],
-        env=env, capture_output=True, text=True, check=False,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     if proc.returncode != 0:
         raise SystemExit(f"{pythonpath} {kind}/{labels} failed:\n{proc.stderr[-3000:]}")
@@ -102,9 +105,12 @@ def main(argv: list[str] | None = None) -> int:
             paths["before"] = stack.enter_context(worktree.checkout(ROOT, args.before))
         from vmc_sim.runs import cpu_model  # here: the "before" workers import this file beside an older fl_core
 
-        print(f"# {platform.machine()} {cpu_model()}, {os.cpu_count()} cores, 1 thread, "
-              f"{args.samples} samples, best of {args.repeats}, {args.rounds} interleaved round(s); "
-              f"before = {args.before}" + (f", load average {os.getloadavg()[0]:.2f}" if hasattr(os, "getloadavg") else ""))
+        print(
+            f"# {platform.machine()} {cpu_model()}, {os.cpu_count()} cores, 1 thread, "
+            f"{args.samples} samples, best of {args.repeats}, {args.rounds} interleaved round(s); "
+            f"before = {args.before}"
+            + (f", load average {os.getloadavg()[0]:.2f}" if hasattr(os, "getloadavg") else "")
+        )
         times: dict[tuple[str, str, str], list[float]] = {}
         for _ in range(args.rounds):
             for kind in args.kinds:
@@ -112,16 +118,22 @@ def main(argv: list[str] | None = None) -> int:
                     for v in args.versions:
                         out = tmp / f"{v}-{kind}-{labels}.safetensors"
                         times.setdefault((v, kind, labels), []).append(
-                            run_one(paths[v], kind, labels, args.samples, args.repeats, out))
-        print("| representation | labels | " + " | ".join(f"{v} ms/sample" for v in args.versions)
-              + (" | before/after | max rel. diff |" if len(args.versions) == 2 else " |"))
+                            run_one(paths[v], kind, labels, args.samples, args.repeats, out)
+                        )
+        print(
+            "| representation | labels | "
+            + " | ".join(f"{v} ms/sample" for v in args.versions)
+            + (" | before/after | max rel. diff |" if len(args.versions) == 2 else " |")
+        )
         print("|---|---|" + "---|" * len(args.versions) + ("---|---|" if len(args.versions) == 2 else ""))
         for kind in args.kinds:
             for labels in args.labels:
                 best = {v: min(times[(v, kind, labels)]) for v in args.versions}
                 row = f"| {kind} | {labels} | " + " | ".join(f"{best[v]:.3f}" for v in args.versions)
                 if len(args.versions) == 2:
-                    diff = rel_diff(tmp / f"before-{kind}-{labels}.safetensors", tmp / f"after-{kind}-{labels}.safetensors")
+                    diff = rel_diff(
+                        tmp / f"before-{kind}-{labels}.safetensors", tmp / f"after-{kind}-{labels}.safetensors"
+                    )
                     row += f" | {best['before'] / best['after']:.2f}x | {diff:.1e}"
                 print(row + " |")
     return 0

@@ -50,8 +50,21 @@ import torch  # noqa: E402
 SCENARIO = ROOT / "scenarios" / "lust_case_study.yaml"
 TRACE = ROOT / "reports" / "lust_case_study" / "trace.jsonl"
 COMMITTED = ROOT / "reports" / "lust_case_study" / "requests.csv"
-SIMULATED = ("kind", "removed", "added", "request_time", "population", "subset_size", "triggered",
-             "broadcast_bytes", "model_upload_bytes", "fisher_upload_bytes", "control_bytes", "makespan_s", "failed")
+SIMULATED = (
+    "kind",
+    "removed",
+    "added",
+    "request_time",
+    "population",
+    "subset_size",
+    "triggered",
+    "broadcast_bytes",
+    "model_upload_bytes",
+    "fisher_upload_bytes",
+    "control_bytes",
+    "makespan_s",
+    "failed",
+)
 
 
 def say(line: str, lines: list[str]) -> None:
@@ -63,14 +76,20 @@ def machine(device: str) -> str:
     from vmc_sim.runs import cpu_model
 
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no CUDA device"
-    return (f"{platform.machine()} {cpu_model()}, {os.cpu_count()} cores, torch {torch.__version__} "
-            f"({torch.get_num_threads()} threads), {gpu}; --device {device}")
+    return (
+        f"{platform.machine()} {cpu_model()}, {os.cpu_count()} cores, torch {torch.__version__} "
+        f"({torch.get_num_threads()} threads), {gpu}; --device {device}"
+    )
 
 
 def cuda_tests() -> tuple[bool, str]:
     """tests/test_cuda.py in a child pytest: (passed, its closing line)."""
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider",
-                           str(ROOT / "tests" / "test_cuda.py")], cwd=ROOT, capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", str(ROOT / "tests" / "test_cuda.py")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     lines = [x for x in done.stdout.splitlines() if x.strip()]
     return done.returncode == 0, (lines[-1] if lines else done.stderr.strip()[-500:])
 
@@ -83,8 +102,9 @@ def case_study(dataset: str, device: str, epochs: int | None, trace: Path):
     from vmc_sim.config import load_model
     from vmc_sim.scenario import Scenario
 
-    data = scenario_for(SimpleNamespace(quick=False, scenario=str(SCENARIO), epochs=epochs), dataset,
-                        trace).model_dump(mode="json")
+    data = scenario_for(SimpleNamespace(quick=False, scenario=str(SCENARIO), epochs=epochs), dataset, trace).model_dump(
+        mode="json"
+    )
     data["federated"]["train"]["device"] = device
     data["name"] = f"gpu-check-{dataset}-{device}"
     return load_model(Scenario, None, data)
@@ -109,22 +129,32 @@ def vehicle(scenario, device: str, cpu_epochs: int) -> list[str]:
         c = trainer.contribute(0, data, trained)
         return trained.weights, c, time.perf_counter() - t0
 
-    rows = [f"one vehicle: shard 0, {len(data)} images, {scenario.federated.model}, batch {setup.train.batch_size}, "
-            f"{getattr(setup.train.fisher, 'value', setup.train.fisher)} Fisher"]
+    rows = [
+        f"one vehicle: shard 0, {len(data)} images, {scenario.federated.model}, batch {setup.train.batch_size}, "
+        f"{getattr(setup.train.fisher, 'value', setup.train.fisher)} Fisher"
+    ]
     cpu_w, cpu, cpu_s = run("cpu", cpu_epochs)
-    rows.append(f"- cpu, K = {cpu_epochs}: {cpu_s:.2f} s (training {cpu.train_s:.2f} s = {cpu.train_s / cpu_epochs:.3f} s "
-                f"an epoch, Fisher {cpu.fisher_s:.2f} s)")
+    rows.append(
+        f"- cpu, K = {cpu_epochs}: {cpu_s:.2f} s (training {cpu.train_s:.2f} s = {cpu.train_s / cpu_epochs:.3f} s "
+        f"an epoch, Fisher {cpu.fisher_s:.2f} s)"
+    )
     if device != "cpu":
         run(device, 1)  # CUDA context, kernels, allocator: not charged to the figures below
         short_w, short, _ = run(device, cpu_epochs)
         _, full, full_s = run(device, k)
-        rows.append(f"- {device}, K = {k}: {full_s:.2f} s (training {full.train_s:.2f} s = {full.train_s / k:.3f} s an "
-                    f"epoch, Fisher {full.fisher_s:.2f} s); training {cpu.train_s / cpu_epochs / (full.train_s / k):.1f}x "
-                    f"the CPU's epochs")
+        rows.append(
+            f"- {device}, K = {k}: {full_s:.2f} s (training {full.train_s:.2f} s = {full.train_s / k:.3f} s an "
+            f"epoch, Fisher {full.fisher_s:.2f} s); training {cpu.train_s / cpu_epochs / (full.train_s / k):.1f}x "
+            f"the CPU's epochs"
+        )
         dw = float((short_w.double() - cpu_w.double()).norm() / cpu_w.double().norm())
-        df = max(float((short.fisher.tensors()[n].double() - t.double()).norm() / t.double().norm())
-                 for n, t in cpu.fisher.tensors().items())
-        rows.append(f"- after K = {cpu_epochs} on both devices: weights {dw:.2e} apart (relative), Fisher at most {df:.2e}")
+        df = max(
+            float((short.fisher.tensors()[n].double() - t.double()).norm() / t.double().norm())
+            for n, t in cpu.fisher.tensors().items()
+        )
+        rows.append(
+            f"- after K = {cpu_epochs} on both devices: weights {dw:.2e} apart (relative), Fisher at most {df:.2e}"
+        )
     return rows
 
 
@@ -138,8 +168,9 @@ def kfac_solve(device: str, clients: int, samples: int) -> list[str]:
     from fl_core.projection import ProjectionConfig, project
     from fl_core.stats import SufficientStatistics
 
-    setup, contributions, train_s = kfac_clients(SimpleNamespace(dataset="mnist", clients=clients,
-                                                                 samples_per_client=samples, epochs=1, seed=0))
+    setup, contributions, train_s = kfac_clients(
+        SimpleNamespace(dataset="mnist", clients=clients, samples_per_client=samples, epochs=1, seed=0)
+    )
     stats = SufficientStatistics(int(setup.w0.numel()), KFACSum(layer_specs(setup.model_fn())), weighting="samples")
     stats.apply(joined=contributions)
     rows = [f"one K-FAC solve: {clients} MNIST CNN clients x ~{samples} (trained on the CPU in {train_s:.1f} s)"]
@@ -147,12 +178,16 @@ def kfac_solve(device: str, clients: int, samples: int) -> list[str]:
     for dev in ("cpu",) if device == "cpu" else ("cpu", device):
         cfg = ProjectionConfig(method="cg_f", tol=1e-6, max_iter=1000, damping=1e-4, precondition=True, device=dev)
         solved[dev] = x, info = project(stats, cfg)
-        rows.append(f"- {dev}: {info.iterations} iterations, {info.seconds:.1f} s, residual {info.residual:.2e}, "
-                    f"converged {bool(info.converged)}")
+        rows.append(
+            f"- {dev}: {info.iterations} iterations, {info.seconds:.1f} s, residual {info.residual:.2e}, "
+            f"converged {bool(info.converged)}"
+        )
     if device != "cpu":
         (x_cpu, on_cpu), (x_dev, on_dev) = solved["cpu"], solved[device]
-        rows.append(f"- merged models {float((x_dev - x_cpu).norm() / x_cpu.norm()):.2e} apart (relative); the solve "
-                    f"{on_cpu.seconds / on_dev.seconds:.1f}x faster on {device}")
+        rows.append(
+            f"- merged models {float((x_dev - x_cpu).norm() / x_cpu.norm()):.2e} apart (relative); the solve "
+            f"{on_cpu.seconds / on_dev.seconds:.1f}x faster on {device}"
+        )
     return rows
 
 
@@ -173,9 +208,11 @@ def replay(scenario, out: Path, compare: bool) -> tuple[list[str], bool]:
     report.write_csv(mine, rows)
     records = list(run.records())
     final = {r["method"]: r.get("accuracy") for r in sorted(records, key=lambda r: r["index"])}
-    lines = [f"case study replayed ({dataset}, K = {scenario.federated.train.epochs}, {len(records)} records, "
-             f"train.device {scenario.federated.train.device}): {wall:.1f} s wall ({wall / 60:.1f} min); final accuracy "
-             + ", ".join(f"{m} {100 * a:.2f} %" for m, a in sorted(final.items()) if a is not None)]
+    lines = [
+        f"case study replayed ({dataset}, K = {scenario.federated.train.epochs}, {len(records)} records, "
+        f"train.device {scenario.federated.train.device}): {wall:.1f} s wall ({wall / 60:.1f} min); final accuracy "
+        + ", ".join(f"{m} {100 * a:.2f} %" for m, a in sorted(final.items()) if a is not None)
+    ]
     if not compare:
         return lines + ["- not compared with the committed report (another K charges other work)"], True
     line, same = against_committed(mine, dataset)
@@ -190,14 +227,24 @@ def against_committed(mine: Path, dataset: str, committed: Path = COMMITTED) -> 
         new = {(r["method"], r["index"]): r for r in csv.DictReader(f) if r.get("dataset", dataset) == dataset}
     with open(committed, newline="") as f:
         old = {(r["method"], r["index"]): r for r in csv.DictReader(f) if r["dataset"] == dataset}
-    moved = [(k, c, old[k][c], new.get(k, {}).get(c)) for k in old for c in SIMULATED if new.get(k, {}).get(c) != old[k][c]]
-    acc = [abs(float(new[k]["accuracy"]) - float(old[k]["accuracy"])) for k in old
-           if k in new and old[k]["accuracy"] and new[k]["accuracy"]]
+    moved = [
+        (k, c, old[k][c], new.get(k, {}).get(c)) for k in old for c in SIMULATED if new.get(k, {}).get(c) != old[k][c]
+    ]
+    acc = [
+        abs(float(new[k]["accuracy"]) - float(old[k]["accuracy"]))
+        for k in old
+        if k in new and old[k]["accuracy"] and new[k]["accuracy"]
+    ]
     same = not moved and len(new) == len(old)
-    return (f"- {dataset} against the committed report ({len(old)} rows): simulated fields "
-            + ("identical" if same else f"DIFFER in {len(moved)} cells, first {moved[:3]}; rows {len(new)} vs {len(old)}")
-            + (f"; accuracy differs by at most {100 * max(acc):.2f} points (mean {100 * sum(acc) / len(acc):.2f})"
-               if acc else "")), same
+    return (
+        f"- {dataset} against the committed report ({len(old)} rows): simulated fields "
+        + ("identical" if same else f"DIFFER in {len(moved)} cells, first {moved[:3]}; rows {len(new)} vs {len(old)}")
+        + (
+            f"; accuracy differs by at most {100 * max(acc):.2f} points (mean {100 * sum(acc) / len(acc):.2f})"
+            if acc
+            else ""
+        )
+    ), same
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -213,8 +260,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--skip-tests", action="store_true")
     p.add_argument("--skip-kfac", action="store_true")
     p.add_argument("--skip-replay", action="store_true")
-    p.add_argument("--compare", type=Path, default=None, metavar="CSV",
-                   help="only compare a case study's requests.csv with the committed report, then exit")
+    p.add_argument(
+        "--compare",
+        type=Path,
+        default=None,
+        metavar="CSV",
+        help="only compare a case study's requests.csv with the committed report, then exit",
+    )
     args = p.parse_args(argv)
     if args.compare is not None:
         with open(args.compare, newline="") as f:

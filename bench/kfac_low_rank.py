@@ -85,36 +85,57 @@ def main(argv: list[str] | None = None) -> int:
     setup, contributions, train_s = kfac_clients(args)
     uploads = [replace(c, fisher=c.fisher.compress(args.rank), _digest=None) for c in contributions]
     dim = int(setup.w0.numel())
-    print(f"problem: {args.dataset} CNN ({dim} params), {args.clients} clients, K-FAC uploads at rank {args.rank}, "
-          f"damping {args.damping:g}, tol {args.tol:g}; training {train_s:.1f} s; {platform.machine()} {cpu_model()}, "
-          f"{torch.get_num_threads()} thread(s), torch {torch.__version__}", flush=True)
+    print(
+        f"problem: {args.dataset} CNN ({dim} params), {args.clients} clients, K-FAC uploads at rank {args.rank}, "
+        f"damping {args.damping:g}, tol {args.tol:g}; training {train_s:.1f} s; {platform.machine()} {cpu_model()}, "
+        f"{torch.get_num_threads()} thread(s), torch {torch.__version__}",
+        flush=True,
+    )
     config = ProjectionConfig(method="cg_f", tol=args.tol, max_iter=args.max_iter, damping=args.damping)
     rows, models = [], {}
     for k in range(1, args.repeats + 1):
         for variant in ("low rank", "rebuilt"):
-            with (rebuilt_factors() if variant == "rebuilt" else nullcontext()):
+            with rebuilt_factors() if variant == "rebuilt" else nullcontext():
                 stats = statistics_of(uploads, dim)
                 product_s = fc1_product_seconds(stats)
                 w, info = project(stats, config)
             models[variant] = w.double()
-            rows.append({"variant": variant, "run": k, "iterations": info.iterations, "seconds": info.seconds,
-                         "residual": info.residual, "converged": info.converged, "product_s": product_s})
-            print(f"  {variant} {k}: {info.iterations} it, {info.seconds:.1f} s, residual {info.residual:.2e}, "
-                  f"largest-block product {1e3 * product_s:.1f} ms", flush=True)
+            rows.append(
+                {
+                    "variant": variant,
+                    "run": k,
+                    "iterations": info.iterations,
+                    "seconds": info.seconds,
+                    "residual": info.residual,
+                    "converged": info.converged,
+                    "product_s": product_s,
+                }
+            )
+            print(
+                f"  {variant} {k}: {info.iterations} it, {info.seconds:.1f} s, residual {info.residual:.2e}, "
+                f"largest-block product {1e3 * product_s:.1f} ms",
+                flush=True,
+            )
     gap = float((models["low rank"] - models["rebuilt"]).norm() / models["rebuilt"].norm())
     net = setup.model_fn()
     accuracy = {v: 100 * evaluate(net, w.float(), setup.test_set)[0] for v, w in models.items()}
-    print("\n| variant | run | iterations (worst block) | seconds | library residual | converged | largest-block product ms |")
+    print(
+        "\n| variant | run | iterations (worst block) | seconds | library residual | converged | largest-block product ms |"
+    )
     print("|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['variant']} | {r['run']} | {r['iterations']} | {r['seconds']:.1f} | {r['residual']:.2e} | "
-              f"{'yes' if r['converged'] else 'no'} | {1e3 * r['product_s']:.1f} |")
+        print(
+            f"| {r['variant']} | {r['run']} | {r['iterations']} | {r['seconds']:.1f} | {r['residual']:.2e} | "
+            f"{'yes' if r['converged'] else 'no'} | {1e3 * r['product_s']:.1f} |"
+        )
     mean = {v: statistics.mean(r["seconds"] for r in rows if r["variant"] == v) for v in ("low rank", "rebuilt")}
     prod = {v: statistics.mean(r["product_s"] for r in rows if r["variant"] == v) for v in ("low rank", "rebuilt")}
-    print(f"\nmean solve: low rank {mean['low rank']:.1f} s, rebuilt {mean['rebuilt']:.1f} s, "
-          f"{mean['rebuilt'] / mean['low rank']:.2f}x; largest-block product {prod['rebuilt'] / prod['low rank']:.2f}x; "
-          f"merged models differ by {gap:.1e} (relative L2); test accuracy low rank {accuracy['low rank']:.2f} %, "
-          f"rebuilt {accuracy['rebuilt']:.2f} % ({len(setup.test_set)} images)")
+    print(
+        f"\nmean solve: low rank {mean['low rank']:.1f} s, rebuilt {mean['rebuilt']:.1f} s, "
+        f"{mean['rebuilt'] / mean['low rank']:.2f}x; largest-block product {prod['rebuilt'] / prod['low rank']:.2f}x; "
+        f"merged models differ by {gap:.1e} (relative L2); test accuracy low rank {accuracy['low rank']:.2f} %, "
+        f"rebuilt {accuracy['rebuilt']:.2f} % ({len(setup.test_set)} images)"
+    )
     return 0 if all(r["converged"] for r in rows) else 1
 
 

@@ -75,11 +75,17 @@ def build_problem(args: argparse.Namespace, out: Path) -> dict:
             tensors[f"{c.client}.{s.name}.A"] = psd64(a)
             tensors[f"{c.client}.{s.name}.G"] = psd64(g)
     meta = {
-        "dim": int(setup.w0.numel()), "clients": [c.client for c in contributions],
+        "dim": int(setup.w0.numel()),
+        "clients": [c.client for c in contributions],
         "num_samples": [int(c.num_samples) for c in contributions],
-        "specs": [{"name": s.name, "offset": s.offset, "out_features": s.out_features, "in_features": s.in_features}
-                  for s in specs],
-        "dataset": args.dataset, "epochs": args.epochs, "seed": args.seed, "train_s": train_s,
+        "specs": [
+            {"name": s.name, "offset": s.offset, "out_features": s.out_features, "in_features": s.in_features}
+            for s in specs
+        ],
+        "dataset": args.dataset,
+        "epochs": args.epochs,
+        "seed": args.seed,
+        "train_s": train_s,
     }
     save_file(tensors, str(out / PROBLEM), metadata={"problem": json.dumps(meta)})
     return meta
@@ -117,8 +123,9 @@ def member_weights(meta: dict, weighting: str) -> list[float]:
 # ---------------------------------------------------------------- the common float64 check
 
 
-def true_residuals(meta: dict, tensors: dict[str, torch.Tensor], x: torch.Tensor, damping: float,
-                   weighting: str) -> tuple[float, float]:
+def true_residuals(
+    meta: dict, tensors: dict[str, torch.Tensor], x: torch.Tensor, damping: float, weighting: str
+) -> tuple[float, float]:
     """``(whole, worst block)`` true relative residuals of ``(F + lambda I) x = F Wbar - b`` in
     float64, from the saved factors alone (no library code): ``F = sum_i w_i G_i (x) A_i``."""
     w = member_weights(meta, weighting)
@@ -134,14 +141,16 @@ def true_residuals(meta: dict, tensors: dict[str, torch.Tensor], x: torch.Tensor
     def block_f(v: torch.Tensor, s: dict, a: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
         return torch.matmul(torch.matmul(g, v.view(1, s["out_features"], s["in_features"])), a).sum(0).reshape(-1)
 
-    trace = sum(float((torch.diagonal(a, dim1=-2, dim2=-1).sum(-1) * torch.diagonal(g, dim1=-2, dim2=-1).sum(-1)).sum())
-                for _, _, a, g in blocks)
+    trace = sum(
+        float((torch.diagonal(a, dim1=-2, dim2=-1).sum(-1) * torch.diagonal(g, dim1=-2, dim2=-1).sum(-1)).sum())
+        for _, _, a, g in blocks
+    )
     lam = damping * trace / meta["dim"]
     x = x.double()
     num2 = den2 = 0.0
     worst = 0.0
     for sl, s, a, g in blocks:
-        b = sum(block_f(wt[sl], s, a[i:i + 1], g[i:i + 1]) for i, wt in enumerate(weights))
+        b = sum(block_f(wt[sl], s, a[i : i + 1], g[i : i + 1]) for i, wt in enumerate(weights))
         r = block_f(wbar[sl], s, a, g) - b
         e = block_f(x[sl], s, a, g) + lam * x[sl] - r
         ne, nr = float(e.norm()) ** 2, float(r.norm()) ** 2
@@ -158,8 +167,15 @@ def _is_current(stats_module) -> bool:
     return hasattr(stats_module, "Weighting")
 
 
-def worker(directory: Path, tag: str, damping: float, tol: float, max_iter: int, weighting: str,
-           preconditioner: str | None = None) -> None:
+def worker(
+    directory: Path,
+    tag: str,
+    damping: float,
+    tol: float,
+    max_iter: int,
+    weighting: str,
+    preconditioner: str | None = None,
+) -> None:
     """Load the problem with whichever ``fl_core`` is importable, solve once, save ``x`` and a JSON
     record to ``directory`` (``x_<tag>.safetensors``, ``result_<tag>.json``). ``preconditioner``
     (current version only; None: the library's default) picks the block preconditioner."""
@@ -185,12 +201,20 @@ def worker(directory: Path, tag: str, damping: float, tol: float, max_iter: int,
     if current:
         stats = S.SufficientStatistics(meta["dim"], KFACSum(specs), weighting=weighting)
         stats.apply(joined=contributions)
-        psd_changed = any(not torch.equal(kept, given)
-                          for c in contributions
-                          for kept_pair, given_pair in zip(stats.fisher_sum.members[c.client].factors, c.fisher.factors)
-                          for kept, given in zip(kept_pair, given_pair))
-        cfg = P.ProjectionConfig(method="cg_f", tol=tol, max_iter=max_iter, damping=damping, precondition=True,
-                                 **({} if preconditioner is None else {"preconditioner": preconditioner}))
+        psd_changed = any(
+            not torch.equal(kept, given)
+            for c in contributions
+            for kept_pair, given_pair in zip(stats.fisher_sum.members[c.client].factors, c.fisher.factors)
+            for kept, given in zip(kept_pair, given_pair)
+        )
+        cfg = P.ProjectionConfig(
+            method="cg_f",
+            tol=tol,
+            max_iter=max_iter,
+            damping=damping,
+            precondition=True,
+            **({} if preconditioner is None else {"preconditioner": preconditioner}),
+        )
         captured: dict[str, torch.Tensor] = {}
         inner = P._solve_cg_f
 
@@ -205,8 +229,9 @@ def worker(directory: Path, tag: str, damping: float, tol: float, max_iter: int,
         def timed(*a, **k):  # each block's CG phases: the float32 one, then a float64 finish if needed
             t0 = time.perf_counter()
             x, it, res = cg(*a, **k)
-            calls.append({"size": int(a[1].numel()), "iterations": it, "seconds": time.perf_counter() - t0,
-                          "residual": res})
+            calls.append(
+                {"size": int(a[1].numel()), "iterations": it, "seconds": time.perf_counter() - t0, "residual": res}
+            )
             return x, it, res
 
         P.conjugate_gradient = timed
@@ -229,10 +254,20 @@ def worker(directory: Path, tag: str, damping: float, tol: float, max_iter: int,
     _, info = P.project(stats, cfg)
     used = cfg.preconditioner.value if current else "kronecker"
     save_file({"x": captured["x"].contiguous()}, str(directory / f"x_{tag}.safetensors"))
-    record = {"tag": tag, "fl_core": str(Path(fl_core.__file__).parent), "current": current,
-              "method": info.method, "iterations": info.iterations, "seconds": info.seconds,
-              "residual": info.residual, "converged": bool(info.converged), "psd_changed": psd_changed,
-              "threads": torch.get_num_threads(), "preconditioner": used, "cg_calls": calls}
+    record = {
+        "tag": tag,
+        "fl_core": str(Path(fl_core.__file__).parent),
+        "current": current,
+        "method": info.method,
+        "iterations": info.iterations,
+        "seconds": info.seconds,
+        "residual": info.residual,
+        "converged": bool(info.converged),
+        "psd_changed": psd_changed,
+        "threads": torch.get_num_threads(),
+        "preconditioner": used,
+        "cg_calls": calls,
+    }
     (directory / f"result_{tag}.json").write_text(json.dumps(record))
 
 
@@ -249,14 +284,28 @@ def remove_worktree() -> None:
     worktree.remove(ROOT, WORKTREE)
 
 
-def run_version(version: str, tag: str, directory: Path, args: argparse.Namespace,
-                preconditioner: str | None = None) -> dict:
+def run_version(
+    version: str, tag: str, directory: Path, args: argparse.Namespace, preconditioner: str | None = None
+) -> dict:
     """Solve once in a fresh subprocess with the version's ``fl_core`` first on the path
     (``preconditioner``: the current version's block preconditioner, None for its default)."""
     env = dict(os.environ, PYTHONPATH=str(WORKTREE if version == "before" else ROOT), PYTHONDONTWRITEBYTECODE="1")
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", str(directory), "--tag", tag,
-           "--damping", repr(args.damping), "--tol", repr(args.tol), "--max-iter", str(args.max_iter),
-           "--weighting", args.weighting] + ([] if preconditioner is None else ["--preconditioner", preconditioner])
+    cmd = [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--worker",
+        str(directory),
+        "--tag",
+        tag,
+        "--damping",
+        repr(args.damping),
+        "--tol",
+        repr(args.tol),
+        "--max-iter",
+        str(args.max_iter),
+        "--weighting",
+        args.weighting,
+    ] + ([] if preconditioner is None else ["--preconditioner", preconditioner])
     subprocess.run(cmd, check=True, env=env, cwd=str(directory))
     record = json.loads((directory / f"result_{tag}.json").read_text())
     expected = WORKTREE if version == "before" else ROOT
@@ -270,9 +319,11 @@ def run_version(version: str, tag: str, directory: Path, args: argparse.Namespac
 def measure(args: argparse.Namespace, directory: Path) -> dict:
     """Build the problem, run the interleaved solves, check every solution; a JSON-ready summary."""
     meta = build_problem(args, directory)
-    print(f"problem: {args.dataset} CNN ({meta['dim']} params), {args.clients} clients x ~{args.samples_per_client} "
-          f"samples ({sum(meta['num_samples'])} in all), {args.epochs} epoch(s), K-FAC; training {meta['train_s']:.1f} s",
-          flush=True)
+    print(
+        f"problem: {args.dataset} CNN ({meta['dim']} params), {args.clients} clients x ~{args.samples_per_client} "
+        f"samples ({sum(meta['num_samples'])} in all), {args.epochs} epoch(s), K-FAC; training {meta['train_s']:.1f} s",
+        flush=True,
+    )
     created = "before" in args.versions and ensure_worktree()
     runs = []
     try:
@@ -284,21 +335,33 @@ def measure(args: argparse.Namespace, directory: Path) -> dict:
                 _, tensors = load_problem(directory)
                 record["version"], record["run"] = label(version, pre), k
                 record["true_residual"], record["true_worst_block"] = true_residuals(
-                    meta, tensors, x, args.damping, args.weighting)
+                    meta, tensors, x, args.damping, args.weighting
+                )
                 runs.append(record)
-                print(f"  {tag}: {record['preconditioner']}, {record['iterations']} it, {record['seconds']:.1f} s, "
-                      f"true residual {record['true_residual']:.2e}", flush=True)
+                print(
+                    f"  {tag}: {record['preconditioner']}, {record['iterations']} it, {record['seconds']:.1f} s, "
+                    f"true residual {record['true_residual']:.2e}",
+                    flush=True,
+                )
                 if record.get("cg_calls"):
-                    print("    CG calls (block size: iterations / seconds): " + ", ".join(
-                        f"{c['size']}: {c['iterations']} / {c['seconds']:.1f}" for c in record["cg_calls"]), flush=True)
+                    print(
+                        "    CG calls (block size: iterations / seconds): "
+                        + ", ".join(f"{c['size']}: {c['iterations']} / {c['seconds']:.1f}" for c in record["cg_calls"]),
+                        flush=True,
+                    )
     finally:
         if created and not args.keep_worktree:
             remove_worktree()
     labels = list(dict.fromkeys(r["version"] for r in runs))
     mean = {v: statistics.mean(r["seconds"] for r in runs if r["version"] == v) for v in labels}
     ratio = mean["before"] / mean["after"] if {"before", "after"} <= set(mean) else None
-    return {"problem": meta, "config": {"damping": args.damping, "tol": args.tol, "max_iter": args.max_iter,
-                                        "weighting": args.weighting}, "runs": runs, "mean_seconds": mean, "ratio": ratio}
+    return {
+        "problem": meta,
+        "config": {"damping": args.damping, "tol": args.tol, "max_iter": args.max_iter, "weighting": args.weighting},
+        "runs": runs,
+        "mean_seconds": mean,
+        "ratio": ratio,
+    }
 
 
 def solves(args: argparse.Namespace) -> list[tuple[str, str | None]]:
@@ -320,18 +383,26 @@ def label(version: str, preconditioner: str | None) -> str:
 
 def table(summary: dict) -> str:
     """The runs as a markdown table, with the mean seconds and the before/after ratio."""
-    lines = ["| version | run | solver | preconditioner | iterations | seconds | library residual | true residual | "
-             "true, worst block | reached tol |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| version | run | solver | preconditioner | iterations | seconds | library residual | true residual | "
+        "true, worst block | reached tol |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     tol = summary["config"]["tol"]
     for r in summary["runs"]:
-        lines.append(f"| {r['version']} | {r['run']} | {r['method']} | {r['preconditioner']} | {r['iterations']} | "
-                     f"{r['seconds']:.1f} | "
-                     f"{r['residual']:.2e} | {r['true_residual']:.2e} | {r['true_worst_block']:.2e} | "
-                     f"{'yes' if r['true_residual'] <= tol else 'no'} |")
+        lines.append(
+            f"| {r['version']} | {r['run']} | {r['method']} | {r['preconditioner']} | {r['iterations']} | "
+            f"{r['seconds']:.1f} | "
+            f"{r['residual']:.2e} | {r['true_residual']:.2e} | {r['true_worst_block']:.2e} | "
+            f"{'yes' if r['true_residual'] <= tol else 'no'} |"
+        )
     means = ", ".join(f"{v} {s:.1f} s" for v, s in summary["mean_seconds"].items())
     before = summary["mean_seconds"].get("before")
-    ratios = ", ".join(f"before/{v} {before / s:.2f}x" for v, s in summary["mean_seconds"].items()
-                       if before is not None and v != "before")
+    ratios = ", ".join(
+        f"before/{v} {before / s:.2f}x"
+        for v, s in summary["mean_seconds"].items()
+        if before is not None and v != "before"
+    )
     lines.append("")
     lines.append(f"mean seconds: {means}" + (f"; ratio {ratios}" if ratios else ""))
     return "\n".join(lines)
@@ -342,17 +413,35 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add_problem_arguments(p)
     p.add_argument("--damping", type=float, default=1e-4, help="relative damping (times tr(F)/d)")
     p.add_argument("--tol", type=float, default=1e-6)
-    p.add_argument("--max-iter", type=int, default=None, help="CG iterations at most (per block after; 1000, quick 200)")
-    p.add_argument("--weighting", choices=["samples", "uniform"], default="samples",
-                   help="members' weights (the current library's default: samples)")
+    p.add_argument(
+        "--max-iter", type=int, default=None, help="CG iterations at most (per block after; 1000, quick 200)"
+    )
+    p.add_argument(
+        "--weighting",
+        choices=["samples", "uniform"],
+        default="samples",
+        help="members' weights (the current library's default: samples)",
+    )
     p.add_argument("--repeats", type=int, default=2)
-    p.add_argument("--versions", nargs="+", choices=["before", "after"], default=["before", "after"],
-                   help="which versions to run, in this order within each repeat")
-    p.add_argument("--preconditioners", nargs="+", default=None, metavar="KIND",
-                   help="time the current version once per block preconditioner (kronecker, eigen_diagonal) "
-                        "in each repeat; default: its default preconditioner")
+    p.add_argument(
+        "--versions",
+        nargs="+",
+        choices=["before", "after"],
+        default=["before", "after"],
+        help="which versions to run, in this order within each repeat",
+    )
+    p.add_argument(
+        "--preconditioners",
+        nargs="+",
+        default=None,
+        metavar="KIND",
+        help="time the current version once per block preconditioner (kronecker, eigen_diagonal) "
+        "in each repeat; default: its default preconditioner",
+    )
     p.add_argument("--preconditioner", default=None, help=argparse.SUPPRESS)
-    p.add_argument("--quick", action="store_true", help="3 clients x ~200 samples, max 200 iterations unless --max-iter")
+    p.add_argument(
+        "--quick", action="store_true", help="3 clients x ~200 samples, max 200 iterations unless --max-iter"
+    )
     p.add_argument("--workdir", type=Path, default=None, help="keep the problem, solutions and results here")
     p.add_argument("--json", type=Path, default=None, help="also write the summary as JSON")
     p.add_argument("--keep-worktree", action="store_true")
@@ -378,8 +467,12 @@ def main(argv: list[str] | None = None) -> None:
         worker(args.worker, args.tag, args.damping, args.tol, args.max_iter, args.weighting, args.preconditioner)
         return
     from vmc_sim.runs import cpu_model  # here: the "before" workers import this file beside an older fl_core
-    print(f"machine: {platform.machine()} {cpu_model()}, {os.cpu_count()} cores, torch {torch.__version__}, "
-          f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}", flush=True)
+
+    print(
+        f"machine: {platform.machine()} {cpu_model()}, {os.cpu_count()} cores, torch {torch.__version__}, "
+        f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}",
+        flush=True,
+    )
     if args.workdir is not None:
         args.workdir.mkdir(parents=True, exist_ok=True)
         summary = measure(args, args.workdir)

@@ -29,9 +29,15 @@ def kfac_clients(args: argparse.Namespace) -> tuple[OneShotSetup, list[Contribut
     from fl_core.experiment import OneShotSetup
     from fl_core.training import TrainConfig
 
-    setup = OneShotSetup(dataset=args.dataset, num_clients=args.clients, alpha=0.5, model="cnn", seed=args.seed,
-                         train=TrainConfig(epochs=args.epochs, fisher="kfac"),
-                         max_train_samples=args.samples_per_client * args.clients)
+    setup = OneShotSetup(
+        dataset=args.dataset,
+        num_clients=args.clients,
+        alpha=0.5,
+        model="cnn",
+        seed=args.seed,
+        train=TrainConfig(epochs=args.epochs, fisher="kfac"),
+        max_train_samples=args.samples_per_client * args.clients,
+    )
     pool = setup.pool()
     t0 = time.perf_counter()
     contributions = [pool.train(c) for c in range(args.clients)]

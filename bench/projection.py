@@ -31,16 +31,20 @@ from vmc_sim.runs import cpu_model
 
 #: Solver variants by name: (method, damping, Kronecker preconditioner).
 CASES = {
-    "f": (ProjectionMethod.CG_F, 0.0, False), "f2": (ProjectionMethod.CG_F2, 0.0, False),
-    "f-damped": (ProjectionMethod.CG_F, 1e-4, False), "f2-damped": (ProjectionMethod.CG_F2, 1e-4, False),
+    "f": (ProjectionMethod.CG_F, 0.0, False),
+    "f2": (ProjectionMethod.CG_F2, 0.0, False),
+    "f-damped": (ProjectionMethod.CG_F, 1e-4, False),
+    "f2-damped": (ProjectionMethod.CG_F2, 1e-4, False),
     "f-precond": (ProjectionMethod.CG_F, 1e-4, True),
 }
 
 
 def solvers(args: argparse.Namespace) -> None:
     setup, contributions, train_s = kfac_clients(args)
-    print(f"setup: {args.dataset} CNN ({setup.w0.numel()} params), {args.clients} clients x "
-          f"~{args.samples_per_client} samples, {args.epochs} epoch(s); training+K-FAC {train_s:.1f} s")
+    print(
+        f"setup: {args.dataset} CNN ({setup.w0.numel()} params), {args.clients} clients x "
+        f"~{args.samples_per_client} samples, {args.epochs} epoch(s); training+K-FAC {train_s:.1f} s"
+    )
     stats = SufficientStatistics(setup.w0.numel(), new_sum("kfac", setup.model_fn()))
     stats.apply(joined=contributions)
     v = torch.randn(stats.dim, dtype=torch.float64)
@@ -48,14 +52,19 @@ def solvers(args: argparse.Namespace) -> None:
     for _ in range(3):
         stats.fisher_sum.matvec(v)
     print(f"one K-FAC matvec over {args.clients} members: {(time.perf_counter() - t0) / 3:.3f} s")
-    print(f"\n| solver | damping | precond | iterations | seconds | rel. residual | constraint residual | reached {args.tol:g} |")
+    print(
+        f"\n| solver | damping | precond | iterations | seconds | rel. residual | constraint residual | reached {args.tol:g} |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     cases = [CASES[name] for name in args.cases]
     for method, damping, pre in cases:
         cfg = ProjectionConfig(method=method, tol=args.tol, max_iter=args.max_iter, damping=damping, precondition=pre)
         _, info = project(stats, cfg)
-        print(f"| {method.value} | {damping:g} | {pre} | {info.iterations} | {info.seconds:.1f} | {info.residual:.2e} | "
-              f"{info.constraint_residual:.2e} | {info.converged} |", flush=True)
+        print(
+            f"| {method.value} | {damping:g} | {pre} | {info.iterations} | {info.seconds:.1f} | {info.residual:.2e} | "
+            f"{info.constraint_residual:.2e} | {info.converged} |",
+            flush=True,
+        )
 
     if args.no_edit:
         return
@@ -74,13 +83,21 @@ def solvers(args: argparse.Namespace) -> None:
     previous_mean = (fresh.weight_sum - newcomer.weights.double() + members[0].weights.double()) / fresh.count
     w2, info_edit = project(fresh, cfg, warm=previous_mean - w.double())
     edit_s = time.perf_counter() - t0
-    print(f"\ncoordinator, {half} members, tol {args.edit_tol:g}: fresh fit {fit_s:.1f} s ({info_fresh.iterations} it), "
-          f"one triggered edit {edit_s:.1f} s ({info_edit.iterations} it, warm start)")
+    print(
+        f"\ncoordinator, {half} members, tol {args.edit_tol:g}: fresh fit {fit_s:.1f} s ({info_fresh.iterations} it), "
+        f"one triggered edit {edit_s:.1f} s ({info_edit.iterations} it, warm start)"
+    )
 
 
 def state_growth(args: argparse.Namespace) -> None:
-    setup = OneShotSetup(dataset="digits", num_clients=12, alpha=0.5, model="mlp", seed=args.seed,
-                         train=TrainConfig(epochs=1, lr=0.05, fisher="kfac"))
+    setup = OneShotSetup(
+        dataset="digits",
+        num_clients=12,
+        alpha=0.5,
+        model="mlp",
+        seed=args.seed,
+        train=TrainConfig(epochs=1, lr=0.05, fisher="kfac"),
+    )
     shards = setup.client_data
     from fl_core.clients import ClientPool
     from fl_core.training import LocalTrainer
@@ -120,8 +137,7 @@ def main() -> None:
     args = p.parse_args()
     if args.quick:
         args.clients, args.samples_per_client, args.max_iter, args.edits = 4, 200, 30, 50
-    print(f"machine: {platform.machine()} {cpu_model()}, torch {torch.__version__}, "
-          f"{torch.get_num_threads()} threads")
+    print(f"machine: {platform.machine()} {cpu_model()}, torch {torch.__version__}, {torch.get_num_threads()} threads")
     if args.only in (None, "solvers"):
         solvers(args)
     if args.only in (None, "state"):

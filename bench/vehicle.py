@@ -55,7 +55,9 @@ def child(epochs: int, samples: int, out: str) -> None:
 
     torch.manual_seed(0)
     w0 = flat_params(model_fn())
-    config = TrainConfig(epochs=epochs, lr=0.01, batch_size=64, momentum=0.9, fisher="diagonal", upload_dtype="float32", threads=1)
+    config = TrainConfig(
+        epochs=epochs, lr=0.01, batch_size=64, momentum=0.9, fisher="diagonal", upload_dtype="float32", threads=1
+    )
     c = LocalTrainer(model_fn, w0, config, Streams(0)).contribute(0, data)
     # a library older than ``fisher_labels`` (637fb6d among them) drew one label per input
     labels = getattr(config, "fisher_labels", "sampled (one drawn label)")
@@ -88,25 +90,37 @@ def main(argv: list[str] | None = None) -> int:
             for version in ("before", "after"):
                 out = str(Path(tmp) / f"{version}{r}.safetensors")
                 env = {**os.environ, "PYTHONPATH": str(paths[version]), "OMP_NUM_THREADS": "1", "VMC_DATA": data}
-                done = subprocess.run([sys.executable, __file__, "--child", str(args.epochs), str(args.samples), out],
-                                      env=env, cwd=paths[version], capture_output=True, text=True)
+                done = subprocess.run(
+                    [sys.executable, __file__, "--child", str(args.epochs), str(args.samples), out],
+                    env=env,
+                    cwd=paths[version],
+                    capture_output=True,
+                    text=True,
+                )
                 if done.returncode != 0:
                     raise SystemExit(f"{version} (round {r}) failed:\n{done.stderr[-3000:]}")
                 row = json.loads(done.stdout.strip().splitlines()[-1])
                 row["weights"] = load_file(out)["weights"].double()
                 results[version].append(row)
-                print(f"# {version} round {r}: training {row['train_s']:.1f} s, Fisher {row['fisher_s']:.1f} s "
-                      f"({row['labels']} labels)", flush=True)
+                print(
+                    f"# {version} round {r}: training {row['train_s']:.1f} s, Fisher {row['fisher_s']:.1f} s "
+                    f"({row['labels']} labels)",
+                    flush=True,
+                )
     best = {v: {k: min(r[k] for r in rows) for k in ("train_s", "fisher_s")} for v, rows in results.items()}
     wb, wa = results["before"][0]["weights"], results["after"][0]["weights"]
-    print(f"\n{platform.machine()} {cpu_model()}, {os.cpu_count()} cores, one thread; MNIST CNN, {args.samples} images, "
-          f"K = {args.epochs}, batch 64; best of {args.rounds} interleaved rounds; before = {args.before}\n")
+    print(
+        f"\n{platform.machine()} {cpu_model()}, {os.cpu_count()} cores, one thread; MNIST CNN, {args.samples} images, "
+        f"K = {args.epochs}, batch 64; best of {args.rounds} interleaved rounds; before = {args.before}\n"
+    )
     print("| version | training s | s an epoch | Fisher s | Fisher labels | vehicle s |")
     print("|---|---|---|---|---|---|")
     for v in ("before", "after"):
         b = best[v]
-        print(f"| {v} | {b['train_s']:.1f} | {b['train_s'] / args.epochs:.3f} | {b['fisher_s']:.1f} | "
-              f"{results[v][0]['labels']} | {b['train_s'] + b['fisher_s']:.1f} |")
+        print(
+            f"| {v} | {b['train_s']:.1f} | {b['train_s'] / args.epochs:.3f} | {b['fisher_s']:.1f} | "
+            f"{results[v][0]['labels']} | {b['train_s'] + b['fisher_s']:.1f} |"
+        )
     tb, ta = best["before"]["train_s"], best["after"]["train_s"]
     print(f"\ntraining {tb / ta:.2f}x; trained weights {float((wa - wb).norm() / wb.norm()):.2e} apart (relative)")
     return 0

@@ -51,8 +51,14 @@ def once(checkout: Path, out: Path, scenario: Path | None = None) -> dict:
     env = dict(os.environ, PYTHONPATH=str(checkout))
     env.pop("VMC_RECALIBRATE", None)
     extra = [str(scenario)] if scenario else []
-    done = subprocess.run([sys.executable, "-c", CHILD, str(out), *extra], env=env, cwd=str(checkout),
-                          capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, str(out), *extra],
+        env=env,
+        cwd=str(checkout),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -68,12 +74,19 @@ def report(times: dict[str, list[dict]], labels: dict[str, str], same: bool) -> 
     print("| version | import s | run s | total s | torch._dynamo imported |\n|---|---|---|---|---|")
     for name, label in labels.items():
         t = times[name]
-        cell = (lambda k: " / ".join(f"{x[k]:.2f}" for x in t))
-        print(f"| {name} ({label}) | {cell('import_s')} | {cell('run_s')} | {cell('total_s')} | "
-              f"{'yes' if any(x['dynamo'] for x in t) else 'no'} |")
+
+        def cell(k):
+            return " / ".join(f"{x[k]:.2f}" for x in t)
+
+        print(
+            f"| {name} ({label}) | {cell('import_s')} | {cell('run_s')} | {cell('total_s')} | "
+            f"{'yes' if any(x['dynamo'] for x in t) else 'no'} |"
+        )
     med = {n: statistics.median(x["total_s"] for x in t) for n, t in times.items()}
-    print(f"\nmedian total: {first} {med[first]:.2f} s, {second} {med[second]:.2f} s, "
-          f"ratio {med[first] / med[second]:.2f}x; records {'identical' if same else 'DIFFER'} (host_* aside)")
+    print(
+        f"\nmedian total: {first} {med[first]:.2f} s, {second} {med[second]:.2f} s, "
+        f"ratio {med[first] / med[second]:.2f}x; records {'identical' if same else 'DIFFER'} (host_* aside)"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -40,11 +40,16 @@ def main(argv: list[str] | None = None) -> int:
     setup = scenario.federated.setup(scenario.seed)
     config = setup.train if args.epochs is None else replace(setup.train, epochs=args.epochs)
     apply_threads(replace(config, threads=1), setup.model_fn())
-    print(f"# {Path(args.scenario).name}: {scenario.federated.dataset}, {scenario.federated.model}, K = {config.epochs}, "
-          f"batch {config.batch_size}; torch {torch.__version__}, {torch.get_num_threads()} thread, "
-          f"{platform.machine()} {cpu_model()}")
-    print("| client | samples | training s | " + " | ".join(f"{f} Fisher s | {f}: cached weights save"
-                                                        for f in args.fishers) + " |")
+    print(
+        f"# {Path(args.scenario).name}: {scenario.federated.dataset}, {scenario.federated.model}, K = {config.epochs}, "
+        f"batch {config.batch_size}; torch {torch.__version__}, {torch.get_num_threads()} thread, "
+        f"{platform.machine()} {cpu_model()}"
+    )
+    print(
+        "| client | samples | training s | "
+        + " | ".join(f"{f} Fisher s | {f}: cached weights save" for f in args.fishers)
+        + " |"
+    )
     print("|---|---|---|" + "---|---|" * len(args.fishers))
     totals = {"train": 0.0, **{f: 0.0 for f in args.fishers}}
     for client in sorted(setup.client_data)[: args.clients]:

@@ -19,8 +19,11 @@ def add(root: Path, commit: str, path: Path) -> bool:
         if head.returncode != 0 or head.stdout.strip() != want.stdout.strip():
             raise SystemExit(f"{path} exists and is not a worktree of {commit}")
         return False
-    subprocess.run(["git", "-C", str(root), "worktree", "add", "-q", "--detach", str(path), commit],
-                   check=True, capture_output=True)
+    subprocess.run(
+        ["git", "-C", str(root), "worktree", "add", "-q", "--detach", str(path), commit],
+        check=True,
+        capture_output=True,
+    )
     return True
 
 

@@ -15,7 +15,7 @@ What a researcher uses::
 """
 
 from .data import DATASETS, ArrayDataset, load_dataset, load_train_test
-from .editors import EDITORS, EditReport, Editor, build_editor
+from .editors import EDITORS, Editor, EditReport, build_editor
 from .experiment import OneShotSetup
 from .fisher import FisherKind, FisherLabels
 from .models import MODELS, build_model
@@ -28,8 +28,28 @@ from .training import TrainConfig, evaluate
 __version__ = "0.1.0"
 
 __all__ = [
-    "ArrayDataset", "DATASETS", "EDITORS", "EditReport", "Editor", "FisherKind", "FisherLabels", "FixedRatio",
-    "FixedSize", "MODELS", "OneShotSetup", "ProjectionConfig", "ProjectionMethod", "Registry", "RoundConfig",
-    "RoundStrategy", "STRATEGIES", "TrainConfig", "build_editor", "build_model", "build_strategy", "evaluate",
-    "load_dataset", "load_train_test",
+    "ArrayDataset",
+    "DATASETS",
+    "EDITORS",
+    "EditReport",
+    "Editor",
+    "FisherKind",
+    "FisherLabels",
+    "FixedRatio",
+    "FixedSize",
+    "MODELS",
+    "OneShotSetup",
+    "ProjectionConfig",
+    "ProjectionMethod",
+    "Registry",
+    "RoundConfig",
+    "RoundStrategy",
+    "STRATEGIES",
+    "TrainConfig",
+    "build_editor",
+    "build_model",
+    "build_strategy",
+    "evaluate",
+    "load_dataset",
+    "load_train_test",
 ]

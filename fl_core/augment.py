@@ -37,8 +37,9 @@ def black_level(data: ArrayDataset) -> torch.Tensor:
     return torch.tensor([-m / s for m, s in zip(spec.mean, spec.std)], dtype=data.x.dtype)
 
 
-def crop_flip(x: torch.Tensor, generator: torch.Generator, fill: torch.Tensor,
-              padding: int = CROP_PADDING) -> torch.Tensor:
+def crop_flip(
+    x: torch.Tensor, generator: torch.Generator, fill: torch.Tensor, padding: int = CROP_PADDING
+) -> torch.Tensor:
     """Each image of the batch ``x`` (N x C x H x W) cropped back to H x W at a random offset of
     its ``padding``-pixel border (filled with ``fill`` per channel), then flipped left-right with
     probability 1/2. The offsets and flips are drawn from ``generator`` on the CPU."""
@@ -46,7 +47,7 @@ def crop_flip(x: torch.Tensor, generator: torch.Generator, fill: torch.Tensor,
     offsets = torch.randint(0, 2 * padding + 1, (n, 2), generator=generator).to(x.device)
     flips = torch.rand(n, generator=generator).lt(0.5).to(x.device)
     padded = fill.to(x).view(1, c, 1, 1).expand(n, c, h + 2 * padding, w + 2 * padding).clone()
-    padded[:, :, padding:padding + h, padding:padding + w] = x
+    padded[:, :, padding : padding + h, padding : padding + w] = x
     rows = offsets[:, :1] + torch.arange(h, device=x.device)  # n x h
     cols = offsets[:, 1:] + torch.arange(w, device=x.device)  # n x w
     cols = torch.where(flips[:, None], cols.flip(1), cols)

@@ -112,11 +112,17 @@ class ContributionCache:
         if known is None or known[0]() is not trainer:  # ids are reused once a trainer is freed
             model = trainer.model_fn()
             settings = weight_settings(trainer.config) if weights_only else key_settings(trainer.config, _NOT_IN_KEY)
-            head = json.dumps({
-                "version": TRAINER_VERSION, "model": type(model).__name__,
-                "shapes": [[n, list(p.shape)] for n, p in model.named_parameters()],
-                ("weights" if weights_only else "train"): settings, "runs_on": on,
-            }, sort_keys=True, default=str)
+            head = json.dumps(
+                {
+                    "version": TRAINER_VERSION,
+                    "model": type(model).__name__,
+                    "shapes": [[n, list(p.shape)] for n, p in model.named_parameters()],
+                    ("weights" if weights_only else "train"): settings,
+                    "runs_on": on,
+                },
+                sort_keys=True,
+                default=str,
+            )
             h = hashlib.sha256(head.encode())
             h.update(trainer.w0.detach().cpu().contiguous().numpy().tobytes())
             known = self._model_keys[memo] = (weakref.ref(trainer), h.hexdigest())
@@ -139,8 +145,9 @@ class ContributionCache:
         seeds = [trainer.streams.seed("train", client)]
         return self._client_key(self._model_key(trainer, weights_only=True), seeds, data)
 
-    def contribution(self, trainer: LocalTrainer, client: Hashable, data: ArrayDataset,
-                     train: Callable[[], Trained]) -> Contribution:
+    def contribution(
+        self, trainer: LocalTrainer, client: Hashable, data: ArrayDataset, train: Callable[[], Trained]
+    ) -> Contribution:
         """``client``'s contribution: loaded if cached, else computed at its cached trained
         weights, else from ``train()`` (the pool's training, counted there); what is computed is
         written for the next run."""
@@ -174,8 +181,7 @@ class ContributionCache:
             if side["sha256"] == _sha256_file(file):
                 with safe_open(str(file), "pt") as f:
                     meta, weights = f.metadata() or {}, f.get_tensor("weights")
-                if meta.get("key") == key and weights.dtype == torch.float32 \
-                        and weights.numel() == trainer.w0.numel():
+                if meta.get("key") == key and weights.dtype == torch.float32 and weights.numel() == trainer.w0.numel():
                     return Trained(weights, float(side["train_s"]))
         except (OSError, ValueError, KeyError, TypeError, SafetensorError):
             pass
@@ -197,8 +203,9 @@ class ContributionCache:
         os.replace(tmp, file.with_suffix(".json"))
 
     def _entry(self, key: str, trainer: LocalTrainer, directory: Path | None = None) -> ContributionStore:
-        return ContributionStore(directory or self.root / key[:2] / key, key, trainer.config.fisher,
-                                 layer_specs(trainer.model_fn()))
+        return ContributionStore(
+            directory or self.root / key[:2] / key, key, trainer.config.fisher, layer_specs(trainer.model_fn())
+        )
 
     def _sidecar(self, key: str) -> Path:
         return self.root / key[:2] / f"{key}.sha256"

@@ -52,10 +52,10 @@ def conjugate_gradient(
             callback(it, x)
         if rr_new < best_rr:
             best_x, best_rr = x.clone(), rr_new
-        if rr_new ** 0.5 <= tol * norm0:
+        if rr_new**0.5 <= tol * norm0:
             break
         z = precond(r) if precond else r
         rz_new = float(r @ z)
         p.mul_(rz_new / rz).add_(z)
         rz, rr = rz_new, rr_new
-    return best_x, it, best_rr ** 0.5 / norm0
+    return best_x, it, best_rr**0.5 / norm0

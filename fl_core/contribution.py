@@ -55,7 +55,9 @@ class Contribution:
         """The same contribution without its Fisher (for methods that upload models only)."""
         if self.fisher is None:
             return self
-        return Contribution(self.client, self.weights, None, self.num_samples, self.compute_s, self.train_s, self.fisher_s)
+        return Contribution(
+            self.client, self.weights, None, self.num_samples, self.compute_s, self.train_s, self.fisher_s
+        )
 
     def validate(self, dim: int) -> None:
         """Raise :class:`InvalidContributionError` naming the client if the upload is unusable."""
@@ -70,7 +72,9 @@ class Contribution:
                 client=self.client,
             )
         if not torch.isfinite(self.weights).all():
-            raise InvalidContributionError(f"client {self.client!r}: model upload has NaN/Inf values", client=self.client)
+            raise InvalidContributionError(
+                f"client {self.client!r}: model upload has NaN/Inf values", client=self.client
+            )
         if self.fisher is not None:
             if self.fisher.dim != dim:
                 raise InvalidContributionError(

@@ -106,17 +106,19 @@ class ArrayDataset:
 
     def __post_init__(self) -> None:
         if not isinstance(self.x, torch.Tensor) or self.x.dim() != 4 or self.x.dtype != torch.float32:
-            raise ValueError(f"ArrayDataset {self.name!r}: x must be a float32 tensor N x C x H x W, "
-                             f"got {_describe(self.x)}")
+            raise ValueError(
+                f"ArrayDataset {self.name!r}: x must be a float32 tensor N x C x H x W, got {_describe(self.x)}"
+            )
         if not isinstance(self.y, torch.Tensor) or self.y.dim() != 1 or self.y.dtype != torch.int64:
-            raise ValueError(f"ArrayDataset {self.name!r}: y must be an int64 tensor of shape (N,), "
-                             f"got {_describe(self.y)}")
+            raise ValueError(
+                f"ArrayDataset {self.name!r}: y must be an int64 tensor of shape (N,), got {_describe(self.y)}"
+            )
         if self.x.shape[0] != self.y.shape[0]:
-            raise ValueError(f"ArrayDataset {self.name!r}: x has {self.x.shape[0]} samples but y has "
-                             f"{self.y.shape[0]}")
+            raise ValueError(f"ArrayDataset {self.name!r}: x has {self.x.shape[0]} samples but y has {self.y.shape[0]}")
         if self.groups is not None and (self.groups.ndim != 1 or self.groups.shape[0] != self.y.shape[0]):
-            raise ValueError(f"ArrayDataset {self.name!r}: groups must have shape ({self.y.shape[0]},), "
-                             f"got {self.groups.shape}")
+            raise ValueError(
+                f"ArrayDataset {self.name!r}: groups must have shape ({self.y.shape[0]},), got {self.groups.shape}"
+            )
         if int(self.num_classes) < 1:
             raise ValueError(f"ArrayDataset {self.name!r}: num_classes must be >= 1, got {self.num_classes}")
 
@@ -138,21 +140,25 @@ class ArrayDataset:
         idx = indices.cpu().numpy() if isinstance(indices, torch.Tensor) else np.asarray(indices)
         if idx.dtype == bool:
             if idx.shape != (len(self),):
-                raise ValueError(f"subset of {self.name!r}: boolean mask has shape {idx.shape}, "
-                                 f"expected ({len(self)},)")
+                raise ValueError(
+                    f"subset of {self.name!r}: boolean mask has shape {idx.shape}, expected ({len(self)},)"
+                )
             idx = np.flatnonzero(idx)
         if idx.size == 0:
             idx = idx.astype(np.int64)
         if idx.ndim != 1 or not np.issubdtype(idx.dtype, np.integer):
-            raise ValueError(f"subset of {self.name!r}: indices must be a 1-D integer array, "
-                             f"got dtype {idx.dtype} and shape {idx.shape}")
+            raise ValueError(
+                f"subset of {self.name!r}: indices must be a 1-D integer array, "
+                f"got dtype {idx.dtype} and shape {idx.shape}"
+            )
         if idx.size and (idx.min() < -len(self) or idx.max() >= len(self)):
-            raise IndexError(f"subset of {self.name!r}: index out of range for {len(self)} samples "
-                             f"(min {idx.min()}, max {idx.max()})")
+            raise IndexError(
+                f"subset of {self.name!r}: index out of range for {len(self)} samples "
+                f"(min {idx.min()}, max {idx.max()})"
+            )
         t = torch.from_numpy(idx.astype(np.int64, copy=False))
         groups = None if self.groups is None else self.groups[idx]
-        return ArrayDataset(x=self.x[t], y=self.y[t], num_classes=self.num_classes, name=self.name,
-                            groups=groups)
+        return ArrayDataset(x=self.x[t], y=self.y[t], num_classes=self.num_classes, name=self.name, groups=groups)
 
 
 def _describe(t: object) -> str:
@@ -185,42 +191,83 @@ _CIFAR100_CHECK = {"train": "train", "test": "test"}
 
 
 def _build_registry() -> Registry[DatasetSpec]:
-    reg: Registry[DatasetSpec] = Registry("dataset", {
-        "digits": DatasetSpec(
-            "digits", 10, *DIGITS_STATS, builtin=digits_builtin, full_scale=16.0,
-            help="bundled with scikit-learn; needs no files"),
-        "mnist": DatasetSpec(
-            "mnist", 10, *MNIST_STATS, locations=mnist_like_locations("mnist", "MNIST"),
-            help="<root>/mnist/{x,y}_{train,test}.npy.xz (shared layout), or the raw IDX files "
-                 "<root>/MNIST/raw/{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz] (torchvision layout)"),
-        "fashion_mnist": DatasetSpec(
-            "fashion_mnist", 10, *FASHION_MNIST_STATS,
-            locations=mnist_like_locations("fashion_mnist", "FashionMNIST"),
-            help="<root>/fashion_mnist/{x,y}_{train,test}.npy.xz (shared layout), or the raw IDX files "
-                 "<root>/FashionMNIST/raw/{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz] (torchvision layout)"),
-        "femnist": DatasetSpec(
-            "femnist", 62, *MNIST_STATS, locations=femnist_locations,
-            help="<root>/femnist_leaf/{x,y,writer}_{train,test}.npy.xz (LEAF per-writer split, shared layout)"),
-        "cifar10": DatasetSpec(
-            "cifar10", 10, *CIFAR10_STATS,
-            locations=cifar_locations("cifar10", "cifar-10-batches-py", "CIFAR10", _CIFAR10_CHECK),
-            help="<root>/cifar10/{x,y}_{train,test}.npy.xz (shared layout), or the python batches "
-                 "<root>/cifar-10-batches-py/ (torchvision layout)"),
-        "cifar100": DatasetSpec(
-            "cifar100", 100, *CIFAR100_STATS,
-            locations=cifar_locations("cifar100", "cifar-100-python", "CIFAR100", _CIFAR100_CHECK),
-            help="<root>/cifar100/{x,y}_{train,test}.npy.xz (shared layout, fine labels), or the python "
-                 "batches <root>/cifar-100-python/ (torchvision layout)"),
-        "svhn": DatasetSpec(
-            "svhn", 10, *SVHN_STATS, locations=svhn_locations,
-            help="the cropped-digits files train_32x32.mat and test_32x32.mat in <root>/ or <root>/svhn/"),
-    }, aliases={"fashion-mnist": "fashion_mnist", "fmnist": "fashion_mnist", "cifar-10": "cifar10",
-                "cifar-100": "cifar100"})
+    reg: Registry[DatasetSpec] = Registry(
+        "dataset",
+        {
+            "digits": DatasetSpec(
+                "digits",
+                10,
+                *DIGITS_STATS,
+                builtin=digits_builtin,
+                full_scale=16.0,
+                help="bundled with scikit-learn; needs no files",
+            ),
+            "mnist": DatasetSpec(
+                "mnist",
+                10,
+                *MNIST_STATS,
+                locations=mnist_like_locations("mnist", "MNIST"),
+                help="<root>/mnist/{x,y}_{train,test}.npy.xz (shared layout), or the raw IDX files "
+                "<root>/MNIST/raw/{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz] (torchvision layout)",
+            ),
+            "fashion_mnist": DatasetSpec(
+                "fashion_mnist",
+                10,
+                *FASHION_MNIST_STATS,
+                locations=mnist_like_locations("fashion_mnist", "FashionMNIST"),
+                help="<root>/fashion_mnist/{x,y}_{train,test}.npy.xz (shared layout), or the raw IDX files "
+                "<root>/FashionMNIST/raw/{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz] (torchvision layout)",
+            ),
+            "femnist": DatasetSpec(
+                "femnist",
+                62,
+                *MNIST_STATS,
+                locations=femnist_locations,
+                help="<root>/femnist_leaf/{x,y,writer}_{train,test}.npy.xz (LEAF per-writer split, shared layout)",
+            ),
+            "cifar10": DatasetSpec(
+                "cifar10",
+                10,
+                *CIFAR10_STATS,
+                locations=cifar_locations("cifar10", "cifar-10-batches-py", "CIFAR10", _CIFAR10_CHECK),
+                help="<root>/cifar10/{x,y}_{train,test}.npy.xz (shared layout), or the python batches "
+                "<root>/cifar-10-batches-py/ (torchvision layout)",
+            ),
+            "cifar100": DatasetSpec(
+                "cifar100",
+                100,
+                *CIFAR100_STATS,
+                locations=cifar_locations("cifar100", "cifar-100-python", "CIFAR100", _CIFAR100_CHECK),
+                help="<root>/cifar100/{x,y}_{train,test}.npy.xz (shared layout, fine labels), or the python "
+                "batches <root>/cifar-100-python/ (torchvision layout)",
+            ),
+            "svhn": DatasetSpec(
+                "svhn",
+                10,
+                *SVHN_STATS,
+                locations=svhn_locations,
+                help="the cropped-digits files train_32x32.mat and test_32x32.mat in <root>/ or <root>/svhn/",
+            ),
+        },
+        aliases={
+            "fashion-mnist": "fashion_mnist",
+            "fmnist": "fashion_mnist",
+            "cifar-10": "cifar10",
+            "cifar-100": "cifar100",
+        },
+    )
     for split, classes in EMNIST_SPLITS.items():
-        reg.add(f"emnist-{split}", DatasetSpec(
-            f"emnist-{split}", classes, *MNIST_STATS, locations=emnist_locations(split),
-            help=f"<root>/EMNIST/raw/emnist-{split}-{{train,test}}-{{images-idx3,labels-idx1}}-ubyte[.gz] "
-                 "(torchvision layout, as extracted from the EMNIST gzip archive)"))
+        reg.add(
+            f"emnist-{split}",
+            DatasetSpec(
+                f"emnist-{split}",
+                classes,
+                *MNIST_STATS,
+                locations=emnist_locations(split),
+                help=f"<root>/EMNIST/raw/emnist-{split}-{{train,test}}-{{images-idx3,labels-idx1}}-ubyte[.gz] "
+                "(torchvision layout, as extracted from the EMNIST gzip archive)",
+            ),
+        )
     reg.add("emnist", reg[f"emnist-{EMNIST_DEFAULT_SPLIT}"])
     return reg
 
@@ -238,7 +285,7 @@ def _spec(name: str) -> DatasetSpec:
         raise TypeError(f"dataset name must be a string, got {type(name).__name__}")
     key = name.strip().lower()
     if key.startswith("emnist_"):
-        key = "emnist-" + key[len("emnist_"):]
+        key = "emnist-" + key[len("emnist_") :]
     if key not in DATASETS:
         raise UnknownNameError(f"unknown dataset {name!r}; known datasets: {', '.join(dataset_names())}")
     return DATASETS[key]
@@ -276,9 +323,11 @@ def _not_found(spec: DatasetSpec, split: str, tried: list[tuple[Path, list[Locat
         note = "" if root.is_dir() else "  (directory does not exist)"
         lines.append(f"  {root}{note}")
         lines += [f"    - {loc.describe()}" for loc in locations]
-    lines.append(f"To provide it, put {spec.help}; then pass root=<root> or set {_ENV_DATA}=<root>. "
-                 f"Roots are searched in this order: the root argument, ${_ENV_DATA}, "
-                 f"<project>/../shared/data, <cwd>/../shared/data.")
+    lines.append(
+        f"To provide it, put {spec.help}; then pass root=<root> or set {_ENV_DATA}=<root>. "
+        f"Roots are searched in this order: the root argument, ${_ENV_DATA}, "
+        f"<project>/../shared/data, <cwd>/../shared/data."
+    )
     return DatasetNotFoundError("\n".join(lines))
 
 
@@ -307,11 +356,14 @@ def _finish(spec: DatasetSpec, raw: Raw, source: str) -> ArrayDataset:
     if labels.shape[0] != raw.images.shape[0]:
         raise ValueError(f"{source}: {raw.images.shape[0]} images but {labels.shape[0]} labels")
     if labels.size and (labels.min() < 0 or labels.max() >= spec.num_classes):
-        raise ValueError(f"{source}: labels must lie in [0, {spec.num_classes}) for {spec.name}, "
-                         f"found range [{labels.min()}, {labels.max()}]")
+        raise ValueError(
+            f"{source}: labels must lie in [0, {spec.num_classes}) for {spec.name}, "
+            f"found range [{labels.min()}, {labels.max()}]"
+        )
     x = _to_tensor(raw.images, raw.channels_first, spec, source)
-    return ArrayDataset(x=x, y=torch.from_numpy(labels), num_classes=spec.num_classes, name=spec.name,
-                        groups=raw.groups)
+    return ArrayDataset(
+        x=x, y=torch.from_numpy(labels), num_classes=spec.num_classes, name=spec.name, groups=raw.groups
+    )
 
 
 def load_dataset(name: str, split: str = "train", root: str | Path | None = None) -> ArrayDataset:

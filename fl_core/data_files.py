@@ -94,8 +94,9 @@ def read_idx(path: str | Path) -> np.ndarray:
     dtype = np.dtype(_IDX_DTYPES[code])
     expected = header + int(np.prod(dims, dtype=np.int64)) * dtype.itemsize
     if len(data) != expected:
-        raise ValueError(f"{path}: IDX size mismatch: header says {dims} ({expected} bytes), "
-                         f"file has {len(data)} bytes")
+        raise ValueError(
+            f"{path}: IDX size mismatch: header says {dims} ({expected} bytes), file has {len(data)} bytes"
+        )
     arr = np.frombuffer(data, dtype=dtype, offset=header).reshape(dims)
     return arr.astype(dtype.newbyteorder("="), copy=True)
 
@@ -160,6 +161,7 @@ def _shared_reader(with_groups: bool) -> Callable[[list[Path]], Raw]:
         arrays = [_read_npy_xz(p) for p in paths]
         groups = arrays[2].astype(np.int64) if with_groups else None
         return Raw(images=arrays[0], labels=arrays[1], groups=groups)
+
     return read
 
 
@@ -178,6 +180,7 @@ def _idx_reader(transpose: bool, label_offset: int = 0) -> Callable[[list[Path]]
             # EMNIST raw files store every image transposed (column-major); flip back upright.
             images = np.ascontiguousarray(images.transpose(0, 2, 1))
         return Raw(images=images, labels=labels.astype(np.int64) - label_offset)
+
     return read
 
 
@@ -186,8 +189,10 @@ def _svhn_read(paths: list[Path]) -> Raw:
 
     mat = loadmat(paths[0])
     if "X" not in mat or "y" not in mat:
-        raise ValueError(f"{paths[0]}: SVHN .mat file must hold variables 'X' and 'y', found "
-                         f"{sorted(k for k in mat if not k.startswith('__'))}")
+        raise ValueError(
+            f"{paths[0]}: SVHN .mat file must hold variables 'X' and 'y', found "
+            f"{sorted(k for k in mat if not k.startswith('__'))}"
+        )
     x, y = np.asarray(mat["X"]), np.asarray(mat["y"]).reshape(-1).astype(np.int64)
     if x.ndim != 4 or x.shape[2] != 3:
         raise ValueError(f"{paths[0]}: SVHN 'X' must be H x W x 3 x N, got shape {x.shape}")
@@ -206,18 +211,26 @@ def _cifar_reader(cls_name: str, split: str) -> Callable[[list[Path]], Raw]:
         except RuntimeError as exc:
             raise RuntimeError(f"torchvision could not read {cls_name} from {paths[0]}: {exc}") from exc
         return Raw(images=np.asarray(ds.data, dtype=np.uint8), labels=np.asarray(ds.targets, dtype=np.int64))
+
     return read
 
 
-def _shared_location(root: Path, folder: str, split: str, extra: Sequence[str] = (),
-                     read: Callable[[list[Path]], Raw] | None = None) -> Location:
+def _shared_location(
+    root: Path, folder: str, split: str, extra: Sequence[str] = (), read: Callable[[list[Path]], Raw] | None = None
+) -> Location:
     keys = [f"x_{split}", f"y_{split}", *(f"{k}_{split}" for k in extra)]
     files = tuple((root / folder / f"{k}.npy.xz",) for k in keys)
     return Location("shared layout", files, read or _shared_reader(with_groups=bool(extra)))
 
 
-def _idx_location(raw_dirs: Sequence[Path], images: str, labels: str, transpose: bool = False,
-                  label_offset: int = 0, fmt: str = "torchvision IDX") -> Location:
+def _idx_location(
+    raw_dirs: Sequence[Path],
+    images: str,
+    labels: str,
+    transpose: bool = False,
+    label_offset: int = 0,
+    fmt: str = "torchvision IDX",
+) -> Location:
     def alternatives(name: str) -> tuple[Path, ...]:
         out: list[Path] = []
         for d in raw_dirs:
@@ -232,9 +245,14 @@ def mnist_like_locations(folder: str, tv_folder: str) -> Callable[[Path, str], l
         prefix = "train" if split == "train" else "t10k"
         return [
             _shared_location(root, folder, split),
-            _idx_location([root / tv_folder / "raw"], f"{prefix}-images-idx3-ubyte",
-                          f"{prefix}-labels-idx1-ubyte", fmt=f"torchvision {tv_folder}"),
+            _idx_location(
+                [root / tv_folder / "raw"],
+                f"{prefix}-images-idx3-ubyte",
+                f"{prefix}-labels-idx1-ubyte",
+                fmt=f"torchvision {tv_folder}",
+            ),
         ]
+
     return locations
 
 
@@ -246,9 +264,17 @@ def emnist_locations(emnist_split: str) -> Callable[[Path, str], list[Location]]
     def locations(root: Path, split: str) -> list[Location]:
         raw = root / "EMNIST" / "raw"
         prefix = f"emnist-{emnist_split}-{split}"
-        return [_idx_location([raw, raw / "gzip"], f"{prefix}-images-idx3-ubyte", f"{prefix}-labels-idx1-ubyte",
-                              transpose=True, label_offset=1 if emnist_split == "letters" else 0,
-                              fmt="torchvision EMNIST")]
+        return [
+            _idx_location(
+                [raw, raw / "gzip"],
+                f"{prefix}-images-idx3-ubyte",
+                f"{prefix}-labels-idx1-ubyte",
+                transpose=True,
+                label_offset=1 if emnist_split == "letters" else 0,
+                fmt="torchvision EMNIST",
+            )
+        ]
+
     return locations
 
 
@@ -258,14 +284,13 @@ def svhn_locations(root: Path, split: str) -> list[Location]:
     return [Location("SVHN .mat", files, _svhn_read)]
 
 
-def cifar_locations(folder: str, tv_folder: str, cls_name: str, check: str
-                     ) -> Callable[[Path, str], list[Location]]:
+def cifar_locations(folder: str, tv_folder: str, cls_name: str, check: str) -> Callable[[Path, str], list[Location]]:
     def locations(root: Path, split: str) -> list[Location]:
         return [
             _shared_location(root, folder, split),
-            Location(f"torchvision {cls_name}", ((root / tv_folder / check[split],),),
-                      _cifar_reader(cls_name, split)),
+            Location(f"torchvision {cls_name}", ((root / tv_folder / check[split],),), _cifar_reader(cls_name, split)),
         ]
+
     return locations
 
 

@@ -17,8 +17,8 @@ from .clients import ClientPool
 from .data import ArrayDataset, load_train_test
 from .models import build_model, flat_params
 from .partition import DirichletScheme, dirichlet_split, group_partition
-from .rng import Streams
 from .projection import ProjectionConfig
+from .rng import Streams
 from .training import LocalTrainer, TrainConfig, apply_threads, evaluate
 from .validation import Validator
 
@@ -96,11 +96,21 @@ class OneShotSetup:
 
     def pool(self, reuse: bool = True) -> ClientPool:
         """The clients, with the server's validator attached for the editors built on them."""
-        return ClientPool(LocalTrainer(self.model_fn, self.w0, self.train, self.streams), self.client_data, reuse=reuse,
-                          validator=self.validator())
+        return ClientPool(
+            LocalTrainer(self.model_fn, self.w0, self.train, self.streams),
+            self.client_data,
+            reuse=reuse,
+            validator=self.validator(),
+        )
 
-    def editor(self, method: str = "fsosa", rho: float | None = 0.5, subset_size: int | None = None,
-               projection: ProjectionConfig | None = None, pool: ClientPool | None = None) -> Editor:
+    def editor(
+        self,
+        method: str = "fsosa",
+        rho: float | None = 0.5,
+        subset_size: int | None = None,
+        projection: ProjectionConfig | None = None,
+        pool: ClientPool | None = None,
+    ) -> Editor:
         """An editor of ``method`` (a name of :data:`fl_core.editors.EDITORS`) over this setup's
         clients: a fixed ratio ``rho`` of the current clients (``P_t = floor(rho M(t))``), or a fixed
         ``subset_size`` P; its subset draws come from this seed's stream for ``method``, the same
@@ -114,8 +124,9 @@ class OneShotSetup:
             rule = FixedRatio(rho)
         else:
             raise ValueError("give rho or subset_size")
-        return build_editor(method, pool or self.pool(), self.streams.numpy("subset", method), rule,
-                            projection or ProjectionConfig())
+        return build_editor(
+            method, pool or self.pool(), self.streams.numpy("subset", method), rule, projection or ProjectionConfig()
+        )
 
     def accuracy(self, weights: torch.Tensor) -> float:
         """Test accuracy of the flat ``weights`` (e.g. an editor's ``model``)."""

@@ -83,8 +83,10 @@ class AttackResult:
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready (NaN as None)."""
-        out = {k: getattr(self, k) for k in ("attack", "accuracy", "precision", "auc", "n_members", "n_nonmembers",
-                                              "threshold")}
+        out = {
+            k: getattr(self, k)
+            for k in ("attack", "accuracy", "precision", "auc", "n_members", "n_nonmembers", "threshold")
+        }
         out["extra"] = dict(self.extra)
         return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in out.items()}
 
@@ -104,7 +106,9 @@ class Outputs:
 
 
 @torch.no_grad()
-def model_outputs(model: nn.Module, weights: torch.Tensor | None, data: ArrayDataset, batch_size: int = 1000) -> Outputs:
+def model_outputs(
+    model: nn.Module, weights: torch.Tensor | None, data: ArrayDataset, batch_size: int = 1000
+) -> Outputs:
     """Per-sample loss and softmax of ``model`` with ``weights`` (None: as it is) on ``data``."""
     if weights is not None:
         load_flat(model, weights)
@@ -200,15 +204,31 @@ def threshold_attack(
     accuracy, precision = _accuracy_precision(ev_m >= t, ev_n >= t)
     auc = auc_score(member_scores, nonmember_scores)
     n1, n0 = len(member_scores), len(nonmember_scores)
-    return AttackResult(name, accuracy, precision, auc, n1, n0, threshold=t,
-                        extra={"calibration": [hm, hn], "evaluation": [len(ev_m), len(ev_n)],
-                               "predicted_members": int((ev_m >= t).sum() + (ev_n >= t).sum()),
-                               "auc_null_se": auc_null_se(n1, n0)})
+    return AttackResult(
+        name,
+        accuracy,
+        precision,
+        auc,
+        n1,
+        n0,
+        threshold=t,
+        extra={
+            "calibration": [hm, hn],
+            "evaluation": [len(ev_m), len(ev_n)],
+            "predicted_members": int((ev_m >= t).sum() + (ev_n >= t).sum()),
+            "auc_null_se": auc_null_se(n1, n0),
+        },
+    )
 
 
 def loss_threshold_attack(
-    model: nn.Module, weights: torch.Tensor | None, members: ArrayDataset, nonmembers: ArrayDataset,
-    *, seed: int = 0, balance: bool = True,
+    model: nn.Module,
+    weights: torch.Tensor | None,
+    members: ArrayDataset,
+    nonmembers: ArrayDataset,
+    *,
+    seed: int = 0,
+    balance: bool = True,
 ) -> AttackResult:
     """Loss-threshold attack: "member iff cross-entropy <= t" (score = -loss).
 
@@ -221,8 +241,13 @@ def loss_threshold_attack(
 
 
 def confidence_threshold_attack(
-    model: nn.Module, weights: torch.Tensor | None, members: ArrayDataset, nonmembers: ArrayDataset,
-    *, seed: int = 0, balance: bool = True,
+    model: nn.Module,
+    weights: torch.Tensor | None,
+    members: ArrayDataset,
+    nonmembers: ArrayDataset,
+    *,
+    seed: int = 0,
+    balance: bool = True,
 ) -> AttackResult:
     """Confidence-threshold attack: "member iff the largest softmax probability >= t" (no label)."""
     check_sizes(len(members), len(nonmembers))
@@ -254,30 +279,54 @@ class ShadowAttacker:
     epochs: int
 
     def attack(
-        self, model: nn.Module, weights: torch.Tensor | None, members: ArrayDataset, nonmembers: ArrayDataset,
-        *, seed: int = 0, balance: bool = True,
+        self,
+        model: nn.Module,
+        weights: torch.Tensor | None,
+        members: ArrayDataset,
+        nonmembers: ArrayDataset,
+        *,
+        seed: int = 0,
+        balance: bool = True,
     ) -> AttackResult:
         """Apply the classifier to the target's outputs on members and non-members."""
         check_sizes(len(members), len(nonmembers), need=1)
         if balance:
-            im, inn = _balance(len(members), len(nonmembers),
-                               Streams(seed).numpy(PURPOSE, "balance", AttackKind.SHADOW.value))
+            im, inn = _balance(
+                len(members), len(nonmembers), Streams(seed).numpy(PURPOSE, "balance", AttackKind.SHADOW.value)
+            )
             members, nonmembers = members.subset(im), nonmembers.subset(inn)
         pm = self.classifier.predict_proba(attack_features(model_outputs(model, weights, members)))[:, 1]
         pn = self.classifier.predict_proba(attack_features(model_outputs(model, weights, nonmembers)))[:, 1]
         accuracy, precision = _accuracy_precision(pm >= 0.5, pn >= 0.5)
         predicted = int((pm >= 0.5).sum() + (pn >= 0.5).sum())
         return AttackResult(
-            AttackKind.SHADOW.value, accuracy, precision, auc_score(pm, pn), len(pm), len(pn), threshold=0.5,
-            extra={"num_shadows": self.num_shadows, "shadow_size": self.shadow_size, "shadow_epochs": self.epochs,
-                   "shadow_fit_accuracy": self.shadow_train_accuracy, "predicted_members": predicted,
-                   "auc_null_se": auc_null_se(len(pm), len(pn))},
+            AttackKind.SHADOW.value,
+            accuracy,
+            precision,
+            auc_score(pm, pn),
+            len(pm),
+            len(pn),
+            threshold=0.5,
+            extra={
+                "num_shadows": self.num_shadows,
+                "shadow_size": self.shadow_size,
+                "shadow_epochs": self.epochs,
+                "shadow_fit_accuracy": self.shadow_train_accuracy,
+                "predicted_members": predicted,
+                "auc_null_se": auc_null_se(len(pm), len(pn)),
+            },
         )
 
 
 def train_shadow_attacker(
-    model_fn: Callable[[], nn.Module], pool: ArrayDataset, train: TrainConfig, *, num_shadows: int = 4,
-    shadow_size: int | None = None, epochs: int | None = None, seed: int = 0,
+    model_fn: Callable[[], nn.Module],
+    pool: ArrayDataset,
+    train: TrainConfig,
+    *,
+    num_shadows: int = 4,
+    shadow_size: int | None = None,
+    epochs: int | None = None,
+    seed: int = 0,
 ) -> ShadowAttacker:
     """Train ``num_shadows`` shadow models on the attacker's ``pool`` and fit the attack classifier.
 
@@ -316,9 +365,18 @@ def train_shadow_attacker(
 
 
 def shadow_model_attack(
-    model: nn.Module, weights: torch.Tensor | None, members: ArrayDataset, nonmembers: ArrayDataset,
-    shadow_pool: ArrayDataset, train: TrainConfig, *, model_fn: Callable[[], nn.Module] | None = None,
-    num_shadows: int = 4, shadow_size: int | None = None, epochs: int | None = None, seed: int = 0,
+    model: nn.Module,
+    weights: torch.Tensor | None,
+    members: ArrayDataset,
+    nonmembers: ArrayDataset,
+    shadow_pool: ArrayDataset,
+    train: TrainConfig,
+    *,
+    model_fn: Callable[[], nn.Module] | None = None,
+    num_shadows: int = 4,
+    shadow_size: int | None = None,
+    epochs: int | None = None,
+    seed: int = 0,
     balance: bool = True,
 ) -> AttackResult:
     """Shadow-model attack in one call (train the attacker on ``shadow_pool``, then attack).
@@ -326,8 +384,15 @@ def shadow_model_attack(
     ``shadow_pool`` must be disjoint from the target's training data and from ``nonmembers``.
     ``model_fn`` builds a fresh model of the target's architecture (default: a deep copy of
     ``model``, re-initialised by its layers' ``reset_parameters``)."""
-    attacker = train_shadow_attacker(model_fn or _copier(model), shadow_pool, train, num_shadows=num_shadows,
-                                     shadow_size=shadow_size, epochs=epochs, seed=seed)
+    attacker = train_shadow_attacker(
+        model_fn or _copier(model),
+        shadow_pool,
+        train,
+        num_shadows=num_shadows,
+        shadow_size=shadow_size,
+        epochs=epochs,
+        seed=seed,
+    )
     return attacker.attack(model, weights, members, nonmembers, seed=seed, balance=balance)
 
 

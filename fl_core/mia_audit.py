@@ -60,7 +60,10 @@ class AuditSets:
 
 
 def audit_sets(
-    members: ArrayDataset, unseen: ArrayDataset, rng: np.random.Generator, max_samples: int | None = None,
+    members: ArrayDataset,
+    unseen: ArrayDataset,
+    rng: np.random.Generator,
+    max_samples: int | None = None,
     match_labels: bool = True,
 ) -> AuditSets:
     """Equally many members and non-members (from ``unseen``); the unused unseen samples as ``rest``.
@@ -105,8 +108,13 @@ class AuditReport:
         return [{"model": name, **r.as_dict()} for name, rs in self.results.items() for r in rs]
 
     def as_dict(self) -> dict[str, Any]:
-        return {"n_members": self.n_members, "n_nonmembers": self.n_nonmembers, "shadow_pool": self.shadow_pool,
-                "notes": list(self.notes), "results": self.rows()}
+        return {
+            "n_members": self.n_members,
+            "n_nonmembers": self.n_nonmembers,
+            "shadow_pool": self.shadow_pool,
+            "notes": list(self.notes),
+            "results": self.rows(),
+        }
 
     def table(self) -> str:
         """A plain-text table (percentages)."""
@@ -114,16 +122,23 @@ class AuditReport:
         for row in self.rows():
             prec = "-" if row["precision"] is None else f"{100 * row['precision']:.2f}"
             se = row["extra"].get("auc_null_se")
-            lines.append(f"{row['model']:<12} {row['attack']:<11} {100 * row['accuracy']:>6.2f} {prec:>7} "
-                         f"{100 * row['auc']:>6.2f} {'' if se is None else f'{200 * se:.2f}':>6} "
-                         f"{row['n_members']:>6}")
+            lines.append(
+                f"{row['model']:<12} {row['attack']:<11} {100 * row['accuracy']:>6.2f} {prec:>7} "
+                f"{100 * row['auc']:>6.2f} {'' if se is None else f'{200 * se:.2f}':>6} "
+                f"{row['n_members']:>6}"
+            )
         return "\n".join(lines + [f"note: {n}" for n in self.notes])
 
 
 def audit(
-    model_fn: Callable[[], nn.Module], models: Mapping[str, torch.Tensor], members: ArrayDataset,
-    unseen: ArrayDataset, train: TrainConfig, config: AuditConfig = AuditConfig(),
-    shadow_data: ArrayDataset | None = None, attacker: ShadowAttacker | None = None,
+    model_fn: Callable[[], nn.Module],
+    models: Mapping[str, torch.Tensor],
+    members: ArrayDataset,
+    unseen: ArrayDataset,
+    train: TrainConfig,
+    config: AuditConfig = AuditConfig(),
+    shadow_data: ArrayDataset | None = None,
+    attacker: ShadowAttacker | None = None,
 ) -> AuditReport:
     """Run the configured attacks against every model in ``models`` (name -> flat weights).
 
@@ -140,21 +155,34 @@ def audit(
     max_samples = config.max_samples
     if wants_shadows and shadow_data is None and len(unseen) // 2 < (max_samples or len(unseen)):
         max_samples = len(unseen) // 2  # keep half of the unseen data for the shadow models
-        notes.append(f"non-members limited to {max_samples}, half of the {len(unseen)} unseen samples: the other "
-                     f"half is the shadow models' pool")
+        notes.append(
+            f"non-members limited to {max_samples}, half of the {len(unseen)} unseen samples: the other "
+            f"half is the shadow models' pool"
+        )
     sets = audit_sets(members, unseen, streams.numpy(PURPOSE, "sets"), max_samples, config.match_labels)
     pool = sets.rest if shadow_data is None else concat([sets.rest, shadow_data])
     if wants_shadows:
         if len(pool) >= config.min_shadow_pool:
             size = config.shadow_size or len(sets.members)
-            attacker = train_shadow_attacker(model_fn, pool, train, num_shadows=config.num_shadows,
-                                             shadow_size=size, epochs=config.shadow_epochs, seed=config.seed)
+            attacker = train_shadow_attacker(
+                model_fn,
+                pool,
+                train,
+                num_shadows=config.num_shadows,
+                shadow_size=size,
+                epochs=config.shadow_epochs,
+                seed=config.seed,
+            )
             if attacker.shadow_size < size:
-                notes.append(f"shadow models trained on {attacker.shadow_size} samples each (the pool of "
-                             f"{len(pool)} unseen samples allows no more), fewer than the {size} asked")
+                notes.append(
+                    f"shadow models trained on {attacker.shadow_size} samples each (the pool of "
+                    f"{len(pool)} unseen samples allows no more), fewer than the {size} asked"
+                )
         else:
-            notes.append(f"shadow attack skipped: only {len(pool)} unseen samples are left for shadow models "
-                         f"(need {config.min_shadow_pool})")
+            notes.append(
+                f"shadow attack skipped: only {len(pool)} unseen samples are left for shadow models "
+                f"(need {config.min_shadow_pool})"
+            )
     model = model_fn()
     results: dict[str, list[AttackResult]] = {}
     for name, weights in models.items():
@@ -175,5 +203,6 @@ def concat(parts: Sequence[ArrayDataset]) -> ArrayDataset:
     parts = [p for p in parts if len(p)]
     if not parts:
         raise ValueError("nothing to concatenate")
-    return ArrayDataset(torch.cat([p.x for p in parts]), torch.cat([p.y for p in parts]), parts[0].num_classes,
-                        parts[0].name)
+    return ArrayDataset(
+        torch.cat([p.x for p in parts]), torch.cat([p.y for p in parts]), parts[0].num_classes, parts[0].name
+    )

@@ -46,9 +46,7 @@ class TwoLayerCNN(nn.Module):
 class MLP(nn.Module):
     """Flatten - hidden layers with ReLU - classes, no bias."""
 
-    def __init__(
-        self, input_shape: tuple[int, int, int], num_classes: int, hidden: tuple[int, ...] = (32,)
-    ) -> None:
+    def __init__(self, input_shape: tuple[int, int, int], num_classes: int, hidden: tuple[int, ...] = (32,)) -> None:
         super().__init__()
         dims = [int(torch.tensor(input_shape).prod()), *hidden, num_classes]
         self.layers = nn.ModuleList(nn.Linear(a, b, bias=False) for a, b in zip(dims, dims[1:]))
@@ -111,11 +109,14 @@ class ResNet18GN(nn.Module):
 
 ModelFactory = Callable[[tuple[int, int, int], int], nn.Module]
 
-MODELS: Registry[ModelFactory] = Registry("model", {
-    "cnn": TwoLayerCNN,
-    "mlp": MLP,
-    "resnet18": ResNet18GN,
-})
+MODELS: Registry[ModelFactory] = Registry(
+    "model",
+    {
+        "cnn": TwoLayerCNN,
+        "mlp": MLP,
+        "resnet18": ResNet18GN,
+    },
+)
 
 
 def build_model(name: str, input_shape: tuple[int, int, int], num_classes: int, **kwargs) -> nn.Module:

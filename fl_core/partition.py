@@ -15,8 +15,16 @@ from enum import Enum
 
 import numpy as np
 
-__all__ = ["DIRICHLET_MAX_ATTEMPTS", "DirichletScheme", "DirichletSplit", "PartitionWarning", "dirichlet_partition",
-           "dirichlet_split", "group_partition", "iid_partition"]
+__all__ = [
+    "DIRICHLET_MAX_ATTEMPTS",
+    "DirichletScheme",
+    "DirichletSplit",
+    "PartitionWarning",
+    "dirichlet_partition",
+    "dirichlet_split",
+    "group_partition",
+    "iid_partition",
+]
 
 
 class PartitionWarning(UserWarning):
@@ -38,14 +46,16 @@ class DirichletScheme(str, Enum):
     PER_CLASS = "per_class"
     PER_CLIENT = "per_client"
 
+
 # Dirichlet draws tried before the deterministic repair step (see dirichlet_partition).
 DIRICHLET_MAX_ATTEMPTS = 100
 
 
 def _check_rng(rng: object) -> None:
     if not isinstance(rng, np.random.Generator):
-        raise TypeError(f"rng must be a numpy.random.Generator (e.g. np.random.default_rng(seed)), "
-                        f"got {type(rng).__name__}")
+        raise TypeError(
+            f"rng must be a numpy.random.Generator (e.g. np.random.default_rng(seed)), got {type(rng).__name__}"
+        )
 
 
 def _check_int(value: object, name: str, minimum: int) -> int:
@@ -73,8 +83,9 @@ def _split_counts(n_c: int, p: np.ndarray) -> np.ndarray:
     return np.diff(np.concatenate(([0], cuts, [n_c])))
 
 
-def _class_counts(class_sizes: np.ndarray, num_clients: int, alpha: float,
-                  rng: np.random.Generator, scheme: DirichletScheme) -> np.ndarray:
+def _class_counts(
+    class_sizes: np.ndarray, num_clients: int, alpha: float, rng: np.random.Generator, scheme: DirichletScheme
+) -> np.ndarray:
     """One Dirichlet draw: how many samples of each class (rows) go to each client (columns)."""
     counts = np.empty((class_sizes.shape[0], num_clients), dtype=np.int64)
     if scheme is DirichletScheme.PER_CLIENT:
@@ -103,17 +114,27 @@ class DirichletSplit:
         return {"attempts": self.attempts, "samples_moved": self.moved}
 
 
-def dirichlet_partition(labels: np.ndarray, num_clients: int, alpha: float, rng: np.random.Generator,
-                        min_size: int = 1,
-                        scheme: DirichletScheme | str = DirichletScheme.PER_CLASS) -> list[np.ndarray]:
+def dirichlet_partition(
+    labels: np.ndarray,
+    num_clients: int,
+    alpha: float,
+    rng: np.random.Generator,
+    min_size: int = 1,
+    scheme: DirichletScheme | str = DirichletScheme.PER_CLASS,
+) -> list[np.ndarray]:
     """The parts of :func:`dirichlet_split` (which see); a :class:`PartitionWarning` says when the
     split needed its repair step."""
     return dirichlet_split(labels, num_clients, alpha, rng, min_size, scheme).parts
 
 
-def dirichlet_split(labels: np.ndarray, num_clients: int, alpha: float, rng: np.random.Generator,
-                    min_size: int = 1,
-                    scheme: DirichletScheme | str = DirichletScheme.PER_CLASS) -> DirichletSplit:
+def dirichlet_split(
+    labels: np.ndarray,
+    num_clients: int,
+    alpha: float,
+    rng: np.random.Generator,
+    min_size: int = 1,
+    scheme: DirichletScheme | str = DirichletScheme.PER_CLASS,
+) -> DirichletSplit:
     """Label-skew split: for every class, client shares drawn from Dir(alpha, ..., alpha)
     (``scheme="per_class"``), or for every client a class mix drawn from Dir(alpha) with each
     class shared in proportion to the clients' weights for it (``scheme="per_client"``).
@@ -143,8 +164,9 @@ def dirichlet_split(labels: np.ndarray, num_clients: int, alpha: float, rng: np.
     scheme = DirichletScheme(scheme)
     n = labels.shape[0]
     if num_clients * min_size > n:
-        raise ValueError(f"cannot give each of num_clients={num_clients} clients min_size={min_size} "
-                         f"samples: only {n} labels")
+        raise ValueError(
+            f"cannot give each of num_clients={num_clients} clients min_size={min_size} samples: only {n} labels"
+        )
 
     classes = np.unique(labels)
     by_class = [rng.permutation(np.flatnonzero(labels == c)) for c in classes]
@@ -165,7 +187,7 @@ def dirichlet_split(labels: np.ndarray, num_clients: int, alpha: float, rng: np.
     for c, idx in enumerate(by_class):
         bounds = np.concatenate(([0], np.cumsum(best[c])))
         for k in range(num_clients):
-            clients[k].extend(idx[bounds[k]:bounds[k + 1]].tolist())
+            clients[k].extend(idx[bounds[k] : bounds[k + 1]].tolist())
 
     sizes = np.array([len(c) for c in clients], dtype=np.int64)
     moved = 0
@@ -176,10 +198,14 @@ def dirichlet_split(labels: np.ndarray, num_clients: int, alpha: float, rng: np.
         sizes[donor] -= 1
         moved += 1
     if moved:
-        warnings.warn(f"Dirichlet split (alpha {alpha}, {num_clients} clients, {scheme.value}): none of "
-                      f"{attempts} draws gave every client at least {min_size} sample(s); {moved} sample(s) were "
-                      "moved from the largest clients to the short ones, so the label skew is not exactly "
-                      "Dir(alpha)", PartitionWarning, stacklevel=2)
+        warnings.warn(
+            f"Dirichlet split (alpha {alpha}, {num_clients} clients, {scheme.value}): none of "
+            f"{attempts} draws gave every client at least {min_size} sample(s); {moved} sample(s) were "
+            "moved from the largest clients to the short ones, so the label skew is not exactly "
+            "Dir(alpha)",
+            PartitionWarning,
+            stacklevel=2,
+        )
     return DirichletSplit([np.sort(np.asarray(c, dtype=np.int64)) for c in clients], attempts, moved)
 
 
@@ -197,8 +223,10 @@ def group_partition(groups: np.ndarray, num_clients: int, rng: np.random.Generat
     _check_rng(rng)
     unique, inverse = np.unique(groups, return_inverse=True)
     if unique.shape[0] < num_clients:
-        raise ValueError(f"groups has {unique.shape[0]} distinct groups, fewer than num_clients={num_clients}; "
-                         "a group is never split, so every client needs at least one")
+        raise ValueError(
+            f"groups has {unique.shape[0]} distinct groups, fewer than num_clients={num_clients}; "
+            "a group is never split, so every client needs at least one"
+        )
     order = rng.permutation(unique.shape[0])
     client_of_group = np.empty(unique.shape[0], dtype=np.int64)
     for k, part in enumerate(np.array_split(order, num_clients)):

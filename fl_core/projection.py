@@ -57,130 +57,26 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from dataclasses import asdict, dataclass, field
-from enum import Enum
+from dataclasses import dataclass
 from typing import Callable
 
 import torch
 
 from .cg import conjugate_gradient
 from .devices import resolve_device
-from .fisher.base import Preconditioner
-from .stats import SufficientStatistics, Weighting
-
-
-class ProjectionMethod(str, Enum):
-    AUTO = "auto"
-    CLOSED_FORM = "closed_form"
-    CG_F = "cg_f"
-    CG_F2 = "cg_f2"
-    ADAM = "adam"
-
-
-class SolveWarning(UserWarning):
-    """A projection solve stopped before reaching its tolerance."""
-
-
-#: Bumped whenever a change here makes a CG solve take a different host time per product (the
-#: calibration's ``solve_s_per_unit``); part of the calibration key of every setup that solves by CG
-#: (``vmc_sim.calibration``), so a machine's cached costs are measured anew. 2: the float32 phase
-#: runs in the preconditioner's eigenbasis.
-SOLVER_VERSION = 2
-
-#: Float32 products carry ~1e-7 relative error per product; CG on them stops at this residual at
-#: the latest and the float64 finish takes the rest.
-FAST_TOL = 1e-6
-
-#: Candidate relative dampings tried when a validator is given: the weighted mean (inf) down to
-#: 1e-3. Below 1e-3 the K-FAC merge of the two-layer CNN never won on MNIST and its solves take
-#: several hundred iterations.
-DEFAULT_DAMPINGS = (math.inf, 1.0, 0.1, 0.01, 0.001)
-
-Score = tuple[float, float]  # (accuracy, loss) on the server's validation set
-Scorer = Callable[[torch.Tensor], Score]
-
-
-@dataclass(frozen=True)
-class ProjectionConfig:
-    method: ProjectionMethod = ProjectionMethod.AUTO
-    tol: float = 1e-6  # relative residual of the CG system (per block)
-    max_iter: int = 1000  # per CG solve and block (a cold K=50 K-FAC block at damping 1 needs 300-600); Adam: steps
-    curvature_floor: float = 1e-12  # closed form without damping: relative to the largest entry
-    damping: float = 1e-4  # fixed relative damping when no validator selects one (0 = undamped)
-    dampings: tuple[float, ...] = DEFAULT_DAMPINGS  # candidates selected on the validation set
-    precondition: bool = True  # cg_f with damping > 0: the block preconditioner where available
-    preconditioner: Preconditioner = Preconditioner.KRONECKER  # which one (fl_core.fisher.base.Preconditioner)
-    warm_start: bool = True  # without selection, edits start CG from the previous solution
-    weighting: Weighting = Weighting.SAMPLES  # members' aggregation weight (fl_core.stats)
-    fast_products: bool = True  # float32 K-FAC products, finished in float64
-    adam_lr: float = 1e-3
-    check_every: int = 100  # adam: validation checks
-    iterates: tuple[int, ...] = ()  # CG iterates selected on the validation set (early stopping); empty: dampings
-    device: str = "cpu"  # where a block solve's float32 products run: cpu, cuda, or auto (the GPU when present)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "method", ProjectionMethod(self.method))
-        object.__setattr__(self, "weighting", Weighting(self.weighting))
-        try:
-            object.__setattr__(self, "preconditioner", Preconditioner(self.preconditioner))
-        except ValueError:
-            raise ValueError(f"projection.preconditioner must be one of {[p.value for p in Preconditioner]}, "
-                             f"got {self.preconditioner!r}") from None
-        object.__setattr__(self, "dampings", tuple(sorted((float(d) for d in self.dampings), reverse=True)))
-        if any(int(t) != t or t < 1 for t in self.iterates):
-            raise ValueError(f"projection.iterates must be positive iteration counts, got {self.iterates}")
-        object.__setattr__(self, "iterates", tuple(sorted({int(t) for t in self.iterates})))
-        if self.iterates and self.method in (ProjectionMethod.ADAM, ProjectionMethod.CLOSED_FORM):
-            raise ValueError(f"projection.iterates selects CG iterates: it needs method cg_f, cg_f2 or auto, "
-                             f"not {self.method.value}")
-        try:
-            resolve_device(self.device)
-        except (RuntimeError, TypeError):
-            raise ValueError(f"projection.device must be cpu, cuda (or cuda:N) or auto, got {self.device!r}") from None
-        if not self.tol > 0:
-            raise ValueError(f"projection.tol must be > 0, got {self.tol}")
-        if self.damping < 0 or math.isnan(self.damping):
-            raise ValueError(f"projection.damping must be >= 0, got {self.damping}")
-        if not self.dampings or any(d < 0 or math.isnan(d) for d in self.dampings):
-            raise ValueError(f"projection.dampings must be a non-empty list of values >= 0, got {self.dampings}")
-        if self.max_iter < 1:
-            raise ValueError(f"projection.max_iter must be >= 1, got {self.max_iter}")
-        if not self.adam_lr > 0:
-            raise ValueError(f"projection.adam_lr must be > 0, got {self.adam_lr}")
-        if self.check_every < 1:
-            raise ValueError(f"projection.check_every must be >= 1, got {self.check_every}")
-
-
-#: Stop reasons of a solve that ended above its tolerance.
-STOPPED_SHORT = ("max_iter", "stalled")
-
-
-@dataclass
-class SolveInfo:
-    method: str
-    iterations: int = 0  # of the chosen solve (largest over blocks); Adam: the kept step
-    residual: float = 0.0  # true relative residual of the chosen solve
-    constraint_residual: float = 0.0
-    converged: bool = True
-    stop_reason: str = "converged"  # converged | max_iter | stalled | validation
-    seconds: float = 0.0
-    damping: float | None = None  # the relative damping used (selected or fixed)
-    products: int = 0  # operator products over every solve (block products count their share)
-    validation: Score | None = None  # (accuracy, loss) of the chosen model, when scored
-    candidates: list[dict] = field(default_factory=list)  # every damping tried, when selecting
-    floored: int = 0  # closed form at damping 0: coordinates left at the mean (curvature under the floor)
-
-    def as_dict(self) -> dict:
-        """JSON-ready (the weighted mean's infinite damping is written ``"mean"``)."""
-        d = asdict(self)
-        d["damping"] = _damping_label(d["damping"])
-        for c in d["candidates"]:
-            c["damping"] = _damping_label(c["damping"])
-        return d
-
-
-def _damping_label(damping: float | None) -> float | str | None:
-    return "mean" if damping is not None and math.isinf(damping) else damping
+from .projection_config import (
+    DEFAULT_DAMPINGS,
+    FAST_TOL,
+    SOLVER_VERSION,
+    STOPPED_SHORT,
+    ProjectionConfig,
+    ProjectionMethod,
+    Score,
+    Scorer,
+    SolveInfo,
+    SolveWarning,
+)
+from .stats import SufficientStatistics
 
 
 @dataclass
@@ -203,8 +99,9 @@ def _norm(v: torch.Tensor) -> float:
     return float(torch.linalg.vector_norm(v))
 
 
-def _solve_cg_f(stats: SufficientStatistics, r: torch.Tensor, lam: float, config: ProjectionConfig,
-                x0: torch.Tensor | None) -> _Solve:
+def _solve_cg_f(
+    stats: SufficientStatistics, r: torch.Tensor, lam: float, config: ProjectionConfig, x0: torch.Tensor | None
+) -> _Solve:
     """``(F + lam I) x = r`` block by block (fast products, then a float64 finish)."""
     fsum = stats.fisher_sum
     x = torch.zeros_like(r) if x0 is None else x0.clone()
@@ -217,8 +114,11 @@ def _solve_cg_f(stats: SufficientStatistics, r: torch.Tensor, lam: float, config
             continue
         precondition = config.precondition and lam > 0
         pre = fsum.block_preconditioner(b, lam, config.preconditioner) if precondition else None
-        rotated = (fsum.block_rotated(b, lam, config.preconditioner, resolve_device(config.device))
-                   if precondition and config.fast_products else None)
+        rotated = (
+            fsum.block_rotated(b, lam, config.preconditioner, resolve_device(config.device))
+            if precondition and config.fast_products
+            else None
+        )
         share = (sl.stop - sl.start) / stats.dim
 
         def op(v: torch.Tensor, fast: bool, b=b) -> torch.Tensor:
@@ -226,16 +126,21 @@ def _solve_cg_f(stats: SufficientStatistics, r: torch.Tensor, lam: float, config
             return out.add_(v, alpha=lam) if lam else out
 
         xb, it_total = x[sl], 0
-        for fast in ((True, False) if config.fast_products else (False,)):
+        for fast in (True, False) if config.fast_products else (False,):
             budget = config.max_iter - it_total
             if budget <= 0:
                 break
             start = xb if (x0 is not None or it_total) else None
             tol = max(config.tol, FAST_TOL) if fast else config.tol
             if fast and rotated is not None:  # the same PCG in the preconditioner's eigenbasis
-                yb, it, _ = conjugate_gradient(lambda y: rotated.matvec(y).add_(y, alpha=lam), rotated.rotate(rb),
-                                               tol, budget, lambda y: y / rotated.denom,
-                                               None if start is None else rotated.rotate(start))
+                yb, it, _ = conjugate_gradient(
+                    lambda y: rotated.matvec(y).add_(y, alpha=lam),
+                    rotated.rotate(rb),
+                    tol,
+                    budget,
+                    lambda y: y / rotated.denom,
+                    None if start is None else rotated.rotate(start),
+                )
                 xb = rotated.unrotate(yb)
             else:
                 xb, it, _ = conjugate_gradient(lambda v: op(v, fast), rb, tol, budget, pre, start)
@@ -278,8 +183,9 @@ def _solve_cg_f2(stats: SufficientStatistics, r: torch.Tensor, lam: float, confi
     return _Solve(0.5 * op(dual), it, res, 2 * it + 1, reason)
 
 
-def _closed_form(stats: SufficientStatistics, wbar: torch.Tensor, lam: float,
-                 config: ProjectionConfig) -> tuple[torch.Tensor, int]:
+def _closed_form(
+    stats: SufficientStatistics, wbar: torch.Tensor, lam: float, config: ProjectionConfig
+) -> tuple[torch.Tensor, int]:
     """The diagonal solution and how many coordinates were left at the mean (undamped, curvature
     at most ``curvature_floor`` times the largest: their constraint cannot be met)."""
     diag = stats.fisher_sum.diagonal()
@@ -299,8 +205,14 @@ def _better(a: Score, b: Score | None) -> bool:
     return b is None or a[0] > b[0] or (a[0] == b[0] and a[1] < b[1])
 
 
-def _select_iterate(stats: SufficientStatistics, wbar: torch.Tensor, method: ProjectionMethod,
-                    config: ProjectionConfig, scorer: Scorer, info: SolveInfo) -> torch.Tensor:
+def _select_iterate(
+    stats: SufficientStatistics,
+    wbar: torch.Tensor,
+    method: ProjectionMethod,
+    config: ProjectionConfig,
+    scorer: Scorer,
+    info: SolveInfo,
+) -> torch.Tensor:
     """Early stopping as the regulariser: one CG solve from zero at the fixed damping, the
     iterates of ``config.iterates`` and ``Wbar`` (iteration 0) scored, the best kept."""
     fsum = stats.fisher_sum
@@ -322,15 +234,24 @@ def _select_iterate(stats: SufficientStatistics, wbar: torch.Tensor, method: Pro
     def visit(t: int, y: torch.Tensor) -> None:
         w = wbar if t == 0 else wbar - correction(y)
         score = scorer(w.float())
-        info.candidates.append({"damping": config.damping, "iteration": t, "stop_reason": "validation",
-                                "residual": None, "val_accuracy": score[0], "val_loss": score[1]})
+        info.candidates.append(
+            {
+                "damping": config.damping,
+                "iteration": t,
+                "stop_reason": "validation",
+                "residual": None,
+                "val_accuracy": score[0],
+                "val_loss": score[1],
+            }
+        )
         if _better(score, best.get("score")):
             best.update(score=score, w=w, t=t, y=None if t == 0 else y.clone())
 
     visit(0, torch.zeros_like(r))
     checks = set(config.iterates)
-    y, last, _ = conjugate_gradient(system, rhs, config.tol, max(checks),
-                                    callback=lambda t, x: visit(t, x) if t in checks else None)
+    y, last, _ = conjugate_gradient(
+        system, rhs, config.tol, max(checks), callback=lambda t, x: visit(t, x) if t in checks else None
+    )
     if 0 < last < max(checks) and last not in checks:  # converged (or hit the null space) before the last check
         visit(last, y)
     rnorm = _norm(rhs)
@@ -341,8 +262,9 @@ def _select_iterate(stats: SufficientStatistics, wbar: torch.Tensor, method: Pro
     return best["w"]
 
 
-def _adam(stats: SufficientStatistics, wbar: torch.Tensor, config: ProjectionConfig, scorer: Scorer | None,
-          info: SolveInfo) -> torch.Tensor:
+def _adam(
+    stats: SufficientStatistics, wbar: torch.Tensor, config: ProjectionConfig, scorer: Scorer | None, info: SolveInfo
+) -> torch.Tensor:
     """FedFisher's server step: Adam on the Fisher-weighted objective, best validated iterate."""
     fsum, scale = stats.fisher_sum, 1.0 / stats.total_weight
     w = wbar.clone()
@@ -353,7 +275,7 @@ def _adam(stats: SufficientStatistics, wbar: torch.Tensor, config: ProjectionCon
         g = (fsum.matvec(w) - stats.b) * scale
         m.mul_(beta1).add_(g, alpha=1 - beta1)
         v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
-        step = (m / (1 - beta1 ** t)) / ((v / (1 - beta2 ** t)).sqrt_().add_(eps))
+        step = (m / (1 - beta1**t)) / ((v / (1 - beta2**t)).sqrt_().add_(eps))
         w.add_(step, alpha=-config.adam_lr)
         if scorer and (t % config.check_every == 0 or t == config.max_iter):
             s = scorer(w)
@@ -391,9 +313,11 @@ def project(
         w = _adam(stats, wbar, config, scorer, info)
     elif config.iterates:
         if method not in (ProjectionMethod.CG_F, ProjectionMethod.CG_F2) or scorer is None:
-            raise ValueError(f"projection.iterates selects CG iterates on a validation set: it needs method cg_f or "
-                             f"cg_f2 (this merge resolves to {method.value}) and a validation set"
-                             + ("" if scorer is not None else " (none was given)"))
+            raise ValueError(
+                f"projection.iterates selects CG iterates on a validation set: it needs method cg_f or "
+                f"cg_f2 (this merge resolves to {method.value}) and a validation set"
+                + ("" if scorer is not None else " (none was given)")
+            )
         w = _select_iterate(stats, wbar, method, config, scorer, info)
     else:
         selecting = scorer is not None and len(config.dampings) > 1
@@ -410,11 +334,21 @@ def project(
                 (w, floored), solve = _closed_form(stats, wbar, lam, config), None
             else:
                 if method is ProjectionMethod.CG_F:
-                    x0 = previous if selecting else (
-                        warm if (warm is not None and lam > 0 and config.warm_start and warm.shape == r.shape) else None)
+                    x0 = (
+                        previous
+                        if selecting
+                        else (
+                            warm
+                            if (warm is not None and lam > 0 and config.warm_start and warm.shape == r.shape)
+                            else None
+                        )
+                    )
                     solve = _solve_cg_f(stats, r, lam, config, x0)
-                    info.method = "cg_f" + ("+warm" if x0 is not None and not selecting else "") + (
-                        "+pcg" if solve.preconditioned else "")
+                    info.method = (
+                        "cg_f"
+                        + ("+warm" if x0 is not None and not selecting else "")
+                        + ("+pcg" if solve.preconditioned else "")
+                    )
                 else:
                     solve = _solve_cg_f2(stats, r, lam, config)
                 previous = solve.x
@@ -422,12 +356,16 @@ def project(
                 w = wbar - solve.x
             score = scorer(w.float()) if scorer is not None else None
             if selecting:
-                info.candidates.append({
-                    "damping": damping, "iterations": solve.iterations if solve else 0,
-                    "residual": solve.residual if solve else 0.0,
-                    "stop_reason": solve.stop_reason if solve else "closed_form",
-                    "val_accuracy": score[0], "val_loss": score[1],
-                })
+                info.candidates.append(
+                    {
+                        "damping": damping,
+                        "iterations": solve.iterations if solve else 0,
+                        "residual": solve.residual if solve else 0.0,
+                        "stop_reason": solve.stop_reason if solve else "closed_form",
+                        "val_accuracy": score[0],
+                        "val_loss": score[1],
+                    }
+                )
             if not selecting or _better(score, best[0]):
                 best = (score, w, damping, solve, floored)
         info.validation, w, info.damping, solve, info.floored = best
@@ -439,7 +377,8 @@ def project(
         if not info.candidates and info.stop_reason != "converged":
             _warn(method, info.damping, info.residual, info.iterations, config.tol)
     info.converged = info.stop_reason in ("converged", "validation") and not any(
-        c["stop_reason"] in STOPPED_SHORT for c in info.candidates)
+        c["stop_reason"] in STOPPED_SHORT for c in info.candidates
+    )
     bnorm = _norm(stats.b)
     info.constraint_residual = _norm(fsum.matvec(w) - stats.b) / bnorm if bnorm else 0.0
     info.seconds = time.perf_counter() - t0
@@ -449,4 +388,22 @@ def project(
 def _warn(method: ProjectionMethod, damping: float, residual: float, iterations: int, tol: float) -> None:
     warnings.warn(
         f"projection {method.value} (damping {damping:g}) stopped at relative residual {residual:.2e} "
-        f"after {iterations} iterations, above its tolerance {tol:.0e}", SolveWarning, stacklevel=3)
+        f"after {iterations} iterations, above its tolerance {tol:.0e}",
+        SolveWarning,
+        stacklevel=3,
+    )
+
+
+__all__ = [
+    "DEFAULT_DAMPINGS",
+    "FAST_TOL",
+    "SOLVER_VERSION",
+    "STOPPED_SHORT",
+    "ProjectionConfig",
+    "ProjectionMethod",
+    "Score",
+    "Scorer",
+    "SolveInfo",
+    "SolveWarning",
+    "project",
+]

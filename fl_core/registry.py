@@ -20,8 +20,13 @@ class UnknownNameError(ValueError):
 class Registry(Generic[T]):
     """Entries of one ``kind`` by name; ``aliases`` map further spellings to a name."""
 
-    def __init__(self, kind: str, entries: Mapping[str, T] | None = None,
-                 aliases: Mapping[str, str] | None = None, plural: str | None = None) -> None:
+    def __init__(
+        self,
+        kind: str,
+        entries: Mapping[str, T] | None = None,
+        aliases: Mapping[str, str] | None = None,
+        plural: str | None = None,
+    ) -> None:
         self.kind, self.plural = kind, plural or f"{kind}s"
         self._entries: dict[str, T] = {}
         self._aliases: dict[str, str] = {}

@@ -72,8 +72,9 @@ class SufficientStatistics:
         for c in joined:
             c.validate(self.dim)
             if (self.fisher_sum is None) != (c.fisher is None):
-                raise InvalidContributionError(f"client {c.client!r}: Fisher upload does not match the method",
-                                               client=c.client)
+                raise InvalidContributionError(
+                    f"client {c.client!r}: Fisher upload does not match the method", client=c.client
+                )
             if c.client in self.fingerprints and c.client not in leaving:
                 raise InvalidContributionError(f"client {c.client!r} is already a member of the subset")
 

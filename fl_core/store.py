@@ -98,13 +98,14 @@ class ContributionStore:
             raise CorruptFileError(f"{path}: contribution of client {client!r} is unreadable ({e})") from None
         meta = entry["meta"]
         if meta["fingerprint"] != self.fingerprint or meta["client"] != repr(client):
-            self.recomputed[repr(client)] = (f"{path.name} was computed for another "
-                                             + ("configuration" if meta["fingerprint"] != self.fingerprint else "client"))
+            self.recomputed[repr(client)] = f"{path.name} was computed for another " + (
+                "configuration" if meta["fingerprint"] != self.fingerprint else "client"
+            )
             return None
         return self._build(client, tensors, meta)
 
     def _build(self, client: Hashable, tensors: dict, meta: dict) -> Contribution:
-        fisher_t = {k[len("fisher."):]: v for k, v in tensors.items() if k.startswith("fisher.")}
+        fisher_t = {k[len("fisher.") :]: v for k, v in tensors.items() if k.startswith("fisher.")}
         fisher = None
         if self.fisher is FisherKind.DIAGONAL:
             fisher = DiagonalFisher.from_tensors(fisher_t)
@@ -112,15 +113,28 @@ class ContributionStore:
             fisher = FullFisher.from_tensors(fisher_t)
         elif self.fisher is FisherKind.KFAC:
             fisher = KFACFisher.from_tensors(fisher_t, KFACFisher(self.specs, []))
-        return Contribution(client, tensors["weights"], fisher, meta["num_samples"], meta["compute_s"],
-                            meta["train_s"], meta["fisher_s"])
+        return Contribution(
+            client,
+            tensors["weights"],
+            fisher,
+            meta["num_samples"],
+            meta["compute_s"],
+            meta["train_s"],
+            meta["fisher_s"],
+        )
 
     def put(self, c: Contribution) -> None:
         tensors = {"weights": c.weights}
         if c.fisher is not None:
             tensors.update({f"fisher.{k}": v for k, v in c.fisher.tensors().items()})
-        meta = {"fingerprint": self.fingerprint, "client": repr(c.client), "num_samples": c.num_samples,
-                "compute_s": c.compute_s, "train_s": c.train_s, "fisher_s": c.fisher_s}
+        meta = {
+            "fingerprint": self.fingerprint,
+            "client": repr(c.client),
+            "num_samples": c.num_samples,
+            "compute_s": c.compute_s,
+            "train_s": c.train_s,
+            "fisher_s": c.fisher_s,
+        }
         path = self._path(c.client)
         tensors = {k: v.contiguous() for k, v in tensors.items()}
         if self._held is not None:

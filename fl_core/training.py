@@ -29,7 +29,7 @@ DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.
 
 #: Bumped whenever a change here makes a contribution differ for the same inputs; part of every
 #: contribution cache key (``fl_core.cache``), so a cache never serves another version's output.
-TRAINER_VERSION = 3  # 3: K-FAC factors summed by one matrix product per batch (fisher.kfac._gram)
+TRAINER_VERSION = 3  # 3: K-FAC factors summed by one matrix product per batch (fisher.kfac_factors.gram)
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,9 @@ class TrainConfig:
     augment: Augment = Augment.NONE  # crop_flip: FedFisher's CIFAR recipe (fl_core.augment)
     fisher: FisherKind = FisherKind.KFAC
     fisher_batch: int = 128
-    fisher_labels: FisherLabels = FisherLabels.EXPECTED  # every class at its probability (FedFisher), or one drawn label
+    fisher_labels: FisherLabels = (
+        FisherLabels.EXPECTED
+    )  # every class at its probability (FedFisher), or one drawn label
     upload_dtype: str = "float32"
     fisher_rank: int | None = None  # K-FAC upload: top-r eigenpairs per factor (None: whole factors)
     device: str = "cpu"
@@ -59,7 +61,9 @@ class TrainConfig:
         try:
             object.__setattr__(self, "augment", Augment(self.augment))
         except ValueError:
-            raise ValueError(f"train.augment must be one of {[a.value for a in Augment]}, got {self.augment!r}") from None
+            raise ValueError(
+                f"train.augment must be one of {[a.value for a in Augment]}, got {self.augment!r}"
+            ) from None
         object.__setattr__(self, "fisher_labels", FisherLabels(self.fisher_labels))
         for name in ("epochs", "batch_size", "fisher_batch"):
             if getattr(self, name) < 1:
@@ -91,7 +95,7 @@ def key_settings(config: TrainConfig, exclude: tuple[str, ...] = ()) -> dict:
     if settings.get("augment") is Augment.NONE:
         del settings["augment"]
     if config.fisher is FisherKind.KFAC and DTYPES[config.upload_dtype] in NARROW_RANGE:
-        settings["kfac_float16"] = "balanced"  # factor pairs balanced before the cast (fisher.kfac._balanced)
+        settings["kfac_float16"] = "balanced"  # factor pairs balanced before the cast (fisher.kfac_factors.balanced)
     return settings
 
 
@@ -237,14 +241,23 @@ class LocalTrainer:
             model.to(memory_format=torch.channels_last)  # the layout sgd_epochs trains in
         t1 = time.perf_counter()
         fisher = compute_fisher(
-            self.config.fisher, model, data.x.to(next(model.parameters()).device),
-            self.streams.torch("fisher", client), self.config.fisher_batch, self.config.fisher_labels,
+            self.config.fisher,
+            model,
+            data.x.to(next(model.parameters()).device),
+            self.streams.torch("fisher", client),
+            self.config.fisher_batch,
+            self.config.fisher_labels,
         )
         fisher_s = time.perf_counter() - t1
         dtype = DTYPES[self.config.upload_dtype]
         if fisher is not None:
             fisher = fisher.cast(dtype)
         return Contribution(
-            client, trained.weights.to(dtype), fisher, len(data), compute_s=trained.train_s + fisher_s,
-            train_s=trained.train_s, fisher_s=fisher_s,
+            client,
+            trained.weights.to(dtype),
+            fisher,
+            len(data),
+            compute_s=trained.train_s + fisher_s,
+            train_s=trained.train_s,
+            fisher_s=fisher_s,
         )

@@ -16,8 +16,12 @@ def _city(argv: list[str]) -> int:
     p.add_argument("--demand-scale", type=float, default=CityConfig.demand_scale)
     a = p.parse_args(argv)
     files = build_city(CityConfig(seed=a.seed, demand_scale=a.demand_scale))
-    print(json.dumps({"dir": str(files.directory), "network": files.metadata["network"],
-                      "demand": files.metadata["demand"]}, indent=2))
+    print(
+        json.dumps(
+            {"dir": str(files.directory), "network": files.metadata["network"], "demand": files.metadata["demand"]},
+            indent=2,
+        )
+    )
     return 0
 
 

@@ -141,8 +141,11 @@ def cached_build(
 
 def output_digests(directory: Path) -> dict[str, str]:
     """SHA-256 of every file a build wrote into ``directory`` (its manifest aside), by relative path."""
-    return {p.relative_to(directory).as_posix(): file_sha256(p) for p in sorted(directory.rglob("*"))
-            if p.is_file() and p.name != MANIFEST}
+    return {
+        p.relative_to(directory).as_posix(): file_sha256(p)
+        for p in sorted(directory.rglob("*"))
+        if p.is_file() and p.name != MANIFEST
+    }
 
 
 def damaged(directory: Path, manifest: dict[str, Any]) -> str | None:
@@ -168,5 +171,5 @@ def strip_generated_header(path: str | os.PathLike[str]) -> None:
     if m is None:
         return
     decl = m.group(1) or b""
-    rest = data[m.end():]
+    rest = data[m.end() :]
     p.write_bytes((decl.strip() + b"\n" if decl else b"") + rest)

@@ -66,7 +66,9 @@ class CityConfig:
             raise ValueError(f"city.seed must be an integer in [0, 2^31), got {self.seed!r}")
         diag = math.hypot((self.junctions_x - 1) * self.spacing, (self.junctions_y - 1) * self.spacing)
         if self.min_distance >= diag:
-            raise ValueError(f"city.min_distance ({self.min_distance} m) must be below the grid diagonal ({diag:.0f} m)")
+            raise ValueError(
+                f"city.min_distance ({self.min_distance} m) must be below the grid diagonal ({diag:.0f} m)"
+            )
 
     @property
     def insertion_period(self) -> float:
@@ -119,11 +121,26 @@ def build_city(config: CityConfig | None = None, *, force: bool = False) -> City
 def _build_city_into(cfg: CityConfig, out: Path) -> dict[str, Any]:
     net = out / "city.net.xml"
     args = [
-        str(sumo_binary("netgenerate")), "--grid",
-        "--grid.x-number", str(cfg.junctions_x), "--grid.y-number", str(cfg.junctions_y),
-        "--grid.x-length", repr(float(cfg.spacing)), "--grid.y-length", repr(float(cfg.spacing)),
-        "--default.lanenumber", str(cfg.lanes), "--default.speed", repr(float(cfg.max_speed)),
-        "--seed", str(cfg.seed), "--no-turnarounds", "true", "-o", str(net),
+        str(sumo_binary("netgenerate")),
+        "--grid",
+        "--grid.x-number",
+        str(cfg.junctions_x),
+        "--grid.y-number",
+        str(cfg.junctions_y),
+        "--grid.x-length",
+        repr(float(cfg.spacing)),
+        "--grid.y-length",
+        repr(float(cfg.spacing)),
+        "--default.lanenumber",
+        str(cfg.lanes),
+        "--default.speed",
+        repr(float(cfg.max_speed)),
+        "--seed",
+        str(cfg.seed),
+        "--no-turnarounds",
+        "true",
+        "-o",
+        str(net),
     ]
     if cfg.traffic_lights:
         args += ["--tls.guess", "true"]
@@ -132,11 +149,33 @@ def _build_city_into(cfg: CityConfig, out: Path) -> dict[str, Any]:
     trips = out / "trips.xml"
     run_tool(
         "randomTrips.py",
-        ["-n", net, "-o", trips, "-r", routes, "--seed", cfg.seed, "-b", 0, "-e", repr(float(cfg.duration)),
-         "-p", repr(cfg.insertion_period), "--fringe-factor", repr(float(cfg.fringe_factor)),
-         "--min-distance", repr(float(cfg.min_distance)), "--prefix", "veh", "--validate",
-         "--trip-attributes", 'departLane="best" departSpeed="max"'],
-        what="randomTrips.py (embedded city demand)", cwd=out,
+        [
+            "-n",
+            net,
+            "-o",
+            trips,
+            "-r",
+            routes,
+            "--seed",
+            cfg.seed,
+            "-b",
+            0,
+            "-e",
+            repr(float(cfg.duration)),
+            "-p",
+            repr(cfg.insertion_period),
+            "--fringe-factor",
+            repr(float(cfg.fringe_factor)),
+            "--min-distance",
+            repr(float(cfg.min_distance)),
+            "--prefix",
+            "veh",
+            "--validate",
+            "--trip-attributes",
+            'departLane="best" departSpeed="max"',
+        ],
+        what="randomTrips.py (embedded city demand)",
+        cwd=out,
     )
     trips.unlink(missing_ok=True)
     for p in out.glob("*.alt.xml"):
@@ -153,14 +192,21 @@ def _build_city_into(cfg: CityConfig, out: Path) -> dict[str, Any]:
     )
     vehicles = routes.read_text().count("<vehicle ")
     return {
-        "network": {"kind": "grid", "file": "city.net.xml", "sha256": file_sha256(net),
-                    "size_m": [(cfg.junctions_x - 1) * cfg.spacing, (cfg.junctions_y - 1) * cfg.spacing]},
-        "demand": {"file": "city.rou.xml", "sha256": file_sha256(routes), "vehicles": vehicles,
-                   "insertion_period_s": cfg.insertion_period, "seed": cfg.seed},
+        "network": {
+            "kind": "grid",
+            "file": "city.net.xml",
+            "sha256": file_sha256(net),
+            "size_m": [(cfg.junctions_x - 1) * cfg.spacing, (cfg.junctions_y - 1) * cfg.spacing],
+        },
+        "demand": {
+            "file": "city.rou.xml",
+            "sha256": file_sha256(routes),
+            "vehicles": vehicles,
+            "insertion_period_s": cfg.insertion_period,
+            "seed": cfg.seed,
+        },
     }
 
 
 def _positive(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
-
-

@@ -52,9 +52,13 @@ class MobilityConfig:
         if self.network not in NETWORKS:
             raise ValueError(f"mobility.network must be one of {NETWORKS}, got {self.network!r}")
         if self.network == "lust_clone" and not self.lust_clone:
-            raise ValueError("mobility.lust_clone must name the LuST checkout folder when mobility.network is 'lust_clone'")
+            raise ValueError(
+                "mobility.lust_clone must name the LuST checkout folder when mobility.network is 'lust_clone'"
+            )
         if self.network == "files" and self.sumo.net_file is None and self.sumo.config_file is None:
-            raise ValueError("mobility.sumo.net_file or mobility.sumo.config_file is needed when mobility.network is 'files'")
+            raise ValueError(
+                "mobility.sumo.net_file or mobility.sumo.config_file is needed when mobility.network is 'files'"
+            )
         if isinstance(self.density, bool) or not isinstance(self.density, (int, float)) or not self.density > 0:
             raise ValueError(f"mobility.density must be a positive number, got {self.density!r}")
         for part in (self.city, self.lust, self.sumo, self.rsu, self.coverage):
@@ -65,8 +69,13 @@ class MobilityConfig:
         """Build from plain data (e.g. parsed YAML); unknown keys raise ValueError with their path."""
         if not isinstance(data, dict):
             raise ValueError(f"{path} must be a mapping, got {type(data).__name__}")
-        nested = {"city": CityConfig, "lust": LustConfig, "sumo": SumoConfig, "rsu": RsuConfig,
-                  "coverage": CoverageConfig}
+        nested = {
+            "city": CityConfig,
+            "lust": LustConfig,
+            "sumo": SumoConfig,
+            "rsu": RsuConfig,
+            "coverage": CoverageConfig,
+        }
         known = {f.name for f in dataclasses.fields(cls)}
         values: dict[str, Any] = {}
         for key, value in data.items():
@@ -106,13 +115,18 @@ def resolve_network(cfg: MobilityConfig, *, backend_for_build: str = "libsumo") 
         run = dataclasses.replace(s, net_file=str(files.net_file), route_files=[str(files.route_file)])
         return run, {"network": "city", "city": dataclasses.asdict(cfg.city), "build": files.metadata}
     if cfg.network == "lust":
-        lust = build_lust(cfg.lust, backend=backend_for_build, extra_args=s.extra_args,
-                          time_to_teleport=s.time_to_teleport)
+        lust = build_lust(
+            cfg.lust, backend=backend_for_build, extra_args=s.extra_args, time_to_teleport=s.time_to_teleport
+        )
         run = dataclasses.replace(
-            s, net_file=str(lust.net_file), route_files=[str(p) for p in lust.route_files],
+            s,
+            net_file=str(lust.net_file),
+            route_files=[str(p) for p in lust.route_files],
             additional_files=[str(p) for p in lust.additional_files] + list(s.additional_files),
-            begin=lust.begin if s.begin is None else s.begin, end=lust.end if s.end is None else s.end,
-            extra_args=merge_args(lust.sumo_args, s.extra_args))
+            begin=lust.begin if s.begin is None else s.begin,
+            end=lust.end if s.end is None else s.end,
+            extra_args=merge_args(lust.sumo_args, s.extra_args),
+        )
         return run, {"network": "lust", "lust": dataclasses.asdict(cfg.lust), "build": lust.metadata}
     if cfg.network == "lust_clone":
         clone = lust_clone(os.path.expanduser(str(cfg.lust_clone)))
@@ -135,8 +149,13 @@ def network_file(run: SumoConfig) -> str:
     raise ValueError(f"sumo.config_file {cfg_path} names no net-file")
 
 
-def open_source(cfg: MobilityConfig, *, trace: str | os.PathLike[str] | None = None, overwrite_trace: bool = False,
-                metadata: dict[str, Any] | None = None) -> tuple[SumoSource, list[Rsu]]:
+def open_source(
+    cfg: MobilityConfig,
+    *,
+    trace: str | os.PathLike[str] | None = None,
+    overwrite_trace: bool = False,
+    metadata: dict[str, Any] | None = None,
+) -> tuple[SumoSource, list[Rsu]]:
     """Build the network if needed, place the RSUs and start a :class:`SumoSource` (recording to ``trace``)."""
     run, description = resolve_network(cfg, backend_for_build=cfg.sumo.backend)
     cache_dir = {"city": cfg.city.cache_dir, "lust": cfg.lust.cache_dir}.get(cfg.network)

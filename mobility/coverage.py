@@ -68,15 +68,26 @@ class CoverageConfig:
         if self.membership not in MEMBERSHIPS:
             raise ValueError(f"coverage.membership must be one of {MEMBERSHIPS}, got {self.membership!r}")
         if self.v2v_range is not None:
-            if (isinstance(self.v2v_range, bool) or not isinstance(self.v2v_range, (int, float))
-                    or not math.isfinite(self.v2v_range) or self.v2v_range <= 0):
-                raise ValueError(f"coverage.v2v_range must be a positive number of metres or null, got {self.v2v_range!r}")
+            if (
+                isinstance(self.v2v_range, bool)
+                or not isinstance(self.v2v_range, (int, float))
+                or not math.isfinite(self.v2v_range)
+                or self.v2v_range <= 0
+            ):
+                raise ValueError(
+                    f"coverage.v2v_range must be a positive number of metres or null, got {self.v2v_range!r}"
+                )
         if isinstance(self.v2v_max_hops, bool) or not isinstance(self.v2v_max_hops, int) or self.v2v_max_hops < 1:
             raise ValueError(f"coverage.v2v_max_hops must be a positive integer, got {self.v2v_max_hops!r}")
         if self.state_interval is not None and (
-                isinstance(self.state_interval, bool) or not isinstance(self.state_interval, (int, float))
-                or not math.isfinite(self.state_interval) or self.state_interval <= 0):
-            raise ValueError(f"coverage.state_interval must be a positive number of seconds or null, got {self.state_interval!r}")
+            isinstance(self.state_interval, bool)
+            or not isinstance(self.state_interval, (int, float))
+            or not math.isfinite(self.state_interval)
+            or self.state_interval <= 0
+        ):
+            raise ValueError(
+                f"coverage.state_interval must be a positive number of seconds or null, got {self.state_interval!r}"
+            )
         if isinstance(self.precision, bool) or not isinstance(self.precision, int) or not 0 <= self.precision <= 9:
             raise ValueError(f"coverage.precision must be an integer in [0, 9], got {self.precision!r}")
 
@@ -220,6 +231,7 @@ class CoverageTracker:
     def members(self) -> list[MemberState]:
         """Current members with their states of the last step, sorted by vehicle then RSU."""
         p = self.config.precision
-        return [MemberState(key[0], rid, round(st[0], p), round(st[1], p), round(st[2], p))
-                for key, (rid, st) in sorted(self._members.items())]
-
+        return [
+            MemberState(key[0], rid, round(st[0], p), round(st[1], p), round(st[2], p))
+            for key, (rid, st) in sorted(self._members.items())
+        ]

@@ -44,8 +44,13 @@ class Rsu:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Rsu":
         """Inverse of :meth:`to_dict`."""
-        return cls(id=str(data["id"]), x=float(data["x"]), y=float(data["y"]), radius=float(data["radius"]),
-                   junction=data.get("junction"))
+        return cls(
+            id=str(data["id"]),
+            x=float(data["x"]),
+            y=float(data["y"]),
+            radius=float(data["radius"]),
+            junction=data.get("junction"),
+        )
 
     def distance(self, x: float, y: float) -> float:
         """Euclidean distance (m) from the RSU to a point."""
@@ -85,8 +90,11 @@ class RsuConfig:
             if isinstance(self.count, bool) or not isinstance(self.count, int) or self.count < 1:
                 raise ValueError(f"rsu.count must be a positive integer, got {self.count!r}")
             if self.region is not None:
-                if (not isinstance(self.region, (list, tuple)) or len(self.region) != 4
-                        or not all(_num(v) for v in self.region)):
+                if (
+                    not isinstance(self.region, (list, tuple))
+                    or len(self.region) != 4
+                    or not all(_num(v) for v in self.region)
+                ):
                     raise ValueError(f"rsu.region must be [xmin, ymin, xmax, ymax], got {self.region!r}")
                 xmin, ymin, xmax, ymax = self.region
                 if xmin >= xmax or ymin >= ymax:
@@ -94,11 +102,17 @@ class RsuConfig:
             if not _pos(self.central_fraction) or self.central_fraction > 1:
                 raise ValueError(f"rsu.central_fraction must be in (0, 1], got {self.central_fraction!r}")
         if self.min_spacing is not None and (not _num(self.min_spacing) or self.min_spacing < 0):
-            raise ValueError(f"rsu.min_spacing must be a non-negative number of metres or null, got {self.min_spacing!r}")
+            raise ValueError(
+                f"rsu.min_spacing must be a non-negative number of metres or null, got {self.min_spacing!r}"
+            )
         if self.centrality_samples is not None and (
-                isinstance(self.centrality_samples, bool) or not isinstance(self.centrality_samples, int)
-                or self.centrality_samples < 1):
-            raise ValueError(f"rsu.centrality_samples must be a positive integer or null, got {self.centrality_samples!r}")
+            isinstance(self.centrality_samples, bool)
+            or not isinstance(self.centrality_samples, int)
+            or self.centrality_samples < 1
+        ):
+            raise ValueError(
+                f"rsu.centrality_samples must be a positive integer or null, got {self.centrality_samples!r}"
+            )
         if isinstance(self.seed, bool) or not isinstance(self.seed, int):
             raise ValueError(f"rsu.seed must be an integer, got {self.seed!r}")
         if not isinstance(self.id_prefix, str) or not self.id_prefix:
@@ -172,8 +186,14 @@ def central_region(net_file: str | Path, fraction: float = 0.5) -> tuple[float, 
     return cx - hw, cy - hh, cx + hw, cy + hh
 
 
-def junction_centrality(net_file: str | Path, samples: int | None = 500, seed: int = 42, *,
-                        cache_dir: str | None = None, use_cache: bool = True) -> dict[str, float]:
+def junction_centrality(
+    net_file: str | Path,
+    samples: int | None = 500,
+    seed: int = 42,
+    *,
+    cache_dir: str | None = None,
+    use_cache: bool = True,
+) -> dict[str, float]:
     """Betweenness centrality of every junction on the directed, length-weighted road graph.
 
     With ``samples`` smaller than the number of junctions, networkx's pivot-sampling
@@ -182,7 +202,12 @@ def junction_centrality(net_file: str | Path, samples: int | None = 500, seed: i
     """
     if not use_cache:
         return _compute_centrality(net_file, samples, seed)
-    params = {"net_sha256": file_sha256(net_file), "samples": samples, "seed": seed, "version": 2}  # 2: outputs verified
+    params = {
+        "net_sha256": file_sha256(net_file),
+        "samples": samples,
+        "seed": seed,
+        "version": 2,
+    }  # 2: outputs verified
 
     def _build(out: Path) -> dict[str, Any]:
         (out / "centrality.json").write_text(json.dumps(_compute_centrality(net_file, samples, seed), sort_keys=True))
@@ -223,7 +248,9 @@ def place_rsus(config: RsuConfig, net_file: str | Path | None = None, *, cache_d
             d = _parse_position(p, i, config.radius, config.id_prefix)
             if "junction" in d:
                 if net_file is None:
-                    raise ValueError(f"rsu.positions[{i}] names junction {d['junction']!r}, which needs the network file")
+                    raise ValueError(
+                        f"rsu.positions[{i}] names junction {d['junction']!r}, which needs the network file"
+                    )
                 net = _read_net(str(net_file))
                 if not net.hasNode(d["junction"]):
                     raise ValueError(f"rsu.positions[{i}].junction {d['junction']!r} is not a junction of {net_file}")
@@ -271,7 +298,7 @@ def place_rsus(config: RsuConfig, net_file: str | Path | None = None, *, cache_d
             f"rsu.count={config.count} RSUs do not fit in rsu.region {[round(v, 1) for v in region]} with "
             f"rsu.min_spacing={config.spacing:g} m (only {len(chosen)} of {len(candidates)} junctions could be used)"
         )
-    return [Rsu(id=f"{config.id_prefix}{i}", x=x, y=y, radius=float(config.radius), junction=jid)
-            for i, (jid, x, y) in enumerate(chosen)]
-
-
+    return [
+        Rsu(id=f"{config.id_prefix}{i}", x=x, y=y, radius=float(config.radius), junction=jid)
+        for i, (jid, x, y) in enumerate(chosen)
+    ]

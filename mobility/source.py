@@ -189,8 +189,12 @@ class SumoSource:
             self._ended = True
             exc.events = batch
             if self._writer is not None:
-                self._writer.close("error", time=self.session.time, message=str(exc).splitlines()[0],
-                                   extra={"teleports": self.session.teleports})
+                self._writer.close(
+                    "error",
+                    time=self.session.time,
+                    message=str(exc).splitlines()[0],
+                    extra={"teleports": self.session.teleports},
+                )
             raise
         if self._writer is not None:
             self._writer.flush()

@@ -53,8 +53,21 @@ _libsumo_owner: "SumoSession | None" = None
 
 
 __all__ = [
-    "Backend", "SumoConfig", "SumoSession", "VehicleState", "free_loopback_port", "merge_args", "options_dict",
-    "parse_args", "run_command", "run_tool", "sumo_binary", "sumo_home", "sumo_tool", "sumo_version", "tool_env",
+    "Backend",
+    "SumoConfig",
+    "SumoSession",
+    "VehicleState",
+    "free_loopback_port",
+    "merge_args",
+    "options_dict",
+    "parse_args",
+    "run_command",
+    "run_tool",
+    "sumo_binary",
+    "sumo_home",
+    "sumo_tool",
+    "sumo_version",
+    "tool_env",
 ]
 
 
@@ -197,7 +210,10 @@ class SumoSession:
             with open(self._workdir / "sumo-output.log", "wb") as log:
                 self._proc = subprocess.Popen(
                     [binary, *args, "--remote-port", str(port)],
-                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=tool_env(),
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    env=tool_env(),
                 )
             deadline = _time.monotonic() + self.config.connect_timeout
             while True:
@@ -219,9 +235,7 @@ class SumoSession:
             log_text = self._log_text()
             if "in use" in log_text.lower() and attempt < 2:
                 continue
-            raise SumoError(
-                f"SUMO (traci) exited during start-up with {describe_exit(code)}\n{self._log_tail()}"
-            )
+            raise SumoError(f"SUMO (traci) exited during start-up with {describe_exit(code)}\n{self._log_tail()}")
         raise SumoError("SUMO (traci) could not bind a TraCI port after 3 attempts")
 
     def close(self) -> None:
@@ -297,8 +311,11 @@ class SumoSession:
         if isinstance(exc, OSError):
             return True
         module = type(exc).__module__ or ""
-        return module.startswith("traci") or module.startswith("libsumo") or type(exc).__name__ in (
-            "TraCIException", "FatalTraCIError")
+        return (
+            module.startswith("traci")
+            or module.startswith("libsumo")
+            or type(exc).__name__ in ("TraCIException", "FatalTraCIError")
+        )
 
     def _failure(self, what: str, exc: Exception) -> SumoError:
         fatal = type(exc).__name__ == "FatalTraCIError" or isinstance(exc, OSError)
@@ -332,8 +349,9 @@ class SumoSession:
             return True
         if self._end is not None and self._time >= self._end - 1e-9:
             return True
-        return int(self._call("simulation.getMinExpectedNumber",
-                              lambda: self._api.simulation.getMinExpectedNumber())) <= 0
+        return (
+            int(self._call("simulation.getMinExpectedNumber", lambda: self._api.simulation.getMinExpectedNumber())) <= 0
+        )
 
     def step(self) -> float:
         """Advance SUMO by one step; returns the new simulated time (s)."""
@@ -342,8 +360,12 @@ class SumoSession:
         def _do() -> tuple[float, tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
             api.simulationStep()
             sim = api.simulation
-            return (float(sim.getTime()), tuple(sim.getArrivedIDList()), tuple(sim.getDepartedIDList()),
-                    tuple(sim.getStartingTeleportIDList()))
+            return (
+                float(sim.getTime()),
+                tuple(sim.getArrivedIDList()),
+                tuple(sim.getDepartedIDList()),
+                tuple(sim.getStartingTeleportIDList()),
+            )
 
         self._time, self._arrived, self._departed, self._step_teleports = self._call("simulationStep", _do)
         self._teleports += len(self._step_teleports)
@@ -375,9 +397,11 @@ class SumoSession:
 
     def vehicle_state(self, vehicle: str) -> VehicleState:
         """(x, y, speed) of one vehicle by direct query (for checks, not for per-step loops)."""
+
         def _do() -> VehicleState:
             x, y = self._api.vehicle.getPosition(vehicle)
             return float(x), float(y), float(self._api.vehicle.getSpeed(vehicle))
+
         return self._call(f"vehicle.getPosition({vehicle!r})", _do)
 
     def track_all_vehicles(self) -> None:
@@ -392,6 +416,7 @@ class SumoSession:
         def _do() -> None:
             for vid in ids:
                 self._api.vehicle.subscribe(vid, [tc.VAR_POSITION, tc.VAR_SPEED])
+
         self._call("vehicle.subscribe", _do)
 
     def vehicle_states(self) -> dict[str, VehicleState]:
@@ -399,28 +424,35 @@ class SumoSession:
         if not self._track_all:
             raise SumoError("vehicle_states() needs track_all_vehicles() to be called first")
         from traci import constants as tc
+
         raw = self._call("vehicle.getAllSubscriptionResults", lambda: self._api.vehicle.getAllSubscriptionResults())
         return _states(raw, tc)
 
     def add_poi(self, poi_id: str, x: float, y: float) -> None:
         """Place an invisible point of interest (used as the centre of a context subscription)."""
-        self._call(f"poi.add({poi_id!r})",
-                   lambda: self._api.poi.add(poi_id, float(x), float(y), (255, 0, 0, 255), "vmc-rsu"))
+        self._call(
+            f"poi.add({poi_id!r})", lambda: self._api.poi.add(poi_id, float(x), float(y), (255, 0, 0, 255), "vmc-rsu")
+        )
 
     def subscribe_context(self, poi_id: str, radius: float) -> None:
         """Subscribe position and speed of every vehicle within ``radius`` m of a POI, every step."""
         from traci import constants as tc
+
         self._call(
             f"poi.subscribeContext({poi_id!r})",
-            lambda: self._api.poi.subscribeContext(poi_id, tc.CMD_GET_VEHICLE_VARIABLE, float(radius),
-                                                   [tc.VAR_POSITION, tc.VAR_SPEED]),
+            lambda: self._api.poi.subscribeContext(
+                poi_id, tc.CMD_GET_VEHICLE_VARIABLE, float(radius), [tc.VAR_POSITION, tc.VAR_SPEED]
+            ),
         )
 
     def context_states(self, poi_id: str) -> dict[str, VehicleState]:
         """(x, y, speed) of the vehicles SUMO reports in a POI's context this step."""
         from traci import constants as tc
-        raw = self._call(f"poi.getContextSubscriptionResults({poi_id!r})",
-                         lambda: self._api.poi.getContextSubscriptionResults(poi_id))
+
+        raw = self._call(
+            f"poi.getContextSubscriptionResults({poi_id!r})",
+            lambda: self._api.poi.getContextSubscriptionResults(poi_id),
+        )
         return _states(raw, tc)
 
     @property

@@ -71,7 +71,9 @@ class SumoConfig:
             if self.end <= (self.begin or 0.0):
                 raise ValueError(f"sumo.end ({self.end}) must be after sumo.begin ({self.begin or 0.0})")
         if self.time_to_teleport is not None and not _finite(self.time_to_teleport):
-            raise ValueError(f"sumo.time_to_teleport must be a number of seconds or null, got {self.time_to_teleport!r}")
+            raise ValueError(
+                f"sumo.time_to_teleport must be a number of seconds or null, got {self.time_to_teleport!r}"
+            )
         if not _finite(self.scale) or self.scale <= 0:
             raise ValueError(f"sumo.scale must be a positive number (the demand factor), got {self.scale!r}")
         if not _finite(self.connect_timeout) or self.connect_timeout <= 0:
@@ -105,9 +107,19 @@ class SumoConfig:
         return merge_args(args, self.extra_args)
 
 
-_SHORT_OPTIONS = {"c": "configuration-file", "n": "net-file", "r": "route-files", "a": "additional-files",
-                  "b": "begin", "e": "end", "s": "route-steps", "v": "verbose", "W": "no-warnings", "l": "log",
-                  "t": "duration-log.statistics"}
+_SHORT_OPTIONS = {
+    "c": "configuration-file",
+    "n": "net-file",
+    "r": "route-files",
+    "a": "additional-files",
+    "b": "begin",
+    "e": "end",
+    "s": "route-steps",
+    "v": "verbose",
+    "W": "no-warnings",
+    "l": "log",
+    "t": "duration-log.statistics",
+}
 
 
 def _is_option(token: str) -> bool:
@@ -159,8 +171,10 @@ def merge_args(*arg_lists: Sequence[str]) -> list[str]:
 
 def options_dict(args: Sequence[str]) -> dict[str, str | None]:
     """SUMO arguments as ``{option name: value or None for a bare flag}`` (later ones win)."""
-    return {name: (tokens[1] if len(tokens) > 1 else (tokens[0].split("=", 1)[1] if "=" in tokens[0] else None))
-            for name, tokens in parse_args(args)}
+    return {
+        name: (tokens[1] if len(tokens) > 1 else (tokens[0].split("=", 1)[1] if "=" in tokens[0] else None))
+        for name, tokens in parse_args(args)
+    }
 
 
 def _finite(value: Any) -> bool:

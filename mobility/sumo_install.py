@@ -20,8 +20,9 @@ from typing import Sequence
 from mobility.errors import SumoError
 
 _LOG_TAIL_LINES = 15
-_INSTALL = ("Install the SUMO wheels: pip install 'eclipse-sumo==1.28.*' 'libsumo==1.28.*' 'traci==1.28.*' "
-            "'sumolib==1.28.*'")
+_INSTALL = (
+    "Install the SUMO wheels: pip install 'eclipse-sumo==1.28.*' 'libsumo==1.28.*' 'traci==1.28.*' 'sumolib==1.28.*'"
+)
 
 
 def _environment_kept():
@@ -52,8 +53,10 @@ def sumo_binary(name: str = "sumo") -> Path:
     with _environment_kept():
         found = checkBinary(name)
     if not os.path.isabs(found) or not os.path.isfile(found):  # sumolib falls back to a bare name on PATH
-        raise SumoError(f"SUMO binary {name!r} not found; checked ${name.upper()}_BINARY, $SUMO_HOME/bin "
-                        f"(SUMO_HOME={os.environ.get('SUMO_HOME')!r}) and the eclipse-sumo wheel. {_INSTALL}")
+        raise SumoError(
+            f"SUMO binary {name!r} not found; checked ${name.upper()}_BINARY, $SUMO_HOME/bin "
+            f"(SUMO_HOME={os.environ.get('SUMO_HOME')!r}) and the eclipse-sumo wheel. {_INSTALL}"
+        )
     return Path(found)
 
 
@@ -140,8 +143,9 @@ def run_command(
     return proc
 
 
-def run_tool(script: str, args: Sequence[str], *, what: str, cwd: str | Path | None = None,
-             timeout: float | None = None) -> subprocess.CompletedProcess[str]:
+def run_tool(
+    script: str, args: Sequence[str], *, what: str, cwd: str | Path | None = None, timeout: float | None = None
+) -> subprocess.CompletedProcess[str]:
     """Run a Python script from SUMO's ``tools/`` with this interpreter."""
     return run_command([sys.executable, str(sumo_tool(script)), *map(str, args)], what=what, cwd=cwd, timeout=timeout)
 

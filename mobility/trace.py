@@ -38,14 +38,17 @@ _RECORD_TYPES = ("event", "states", "end")
 class TraceWriter:
     """Appends records to a trace file; the header is written (and flushed) on construction."""
 
-    def __init__(self, path: str | os.PathLike[str], meta: dict[str, Any], *, overwrite: bool = False,
-                 fsync: bool = False) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], meta: dict[str, Any], *, overwrite: bool = False, fsync: bool = False
+    ) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             self._f = open(self.path, "w" if overwrite else "x", encoding="utf-8", newline="\n")
         except FileExistsError:
-            raise FileExistsError(f"trace file {self.path} already exists (pass overwrite=True to replace it)") from None
+            raise FileExistsError(
+                f"trace file {self.path} already exists (pass overwrite=True to replace it)"
+            ) from None
         self._fsync = fsync
         self._last_time = -math.inf
         self._closed = False
@@ -76,8 +79,9 @@ class TraceWriter:
     def write_states(self, time: float, members: Sequence[MemberState]) -> None:
         """Append one sample of the members' states."""
         self._check_time(float(time))
-        self._write({"type": "states", "time": float(time),
-                     "members": [[m.vehicle, m.rsu, m.x, m.y, m.speed] for m in members]})
+        self._write(
+            {"type": "states", "time": float(time), "members": [[m.vehicle, m.rsu, m.x, m.y, m.speed] for m in members]}
+        )
 
     def flush(self) -> None:
         """Push everything written so far to the OS (and to disk with ``fsync=True``)."""
@@ -87,8 +91,13 @@ class TraceWriter:
         if self._fsync:
             os.fsync(self._f.fileno())
 
-    def close(self, status: str = "closed", time: float | None = None, message: str | None = None,
-              extra: dict[str, Any] | None = None) -> None:
+    def close(
+        self,
+        status: str = "closed",
+        time: float | None = None,
+        message: str | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> None:
         """Write the end record and close the file (idempotent)."""
         if self._closed:
             return
@@ -178,7 +187,9 @@ def iter_records(path: str | os.PathLike[str]) -> Iterator[tuple[int, dict[str, 
                 _parse_states(rec, where)
             else:
                 if rec.get("status") not in END_STATUSES:
-                    raise TraceError(f"{where}: end record has status {rec.get('status')!r}, expected one of {END_STATUSES}")
+                    raise TraceError(
+                        f"{where}: end record has status {rec.get('status')!r}, expected one of {END_STATUSES}"
+                    )
                 ended_at = lineno
             yield lineno, rec
 
@@ -189,8 +200,13 @@ def _parse_states(rec: dict[str, Any], where: str) -> list[MemberState]:
         raise TraceError(f"{where}: states record needs a 'members' list")
     out = []
     for i, m in enumerate(members):
-        if (not isinstance(m, list) or len(m) != 5 or not isinstance(m[0], str) or not isinstance(m[1], str)
-                or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in m[2:])):
+        if (
+            not isinstance(m, list)
+            or len(m) != 5
+            or not isinstance(m[0], str)
+            or not isinstance(m[1], str)
+            or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in m[2:])
+        ):
             raise TraceError(f"{where}: states member [{i}] must be [vehicle, rsu, x, y, speed], got {m!r}")
         out.append(MemberState(m[0], m[1], float(m[2]), float(m[3]), float(m[4])))
     return out
@@ -242,8 +258,14 @@ def read_trace(path: str | os.PathLike[str], *, with_states: bool = False) -> Tr
     return Trace(path=p, meta=meta, events=events, end=end, states=states)
 
 
-def write_trace(path: str | os.PathLike[str], events: Sequence[MobilityEvent], meta: dict[str, Any] | None = None,
-                *, end_time: float | None = None, overwrite: bool = False) -> Path:
+def write_trace(
+    path: str | os.PathLike[str],
+    events: Sequence[MobilityEvent],
+    meta: dict[str, Any] | None = None,
+    *,
+    end_time: float | None = None,
+    overwrite: bool = False,
+) -> Path:
     """Write a complete trace from a list of events (e.g. a published request sequence)."""
     for i in range(1, len(events)):
         if events[i].time < events[i - 1].time:

@@ -115,8 +115,12 @@ def trace_key(sumo: SumoConfig, rsus: Sequence[Rsu], coverage: CoverageConfig) -
     """SHA-256 of everything a live source's trace depends on (a scenario's demand factor is
     SUMO's ``scale``, inside ``sumo``)."""
     parts = {
-        "version": TRACE_CACHE_VERSION, "code": code_digest(), "sumo_version": sumo_version(),
-        "sumo": _by_content(sumo), "rsus": [r.to_dict() for r in rsus], "coverage": coverage.to_dict(),
+        "version": TRACE_CACHE_VERSION,
+        "code": code_digest(),
+        "sumo_version": sumo_version(),
+        "sumo": _by_content(sumo),
+        "rsus": [r.to_dict() for r in rsus],
+        "coverage": coverage.to_dict(),
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
 
@@ -159,8 +163,11 @@ class TraceCache:
             self.stats.misses += 1
             return False
         try:
-            ok = (sidecar.read_text().strip() == file_sha256(candidate)
-                  and read_header(candidate).get(KEY_FIELD) == key and complete_through(candidate, needed_end))
+            ok = (
+                sidecar.read_text().strip() == file_sha256(candidate)
+                and read_header(candidate).get(KEY_FIELD) == key
+                and complete_through(candidate, needed_end)
+            )
         except (OSError, TraceError, ValueError):
             ok = False
         if ok:
@@ -237,11 +244,27 @@ class CachedTraceSource(TraceSource):
 class RecordingSumoSource(SumoSource):
     """A live source whose trace goes into ``cache`` under ``key`` once it is closed complete."""
 
-    def __init__(self, sumo: SumoConfig, rsus: Sequence[Rsu], coverage: CoverageConfig | None, *,
-                 cache: TraceCache, key: str, needed_end: float, trace: str | os.PathLike[str],
-                 overwrite_trace: bool = False, metadata: dict[str, Any] | None = None) -> None:
-        super().__init__(sumo, rsus, coverage, trace=trace, overwrite_trace=overwrite_trace,
-                         metadata={**(metadata or {}), KEY_FIELD: key})
+    def __init__(
+        self,
+        sumo: SumoConfig,
+        rsus: Sequence[Rsu],
+        coverage: CoverageConfig | None,
+        *,
+        cache: TraceCache,
+        key: str,
+        needed_end: float,
+        trace: str | os.PathLike[str],
+        overwrite_trace: bool = False,
+        metadata: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(
+            sumo,
+            rsus,
+            coverage,
+            trace=trace,
+            overwrite_trace=overwrite_trace,
+            metadata={**(metadata or {}), KEY_FIELD: key},
+        )
         self._cache, self._key, self._needed_end = cache, key, needed_end
         # rejected: an entry was there but did not verify (it is recorded again, not used)
         self._meta = {**self._meta, "trace_cache": {"key": key, "hit": False, "rejected": cache.stats.rejected > 0}}
@@ -253,5 +276,8 @@ class RecordingSumoSource(SumoSource):
             try:
                 self._cache.store(self._key, path, self._needed_end)
             except OSError as e:  # the run and its own trace are complete; only the cache misses out
-                warnings.warn(f"trace cache {self._cache.root}: could not keep this run's trace ({e}); "
-                              "the run is unaffected, the next run of this traffic steps SUMO again", stacklevel=2)
+                warnings.warn(
+                    f"trace cache {self._cache.root}: could not keep this run's trace ({e}); "
+                    "the run is unaffected, the next run of this traffic steps SUMO again",
+                    stacklevel=2,
+                )

@@ -27,7 +27,7 @@ def test_every_image_is_a_crop_of_its_padded_self_flipped_or_not():
     padded[:, :, 4:36, 4:36] = data.x
     flipped = 0
     for i in range(64):
-        crops = [(padded[i, :, r:r + 32, c:c + 32], f) for r in range(9) for c in range(9) for f in (False, True)]
+        crops = [(padded[i, :, r : r + 32, c : c + 32], f) for r in range(9) for c in range(9) for f in (False, True)]
         hits = [f for crop, f in crops if torch.equal(out[i], crop.flip(-1) if f else crop)]
         assert hits, f"image {i} is no crop of its padded self"
         flipped += hits[0]
@@ -42,8 +42,9 @@ def test_the_border_is_a_black_pixel_in_the_datasets_normalisation():
     assert torch.equal(black_level(unknown), torch.zeros(3))
     out = crop_flip(data.x, torch.Generator().manual_seed(0), black_level(data), padding=4)
     # an image shifted by the largest offset shows at least one row or column of padding
-    border = torch.cat([out[:, :, :1].flatten(2), out[:, :, -1:].flatten(2), out[..., :1].flatten(2),
-                        out[..., -1:].flatten(2)], dim=2)
+    border = torch.cat(
+        [out[:, :, :1].flatten(2), out[:, :, -1:].flatten(2), out[..., :1].flatten(2), out[..., -1:].flatten(2)], dim=2
+    )
     assert bool((border == black_level(data).view(1, 3, 1)).any())
 
 

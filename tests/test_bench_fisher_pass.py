@@ -14,9 +14,24 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_quick_current_version_prints_a_positive_time_per_sample():
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "fisher_pass.py"), "--quick", "--versions", "after",
-         "--kinds", "diagonal", "--labels", "expected", "--samples", "64"],
-        cwd=ROOT, env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            str(ROOT / "bench" / "fisher_pass.py"),
+            "--quick",
+            "--versions",
+            "after",
+            "--kinds",
+            "diagonal",
+            "--labels",
+            "expected",
+            "--samples",
+            "64",
+        ],
+        cwd=ROOT,
+        env=dict(os.environ, OMP_NUM_THREADS="1"),
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     row = re.search(r"^\| diagonal \| expected \| ([0-9.]+) \|$", proc.stdout, re.M)

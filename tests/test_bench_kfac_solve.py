@@ -35,10 +35,17 @@ def _library_residuals(directory: Path, x: torch.Tensor, damping: float) -> tupl
     meta, tensors = _script().load_problem(directory)
     specs = [LayerSpec(**s) for s in meta["specs"]]
     stats = SufficientStatistics(meta["dim"], KFACSum(specs))
-    stats.apply(joined=[
-        Contribution(c, tensors[f"{c}.weights"],
-                     KFACFisher(specs, [(tensors[f"{c}.{s.name}.A"], tensors[f"{c}.{s.name}.G"]) for s in specs]), n)
-        for c, n in zip(meta["clients"], meta["num_samples"])])
+    stats.apply(
+        joined=[
+            Contribution(
+                c,
+                tensors[f"{c}.weights"],
+                KFACFisher(specs, [(tensors[f"{c}.{s.name}.A"], tensors[f"{c}.{s.name}.G"]) for s in specs]),
+                n,
+            )
+            for c, n in zip(meta["clients"], meta["num_samples"])
+        ]
+    )
     fsum = stats.fisher_sum
     lam = damping * fsum.trace() / stats.dim
     r = fsum.matvec(stats.mean()) - stats.b
@@ -51,9 +58,28 @@ def _library_residuals(directory: Path, x: torch.Tensor, damping: float) -> tupl
 def test_quick_current_version(tmp_path: Path) -> None:
     env = dict(os.environ, OMP_NUM_THREADS="1")
     summary_path = tmp_path / "summary.json"
-    subprocess.run([sys.executable, str(SCRIPT), "--quick", "--versions", "after", "--repeats", "1",
-                    "--max-iter", "20", "--workdir", str(tmp_path), "--json", str(summary_path)],
-                   check=True, env=env, cwd=str(ROOT), capture_output=True, text=True)
+    subprocess.run(
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--quick",
+            "--versions",
+            "after",
+            "--repeats",
+            "1",
+            "--max-iter",
+            "20",
+            "--workdir",
+            str(tmp_path),
+            "--json",
+            str(summary_path),
+        ],
+        check=True,
+        env=env,
+        cwd=str(ROOT),
+        capture_output=True,
+        text=True,
+    )
     summary = json.loads(summary_path.read_text())
     (run,) = summary["runs"]
     assert run["version"] == "after" and Path(run["fl_core"]).resolve() == (ROOT / "fl_core").resolve()

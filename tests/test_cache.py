@@ -15,8 +15,9 @@ from fl_core.training import TrainConfig
 
 def _setup(**train) -> OneShotSetup:
     cfg = dict(epochs=1, lr=0.05, batch_size=32, fisher="kfac") | train
-    return OneShotSetup(dataset="digits", num_clients=4, alpha=0.5, model="mlp", seed=3, train=TrainConfig(**cfg),
-                        validation_samples=0)
+    return OneShotSetup(
+        dataset="digits", num_clients=4, alpha=0.5, model="mlp", seed=3, train=TrainConfig(**cfg), validation_samples=0
+    )
 
 
 def _pool(setup: OneShotSetup, cache: ContributionCache):
@@ -27,7 +28,8 @@ def _pool(setup: OneShotSetup, cache: ContributionCache):
 
 def _same(a, b) -> bool:
     return torch.equal(a.weights, b.weights) and all(
-        torch.equal(t, b.fisher.tensors()[k]) for k, t in a.fisher.tensors().items())
+        torch.equal(t, b.fisher.tensors()[k]) for k, t in a.fisher.tensors().items()
+    )
 
 
 def test_a_second_run_trains_nothing_and_gets_identical_contributions(tmp_path):
@@ -115,8 +117,11 @@ def test_runs_that_differ_only_in_the_fisher_share_the_training(tmp_path):
     trained twice, and every contribution equals what training afresh gives."""
     cache = ContributionCache(tmp_path)
     [_pool(_setup(fisher="diagonal"), cache).train(c) for c in range(4)]
-    for variant in (dict(fisher="kfac"), dict(fisher="kfac", upload_dtype="float16"),
-                    dict(fisher="diagonal", fisher_labels="sampled", fisher_batch=7)):
+    for variant in (
+        dict(fisher="kfac"),
+        dict(fisher="kfac", upload_dtype="float16"),
+        dict(fisher="diagonal", fisher_labels="sampled", fisher_batch=7),
+    ):
         pool = _pool(_setup(**variant), ContributionCache(tmp_path))
         shared = [pool.train(c) for c in range(4)]
         assert pool.trainings == 0 and pool.cache.stats.weights_reused == 4, variant
@@ -134,11 +139,24 @@ def test_what_trained_weights_depend_on_is_in_their_key(tmp_path):
     def key(setup, client=0, shard=0):
         return cache.weights_key(setup.pool().trainer, client, setup.client_data[shard])
 
-    same = {key(base), key(_setup(fisher="diagonal")), key(_setup(upload_dtype="float16")),
-            key(_setup(fisher_batch=5)), key(_setup(fisher_labels="sampled")), key(_setup(fisher_rank=3))}
+    same = {
+        key(base),
+        key(_setup(fisher="diagonal")),
+        key(_setup(upload_dtype="float16")),
+        key(_setup(fisher_batch=5)),
+        key(_setup(fisher_labels="sampled")),
+        key(_setup(fisher_rank=3)),
+    }
     assert same == {key(base)}
-    others = {key(_setup(lr=0.01)), key(_setup(momentum=0.0)), key(_setup(epochs=2)), key(_setup(batch_size=16)),
-              key(_setup(augment="crop_flip")), key(base, client=1), key(base, shard=1)}
+    others = {
+        key(_setup(lr=0.01)),
+        key(_setup(momentum=0.0)),
+        key(_setup(epochs=2)),
+        key(_setup(batch_size=16)),
+        key(_setup(augment="crop_flip")),
+        key(base, client=1),
+        key(base, shard=1),
+    }
     assert len(others) == 7 and key(base) not in others
 
 

@@ -32,10 +32,28 @@ def run_case_study(jobs: int, tmp: Path, cache: Path, *extra: str, tag: str = ""
     env = {k: v for k, v in os.environ.items() if k != "VMC_RECALIBRATE"}
     env.update(OMP_NUM_THREADS="1", MPLBACKEND="Agg", VMC_CACHE=str(cache))
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "tools" / "lust_case_study.py"), "--quick", "--datasets", *DATASETS,
-         "--jobs", str(jobs), "--epochs", "2", "--out", str(out), "--runs", str(runs), "--no-contribution-cache",
-         *extra],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+        [
+            sys.executable,
+            str(ROOT / "tools" / "lust_case_study.py"),
+            "--quick",
+            "--datasets",
+            *DATASETS,
+            "--jobs",
+            str(jobs),
+            "--epochs",
+            "2",
+            "--out",
+            str(out),
+            "--runs",
+            str(runs),
+            "--no-contribution-cache",
+            *extra,
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     return out, runs
@@ -81,8 +99,9 @@ def test_a_bad_trace_is_refused_before_anything_runs(tmp_path: Path, capsys, mon
     bad.write_text('{"type": "header", "format": "vmc-sim-mobility-trace", "version": 1, "meta": {}}\n{"type": "ev')
     for trace, says in ((tmp_path / "missing.jsonl", "does not exist"), (bad, "truncated")):
         with pytest.raises(SystemExit) as e:
-            lust_case_study.main(["--quick", "--trace", str(trace), "--runs", str(tmp_path / "runs"),
-                                  "--out", str(tmp_path / "out")])
+            lust_case_study.main(
+                ["--quick", "--trace", str(trace), "--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "out")]
+            )
         assert e.value.code == 2
         err = capsys.readouterr().err
         assert "--trace" in err and says in err and str(trace) in err, err
@@ -98,11 +117,15 @@ def test_costs_pinned_for_one_dataset_are_not_charged_to_another_shape(tmp_path,
     import yaml
 
     import fl_core.data
+
     lust_case_study = load_script("tools/lust_case_study.py")
 
     shapes = {"mnist": ((1, 28, 28), 10), "fashion_mnist": ((1, 28, 28), 10), "cifar10": ((3, 32, 32), 10)}
-    monkeypatch.setattr(fl_core.data, "load_train_test", lambda name, root=None: (
-        SimpleNamespace(input_shape=shapes[name][0], num_classes=shapes[name][1]), None))
+    monkeypatch.setattr(
+        fl_core.data,
+        "load_train_test",
+        lambda name, root=None: (SimpleNamespace(input_shape=shapes[name][0], num_classes=shapes[name][1]), None),
+    )
     costs = {"train_s_per_sample_epoch": 1e-4, "fisher_s_per_sample": 1e-3, "solve_s_per_unit": 1e-3}
     path = tmp_path / "cs.yaml"
     path.write_text(yaml.safe_dump({"federated": {"dataset": "mnist"}, "compute": {"calibration": costs}}))

@@ -157,8 +157,9 @@ def fine_transfer_time(nbytes: float, rate_at) -> float:
 
 @pytest.mark.parametrize(("with_velocity", "update_interval"), [(False, 0.01), (True, 0.1), (True, 0.5)])
 def test_moving_vehicle_slows_down_and_matches_fine_integration(with_velocity, update_interval):
-    cfg = ChannelConfig(**UNCAPPED, path_loss_model="log_distance", path_loss_exponent=3.2,
-                        update_interval=update_interval)
+    cfg = ChannelConfig(
+        **UNCAPPED, path_loss_model="log_distance", path_loss_exponent=3.2, update_interval=update_interval
+    )
     env = simpy.Environment()
     speed, x0, nbytes = 15.0, 40.0, 40_000_000
 
@@ -184,8 +185,11 @@ def test_two_moving_vehicles_share_and_match_fine_integration():
         return (60.0 + 20.0 * env.now, 0.0, 20.0, 0.0)
 
     ch = RsuChannel(cfg, (0, 0))
-    a, b = run(env, ch.transfer(env, "a", 30_000_000, "uplink", pos, lambda v: True),
-               ch.transfer(env, "b", 60_000_000, "uplink", pos, lambda v: True))
+    a, b = run(
+        env,
+        ch.transfer(env, "a", 30_000_000, "uplink", pos, lambda v: True),
+        ch.transfer(env, "b", 60_000_000, "uplink", pos, lambda v: True),
+    )
     ra = lambda t: full_rate(math.hypot(30.0 + 12.0 * t, 5.0), cfg, "uplink")  # noqa: E731
     rb = lambda t: full_rate(60.0 + 20.0 * t, cfg, "uplink")  # noqa: E731
     ta = fine_transfer_time(30_000_000, lambda t: ra(t) / 2)
@@ -242,8 +246,11 @@ def test_not_covered_at_start_and_empty_transfer():
     cfg = ChannelConfig()
     env = simpy.Environment()
     ch = RsuChannel(cfg, (0, 0))
-    out, empty = run(env, ch.transfer(env, "x", 100, "uplink", lambda v: None, lambda v: False),
-                     ch.transfer(env, "y", 0, "uplink", lambda v: (1.0, 1.0), lambda v: True))
+    out, empty = run(
+        env,
+        ch.transfer(env, "x", 100, "uplink", lambda v: None, lambda v: False),
+        ch.transfer(env, "y", 0, "uplink", lambda v: (1.0, 1.0), lambda v: True),
+    )
     assert out.reason == "left_coverage" and out.bytes_sent == 0 and out.duration == 0
     assert empty.ok and empty.duration == 0 and empty.mean_rate_bps == 0.0
 
@@ -263,8 +270,11 @@ def test_broadcast_goes_at_the_worst_receivers_rate():
 
     env2 = simpy.Environment()
     ch2 = RsuChannel(cfg, (0, 0))
-    bc, uni = run(env2, ch2.broadcast(env2, ["a", "b"], 5_000_000, pos, cov),
-                  ch2.transfer(env2, "c", 5_000_000, "downlink", pos, cov))
+    bc, uni = run(
+        env2,
+        ch2.broadcast(env2, ["a", "b"], 5_000_000, pos, cov),
+        ch2.transfer(env2, "c", 5_000_000, "downlink", pos, cov),
+    )
     assert bc.duration == pytest.approx(2 * 8 * 5_000_000 / full_rate(100.0, cfg), rel=1e-12)
 
 
@@ -300,8 +310,9 @@ def test_shadowing_is_seeded_and_off_by_default():
         env = simpy.Environment()
         pos = lambda v: (30.0 + 20.0 * env.now, 0.0)  # noqa: E731
         rng = None if seed is None else np.random.default_rng(seed)
-        return run(env, RsuChannel(c, (0, 0), rng=rng).transfer(env, "v", 20_000_000, "downlink", pos,
-                                                                 lambda v: True))[0].end
+        return run(env, RsuChannel(c, (0, 0), rng=rng).transfer(env, "v", 20_000_000, "downlink", pos, lambda v: True))[
+            0
+        ].end
 
     assert once(3, cfg) == once(3, cfg) != once(4, cfg)
     plain = ChannelConfig(**UNCAPPED, update_interval=0.2)
@@ -311,10 +322,19 @@ def test_shadowing_is_seeded_and_off_by_default():
 @pytest.mark.parametrize(
     ("field", "value"),
     [
-        ("path_loss_model", "okumura"), ("carrier_ghz", 0), ("bandwidth_hz", -1.0), ("duplex", "tdd"),
-        ("rate_cap_bps", 0), ("spectral_efficiency_cap", float("nan")), ("shadowing_sigma_db", -1.0),
-        ("update_interval", 0.0), ("min_distance_m", 0), ("noise_figure_db", float("inf")),
-        ("tx_power_dbm_downlink", "23"), ("path_loss_exponent", True), ("shadowing_decorrelation_m", -5),
+        ("path_loss_model", "okumura"),
+        ("carrier_ghz", 0),
+        ("bandwidth_hz", -1.0),
+        ("duplex", "tdd"),
+        ("rate_cap_bps", 0),
+        ("spectral_efficiency_cap", float("nan")),
+        ("shadowing_sigma_db", -1.0),
+        ("update_interval", 0.0),
+        ("min_distance_m", 0),
+        ("noise_figure_db", float("inf")),
+        ("tx_power_dbm_downlink", "23"),
+        ("path_loss_exponent", True),
+        ("shadowing_decorrelation_m", -5),
     ],
 )
 def test_bad_config_names_the_field(field, value):

@@ -28,17 +28,29 @@ def trace_file(tmp_path, n_initial=6, arrivals=4, departures=3):
         if k < departures:
             events.append(MobilityEvent(t, "leave", f"v{k}", "rsu0", 280.0, 0.0, 10.0))
             t += 5.0
-    meta = {"source": "test", "clock": {"begin": 0.0, "step_length": 1.0},
-            "rsus": [{"id": "rsu0", "x": 0.0, "y": 0.0, "radius": 300.0}], "coverage": {}}
+    meta = {
+        "source": "test",
+        "clock": {"begin": 0.0, "step_length": 1.0},
+        "rsus": [{"id": "rsu0", "x": 0.0, "y": 0.0, "radius": 300.0}],
+        "coverage": {},
+    }
     return write_trace(tmp_path / "trace.jsonl", events, meta, end_time=t + 5.0)
 
 
 def scenario(trace, **over):
     data = {
-        "name": "t", "seed": 3, "duration": 120.0,
+        "name": "t",
+        "seed": 3,
+        "duration": 120.0,
         "mobility": {"source": "trace", "trace": str(trace)},
-        "federated": {"dataset": "digits", "num_clients": 12, "model": "mlp", "rho": 0.5,
-                      "methods": ["fsosa", "retrain"], "train": {"epochs": 2, "lr": 0.05, "fisher": "diagonal"}},
+        "federated": {
+            "dataset": "digits",
+            "num_clients": 12,
+            "model": "mlp",
+            "rho": 0.5,
+            "methods": ["fsosa", "retrain"],
+            "train": {"epochs": 2, "lr": 0.05, "fisher": "diagonal"},
+        },
         "coordinator": {"warmup": 5.0, "min_clients": 4},
         "compute": {"time_model": "device"},
     }
@@ -115,8 +127,9 @@ def test_pinned_calibration_is_charged_exactly(tmp_path):
 def test_transfer_to_a_vehicle_that_left_fails_and_is_recorded(tmp_path):
     # slow device: training takes longer than the vehicles stay, so uploads fail
     trace = trace_file(tmp_path, n_initial=6, arrivals=4, departures=3)
-    sc = scenario(trace, compute={"time_model": "device", "seconds_per_sample_epoch": 0.5},
-                  federated={"methods": ["retrain"]})
+    sc = scenario(
+        trace, compute={"time_model": "device", "seconds_per_sample_epoch": 0.5}, federated={"methods": ["retrain"]}
+    )
     run = run_scenario(sc, out=tmp_path / "r", progress=False, say=lambda s: None)
     rows = list(run.records())
     failed = [f for r in rows for f in r.get("failed", [])]
@@ -126,8 +139,9 @@ def test_transfer_to_a_vehicle_that_left_fails_and_is_recorded(tmp_path):
 
 def test_window_batches_requests(tmp_path):
     trace = trace_file(tmp_path)
-    sc = scenario(trace, coordinator={"warmup": 5.0, "min_clients": 4, "window": 30.0},
-                  federated={"methods": ["fsosa"]})
+    sc = scenario(
+        trace, coordinator={"warmup": 5.0, "min_clients": 4, "window": 30.0}, federated={"methods": ["fsosa"]}
+    )
     run = run_scenario(sc, out=tmp_path / "w", progress=False, say=lambda s: None)
     rows = [r for r in run.records() if r.get("kind") != "fit"]
     assert any(len(r["requests"]) > 1 for r in rows)
@@ -194,7 +208,9 @@ def test_failure_keeps_records_and_resume_matches_uninterrupted(tmp_path, monkey
     # the manifest keeps when and with what the run began, and says what the resume continued
     after = broken.manifest()
     assert after["status"] == "complete"
-    assert {k: after[k] for k in ("created", "versions", "host")} == {k: before[k] for k in ("created", "versions", "host")}
+    assert {k: after[k] for k in ("created", "versions", "host")} == {
+        k: before[k] for k in ("created", "versions", "host")
+    }
     (resume,) = after["resumes"]
     assert sum(resume["after"].values()) == len(kept) and resume["ended"]["status"] == "failed"
     assert "SUMO died" in resume["ended"]["error"] and resume["at"] >= before["created"]
@@ -209,7 +225,9 @@ def test_a_run_recorded_before_fisher_labels_existed_resumes_with_drawn_labels(t
     from vmc_sim.cosim import manifest_scenario
 
     trace = trace_file(tmp_path)
-    sc = scenario(trace, federated={"train": {"epochs": 2, "lr": 0.05, "fisher": "diagonal", "fisher_labels": "sampled"}})
+    sc = scenario(
+        trace, federated={"train": {"epochs": 2, "lr": 0.05, "fisher": "diagonal", "fisher_labels": "sampled"}}
+    )
     full = run_scenario(sc, out=tmp_path / "full", progress=False, say=lambda s: None)
     original = cosim.open_source
     monkeypatch.setattr(cosim, "open_source", lambda *a, **k: (lambda s, r: (DiesAt(s, 60.0), r))(*original(*a, **k)))
@@ -218,7 +236,9 @@ def test_a_run_recorded_before_fisher_labels_existed_resumes_with_drawn_labels(t
     monkeypatch.setattr(cosim, "open_source", original)
     broken_dir = next((tmp_path / "broken").iterdir())
     manifest = json.loads((broken_dir / "manifest.json").read_text())
-    del manifest["config"]["federated"]["train"]["fisher_labels"]  # as a manifest written before the option existed has it
+    del manifest["config"]["federated"]["train"][
+        "fisher_labels"
+    ]  # as a manifest written before the option existed has it
     (broken_dir / "manifest.json").write_text(json.dumps(manifest))
     recorded = manifest_scenario(broken_dir / "manifest.json")
     assert recorded.federated.train.fisher_labels.value == "sampled"
@@ -246,17 +266,28 @@ def emptying_trace(tmp_path):
         events.append(MobilityEvent(t, "join", f"n{k}", "rsu0", 50.0, -30.0, 8.0))
         t += 6.0
     events.append(MobilityEvent(t, "leave", "n0", "rsu0", 280.0, 0.0, 10.0))
-    meta = {"source": "test", "clock": {"begin": 0.0, "step_length": 1.0},
-            "rsus": [{"id": "rsu0", "x": 0.0, "y": 0.0, "radius": 300.0}], "coverage": {}}
+    meta = {
+        "source": "test",
+        "clock": {"begin": 0.0, "step_length": 1.0},
+        "rsus": [{"id": "rsu0", "x": 0.0, "y": 0.0, "radius": 300.0}],
+        "coverage": {},
+    }
     return write_trace(tmp_path / "empty.jsonl", events, meta, end_time=t + 5.0)
 
 
 def test_a_cell_that_empties_suspends_every_model_and_the_run_goes_on(tmp_path):
     trace = emptying_trace(tmp_path)
     methods = ["fsosa", "retrain", "fedfisher", "fedavg", "finetune", "retrain_fedavg"]
-    sc = scenario(trace, duration=200.0, federated={"methods": methods, "strategies": ["fedprox", "pdf"],
-                                                    "rounds": {"rounds": 6, "min_available": 2, "clients_per_round": 3}},
-                  coordinator={"warmup": 5.0, "min_clients": 3})
+    sc = scenario(
+        trace,
+        duration=200.0,
+        federated={
+            "methods": methods,
+            "strategies": ["fedprox", "pdf"],
+            "rounds": {"rounds": 6, "min_available": 2, "clients_per_round": 3},
+        },
+        coordinator={"warmup": 5.0, "min_clients": 3},
+    )
     run = run_scenario(sc, out=tmp_path / "e", progress=False, say=lambda s: None)
     assert run.manifest()["status"] == "complete"
     rows = list(run.records())
@@ -272,10 +303,14 @@ def test_a_cell_that_empties_suspends_every_model_and_the_run_goes_on(tmp_path):
         assert "withdrawn" in suspend["note"]
         refit = next(r for r in mine[s:] if r.get("kind") == "fit")
         assert refit["refit"] and refit["model_epoch"] == 1 and sorted(refit["added"]) == ["n0", "n1", "n2"]
-        assert all(r["kind"] == "suspended" for r in mine[s + 1:mine.index(refit)])
+        assert all(r["kind"] == "suspended" for r in mine[s + 1 : mine.index(refit)])
         last = mine[-1]  # n0 leaves the refitted model (fine-tuning records that it cannot remove)
         assert last["model_epoch"] == 1
-        assert last.get("kind") == "remove" and last["accuracy"] is not None if m != "finetune" else "unsupported" in last["note"]
+        assert (
+            last.get("kind") == "remove" and last["accuracy"] is not None
+            if m != "finetune"
+            else "unsupported" in last["note"]
+        )
     for m in ("fedprox", "pdf"):
         mine = [r for r in rows if r["method"] == m]
         assert [r["kind"] for r in mine].count("suspend") == 1, m
@@ -415,7 +450,9 @@ def test_ctrl_c_records_interrupted_and_the_resume_hint(tmp_path, monkeypatch):
     import vmc_sim.cosim as cosim
 
     original = cosim.open_source
-    monkeypatch.setattr(cosim, "open_source", lambda *a, **k: (lambda s, r: (InterruptedAt(s, 60.0), r))(*original(*a, **k)))
+    monkeypatch.setattr(
+        cosim, "open_source", lambda *a, **k: (lambda s, r: (InterruptedAt(s, 60.0), r))(*original(*a, **k))
+    )
     with pytest.raises(KeyboardInterrupt, match="continue with: vmc run --resume"):
         run_scenario(scenario(trace_file(tmp_path)), out=tmp_path / "i", progress=False, say=lambda s: None)
     manifest = RunDir(next((tmp_path / "i").iterdir())).manifest()
@@ -434,11 +471,14 @@ def test_cli_refuses_missing_and_damaged_inputs_without_creating_anything(tmp_pa
     assert f"{run / 'manifest.json'}: not valid JSON" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("requests,message", [
-    (["-10"], r"requests\[0\] \('-10'\): client 10 is not in the client set"),
-    (["-2", "+3"], r"requests\[1\] \('\+3'\): client 3 is already in the client set"),
-    (["+9", "-3,-3"], r"requests\[1\] \('-3,-3'\): client 3 is listed twice"),
-])
+@pytest.mark.parametrize(
+    "requests,message",
+    [
+        (["-10"], r"requests\[0\] \('-10'\): client 10 is not in the client set"),
+        (["-2", "+3"], r"requests\[1\] \('\+3'\): client 3 is already in the client set"),
+        (["+9", "-3,-3"], r"requests\[1\] \('-3,-3'\): client 3 is listed twice"),
+    ],
+)
 def test_oneshot_requests_are_checked_against_the_client_set_before_anything_runs(tmp_path, requests, message):
     import yaml
 
@@ -454,7 +494,10 @@ def test_a_trace_leave_without_a_join_is_refused_naming_the_line(tmp_path):
     from mobility.errors import TraceError
     from mobility.source import TraceSource
 
-    events = [MobilityEvent(1.0, "join", "v0", "rsu0", 0.0, 0.0, 1.0), MobilityEvent(2.0, "leave", "ghost", "rsu0", 0.0, 0.0, 1.0)]
+    events = [
+        MobilityEvent(1.0, "join", "v0", "rsu0", 0.0, 0.0, 1.0),
+        MobilityEvent(2.0, "leave", "ghost", "rsu0", 0.0, 0.0, 1.0),
+    ]
     path = write_trace(tmp_path / "t.jsonl", events, {"clock": {"begin": 0.0, "step_length": 1.0}}, end_time=3.0)
     with pytest.raises(TraceError, match=r"t.jsonl:3: leave of vehicle 'ghost', which has not joined"):
         TraceSource(path)
@@ -463,8 +506,9 @@ def test_a_trace_leave_without_a_join_is_refused_naming_the_line(tmp_path):
 def test_a_run_whose_coverage_never_fills_says_no_model_was_fitted(tmp_path):
     from vmc_sim.cosim import summarize
 
-    sc = scenario(trace_file(tmp_path), coordinator={"warmup": 5.0, "min_clients": 50},
-                  federated={"strategies": ["fedavg"]})
+    sc = scenario(
+        trace_file(tmp_path), coordinator={"warmup": 5.0, "min_clients": 50}, federated={"strategies": ["fedavg"]}
+    )
     run = run_scenario(sc, out=tmp_path / "n", progress=False, say=lambda s: None)
     assert list(run.records()) == []
     text = summarize(run)
@@ -492,8 +536,9 @@ def test_a_trace_that_ends_before_the_scenario_says_so(tmp_path):
     ended = run.manifest()["summary"]["traffic_ended_early"]
     assert ended["at"] == 88.0 and ended["scenario_end"] == 120.0 and ended["trace_status"] == "finished"
     # a trace that finished normally reads as the live run did (SUMO out of vehicles)
-    assert ("note: traffic ended at 88.0 s, 32.0 s before the scenario's end (120.0 s): no arrival or departure "
-            "after it\n") in summarize(run) + "\n"
+    assert (
+        "note: traffic ended at 88.0 s, 32.0 s before the scenario's end (120.0 s): no arrival or departure after it\n"
+    ) in summarize(run) + "\n"
     full = run_scenario(scenario(trace, duration=80.0), out=tmp_path / "c", progress=False, say=lambda s: None)
     assert "traffic_ended_early" not in full.manifest()["summary"]
     lines = trace.read_text().splitlines()  # a recorder that died: no end record
@@ -525,8 +570,10 @@ def test_the_summary_says_how_many_samples_the_validation_set_really_holds(tmp_p
     run = run_scenario(sc, out=tmp_path / "v", progress=False, say=lambda s: None)
     held = run.manifest()["summary"]["validation_held"]
     assert 0 < held < 500
-    assert f"note: the merges selected their damping on {held} held-out samples (federated.validation_samples asks 500" \
+    assert (
+        f"note: the merges selected their damping on {held} held-out samples (federated.validation_samples asks 500"
         in summarize(run)
+    )
 
 
 def test_a_dirichlet_split_that_needed_its_repair_is_in_the_summary(tmp_path):
@@ -597,7 +644,9 @@ def test_vmc_calibrate_prints_costs_that_pin_a_scenario(tmp_path, monkeypatch, c
     assert cal["source"] == "cached" and cal["load"] == [0.2, 0.2]
     assert {k: cal[k] for k in costs} == costs
 
-    pinned = scenario(trace, federated={"methods": ["fsosa"]}, compute={"time_model": "calibrated", "calibration": costs})
+    pinned = scenario(
+        trace, federated={"methods": ["fsosa"]}, compute={"time_model": "calibrated", "calibration": costs}
+    )
     run_p = run_scenario(pinned, out=tmp_path / "pinned", progress=False, say=lambda s: None)
     assert run_p.manifest()["calibration"]["source"] == "pinned"
     assert sim_records(run_p) == sim_records(run)
@@ -682,7 +731,9 @@ def test_calibrating_a_kfac_setup_times_short_solves(monkeypatch):
         return real(stats, config, *args, **kwargs)
 
     monkeypatch.setattr(projection_module, "project", spy)
-    setup = OneShotSetup("digits", num_clients=10, model="mlp", seed=0, train=TrainConfig(epochs=1, lr=0.05, fisher="kfac"))
+    setup = OneShotSetup(
+        "digits", num_clients=10, model="mlp", seed=0, train=TrainConfig(epochs=1, lr=0.05, fisher="kfac")
+    )
     cal = calibration.measure(setup, ProjectionConfig(method="cg_f", max_iter=1000, damping=1e-8), repeats=1)
     assert seen and all(m == calibration.CALIBRATION_SOLVE_ITER for m in seen)
     assert cal.solve_s_per_unit > 0 and cal.fisher_s_per_sample > 0
@@ -737,9 +788,15 @@ def test_channel_shadowing_runs_and_does_not_depend_on_the_method_order(tmp_path
     passed none, so any such scenario stopped with an internal error); each method's world draws
     the same sequence, so the method order changes no record, and the draws change the transfers."""
     trace = trace_file(tmp_path)
-    runs = [run_scenario(scenario(trace, federated={"methods": methods}, channel={"shadowing_sigma_db": 8.0}),
-                         out=tmp_path / f"o{k}", progress=False, say=lambda s: None)
-            for k, methods in enumerate((["fsosa", "retrain"], ["retrain", "fsosa"]))]
+    runs = [
+        run_scenario(
+            scenario(trace, federated={"methods": methods}, channel={"shadowing_sigma_db": 8.0}),
+            out=tmp_path / f"o{k}",
+            progress=False,
+            say=lambda s: None,
+        )
+        for k, methods in enumerate((["fsosa", "retrain"], ["retrain", "fsosa"]))
+    ]
     first, swapped = (sim_records(r) for r in runs)
     assert first == swapped
     plain = sim_records(run_scenario(scenario(trace), out=tmp_path / "plain", progress=False, say=lambda s: None))

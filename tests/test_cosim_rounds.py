@@ -18,18 +18,29 @@ def trace_file(tmp_path, leave_at=30.0):
     events = [MobilityEvent(float(i), "join", f"v{i}", "rsu0", 20.0 * i, 10.0, 5.0) for i in range(6)]
     events.append(MobilityEvent(leave_at, "leave", "v0", "rsu0", 280.0, 0.0, 10.0))
     events.append(MobilityEvent(leave_at + 5, "join", "n0", "rsu0", 50.0, -30.0, 8.0))
-    meta = {"source": "test", "clock": {"begin": 0.0, "step_length": 1.0},
-            "rsus": [{"id": "rsu0", "x": 0.0, "y": 0.0, "radius": 300.0}], "coverage": {}}
+    meta = {
+        "source": "test",
+        "clock": {"begin": 0.0, "step_length": 1.0},
+        "rsus": [{"id": "rsu0", "x": 0.0, "y": 0.0, "radius": 300.0}],
+        "coverage": {},
+    }
     return write_trace(tmp_path / "trace.jsonl", events, meta, end_time=90.0)
 
 
 def scenario(trace, strategies, compute=None, **rounds):
     data = {
-        "name": "rounds", "seed": 1, "duration": 80.0,
+        "name": "rounds",
+        "seed": 1,
+        "duration": 80.0,
         "mobility": {"source": "trace", "trace": str(trace)},
-        "federated": {"dataset": "digits", "num_clients": 8, "model": "mlp", "methods": [],
-                      "strategies": strategies,
-                      "rounds": {"clients_per_round": 4, "lr": 0.05, "interval": 10.0, **rounds}},
+        "federated": {
+            "dataset": "digits",
+            "num_clients": 8,
+            "model": "mlp",
+            "methods": [],
+            "strategies": strategies,
+            "rounds": {"clients_per_round": 4, "lr": 0.05, "interval": 10.0, **rounds},
+        },
         "coordinator": {"warmup": 5.0, "min_clients": 4},
         "compute": {"time_model": "device", **(compute or {})},
     }
@@ -42,8 +53,9 @@ def rows(run, method):
 
 @pytest.mark.parametrize("name", STRATEGIES.names())
 def test_every_strategy_runs_in_a_short_scenario(tmp_path, name):
-    run = run_scenario(scenario(trace_file(tmp_path), [name], rounds=3), out=tmp_path / "run", progress=False,
-                       say=lambda s: None)
+    run = run_scenario(
+        scenario(trace_file(tmp_path), [name], rounds=3), out=tmp_path / "run", progress=False, say=lambda s: None
+    )
     rs = [r for r in rows(run, name) if r["kind"] == "round"]
     assert len(rs) == 3
     for r in rs:
@@ -86,15 +98,23 @@ def test_pdf_says_when_no_retained_participant_was_in_coverage(tmp_path):
 
     events = [MobilityEvent(float(i), "join", f"v{i}", "rsu0", 20.0 * i, 10.0, 5.0) for i in range(4)]
     events.append(MobilityEvent(30.0, "join", "n0", "rsu0", 50.0, -30.0, 8.0))  # arrives after the only round
-    events += [MobilityEvent(40.0 + 5 * k, "leave", f"v{i}", "rsu0", 280.0, 0.0, 10.0) for k, i in enumerate((1, 2, 3, 0))]
-    meta = {"source": "test", "clock": {"begin": 0.0, "step_length": 1.0},
-            "rsus": [{"id": "rsu0", "x": 0.0, "y": 0.0, "radius": 300.0}], "coverage": {}}
+    events += [
+        MobilityEvent(40.0 + 5 * k, "leave", f"v{i}", "rsu0", 280.0, 0.0, 10.0) for k, i in enumerate((1, 2, 3, 0))
+    ]
+    meta = {
+        "source": "test",
+        "clock": {"begin": 0.0, "step_length": 1.0},
+        "rsus": [{"id": "rsu0", "x": 0.0, "y": 0.0, "radius": 300.0}],
+        "coverage": {},
+    }
     trace = write_trace(tmp_path / "trace.jsonl", events, meta, end_time=90.0)
     data = scenario(trace, ["pdf"], rounds=1, clients_per_round=4, min_available=4).model_dump(mode="json")
     data["coordinator"]["min_clients"] = 1  # keep the model while coverage empties
     sc = load_model(Scenario, None, data)
     run = run_scenario(sc, out=tmp_path / "run", progress=False, say=lambda s: None)
-    un = {r["extra"]["unlearn"]["targets"][0]: r["extra"]["unlearn"] for r in rows(run, "pdf") if r["kind"] == "unlearn"}
+    un = {
+        r["extra"]["unlearn"]["targets"][0]: r["extra"]["unlearn"] for r in rows(run, "pdf") if r["kind"] == "unlearn"
+    }
     assert un["v1"]["retained_in_coverage"] == 3 and "ranked_out_of_coverage" not in un["v1"]
     assert un["v0"]["retained_in_coverage"] == 0 and un["v0"]["ranked_out_of_coverage"] is True
     assert "note: pdf: 1 unlearning request(s) found no retained participant in coverage" in summarize(run)
@@ -110,12 +130,19 @@ def test_bad_strategy_is_refused(tmp_path):
 
 def test_multiround_editors_replay_requests_and_refuse_what_they_cannot_do(tmp_path):
     data = {
-        "name": "editors", "seed": 1, "duration": 80.0,
+        "name": "editors",
+        "seed": 1,
+        "duration": 80.0,
         "mobility": {"source": "trace", "trace": str(trace_file(tmp_path))},
-        "federated": {"dataset": "digits", "num_clients": 8, "model": "mlp", "rho": 0.5,
-                      "methods": ["fsosa", "federaser", "fats", "finetune"],
-                      "train": {"epochs": 2, "lr": 0.05, "fisher": "diagonal"},
-                      "rounds": {"rounds": 3, "clients_per_round": 4, "lr": 0.05}},
+        "federated": {
+            "dataset": "digits",
+            "num_clients": 8,
+            "model": "mlp",
+            "rho": 0.5,
+            "methods": ["fsosa", "federaser", "fats", "finetune"],
+            "train": {"epochs": 2, "lr": 0.05, "fisher": "diagonal"},
+            "rounds": {"rounds": 3, "clients_per_round": 4, "lr": 0.05},
+        },
         "coordinator": {"warmup": 5.0, "min_clients": 4},
     }
     run = run_scenario(load_model(Scenario, None, data), out=tmp_path / "run", progress=False, say=lambda s: None)

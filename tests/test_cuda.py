@@ -62,8 +62,9 @@ def test_a_kfac_solve_on_the_gpu_reaches_the_cpu_solution():
     for rank in (None, 3):
         stats = low_rank_kfac_stats(rank)
         cpu, info_cpu = project(stats, ProjectionConfig(method="cg_f", tol=1e-9, max_iter=5000, damping=1e-4))
-        gpu, info_gpu = project(stats, ProjectionConfig(method="cg_f", tol=1e-9, max_iter=5000, damping=1e-4,
-                                                        device="auto"))
+        gpu, info_gpu = project(
+            stats, ProjectionConfig(method="cg_f", tol=1e-9, max_iter=5000, damping=1e-4, device="auto")
+        )
         assert info_cpu.converged and info_gpu.converged and gpu.device.type == "cpu"
         assert any(key[1].startswith("cuda") for key in stats.fisher_sum._rotated)
         torch.testing.assert_close(gpu, cpu, rtol=1e-5, atol=1e-5 * float(cpu.abs().max()))

@@ -102,8 +102,10 @@ def test_digits_read_without_scikit_learn_equal_its_loader() -> None:
 
 
 def test_loading_digits_does_not_import_scikit_learn(tmp_path: Path) -> None:
-    code = ("import sys; from fl_core.data import load_train_test; load_train_test('digits'); "
-            "print('sklearn' in sys.modules)")
+    code = (
+        "import sys; from fl_core.data import load_train_test; load_train_test('digits'); "
+        "print('sklearn' in sys.modules)"
+    )
     env = {**os.environ, "VMC_CACHE": str(tmp_path / "cache"), "VMC_DATA": str(tmp_path / "data")}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
     assert out.stdout.strip() == "False"
@@ -118,8 +120,20 @@ def test_unknown_name_and_bad_split() -> None:
 
 def test_registry_names() -> None:
     names = data.dataset_names()
-    for n in ("digits", "mnist", "fashion_mnist", "femnist", "cifar10", "cifar100", "svhn", "emnist",
-              "emnist-digits", "emnist-letters", "emnist-balanced", "emnist-byclass"):
+    for n in (
+        "digits",
+        "mnist",
+        "fashion_mnist",
+        "femnist",
+        "cifar10",
+        "cifar100",
+        "svhn",
+        "emnist",
+        "emnist-digits",
+        "emnist-letters",
+        "emnist-balanced",
+        "emnist-byclass",
+    ):
         assert n in names
     assert data.DATASETS["emnist"].name == "emnist-balanced"
     assert data.DATASETS["emnist-byclass"].num_classes == 62
@@ -332,9 +346,13 @@ def test_unwritable_cache_only_warns(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
 
 def test_array_dataset_subset_and_validation() -> None:
-    ds = ArrayDataset(x=torch.arange(5 * 4, dtype=torch.float32).view(5, 1, 2, 2),
-                      y=torch.tensor([0, 1, 2, 1, 0]), num_classes=3, name="toy",
-                      groups=np.array([7, 7, 8, 8, 9]))
+    ds = ArrayDataset(
+        x=torch.arange(5 * 4, dtype=torch.float32).view(5, 1, 2, 2),
+        y=torch.tensor([0, 1, 2, 1, 0]),
+        num_classes=3,
+        name="toy",
+        groups=np.array([7, 7, 8, 8, 9]),
+    )
     assert len(ds) == 5 and ds.input_shape == (1, 2, 2)
     sub = ds.subset(np.array([4, 0]))
     assert sub.y.tolist() == [0, 0] and sub.groups is not None and sub.groups.tolist() == [9, 7]

@@ -15,8 +15,16 @@ from vmc_sim.sweep import SweepSpec, expand, inert_axes
 
 ROOT = Path(__file__).resolve().parents[1]
 CLIP = Path(__file__).parent / "data" / "lust_clip"
-TINY_CITY = {"junctions_x": 4, "junctions_y": 4, "spacing": 200.0, "lanes": 1, "period": 1.0, "duration": 300.0,
-             "min_distance": 300.0, "seed": 5}
+TINY_CITY = {
+    "junctions_x": 4,
+    "junctions_y": 4,
+    "spacing": 200.0,
+    "lanes": 1,
+    "period": 1.0,
+    "duration": 300.0,
+    "min_distance": 300.0,
+    "seed": 5,
+}
 
 
 def scenario(mobility: dict) -> Scenario:
@@ -33,11 +41,20 @@ def test_density_is_a_positive_number():
 def test_density_reaches_the_sumo_arguments_of_every_source(source, monkeypatch, tmp_path):
     import mobility.lust
 
-    monkeypatch.setattr("vmc_sim.cosim.build_city", lambda cfg: type("F", (), {
-        "net_file": tmp_path / "c.net.xml", "route_file": tmp_path / "c.rou.xml"})())
-    monkeypatch.setattr(mobility.lust, "sumo_inputs", lambda spec, **kw: {
-        "net_file": str(tmp_path / "l.net.xml"), "route_files": [str(tmp_path / "l.rou.xml")],
-        "additional_files": [], "extra_args": mobility.lust.run_settings(None, kw["extra_args"])})
+    monkeypatch.setattr(
+        "vmc_sim.cosim.build_city",
+        lambda cfg: type("F", (), {"net_file": tmp_path / "c.net.xml", "route_file": tmp_path / "c.rou.xml"})(),
+    )
+    monkeypatch.setattr(
+        mobility.lust,
+        "sumo_inputs",
+        lambda spec, **kw: {
+            "net_file": str(tmp_path / "l.net.xml"),
+            "route_files": [str(tmp_path / "l.rou.xml")],
+            "additional_files": [],
+            "extra_args": mobility.lust.run_settings(None, kw["extra_args"]),
+        },
+    )
     m = {"source": source, "density": 0.5}
     if source == "files":
         m.update(net_file=str(tmp_path / "n.net.xml"), route_files=[str(tmp_path / "r.rou.xml")])
@@ -53,8 +70,9 @@ def test_the_mobility_layer_density_scales_too(tmp_path):
     pytest.importorskip("sumo")
     from mobility.config import MobilityConfig, resolve_network
 
-    cfg = MobilityConfig.from_dict({"network": "city", "density": 1.5,
-                                    "city": {**TINY_CITY, "cache_dir": str(tmp_path)}})
+    cfg = MobilityConfig.from_dict(
+        {"network": "city", "density": 1.5, "city": {**TINY_CITY, "cache_dir": str(tmp_path)}}
+    )
     run, _ = resolve_network(cfg)
     assert run.scale == 1.5 and options_dict(run.arguments())["scale"] == "1.5"
 
@@ -89,8 +107,15 @@ def test_density_reaches_sumo_for_city_and_files(tmp_path):
 @pytest.mark.sumo
 def test_density_reaches_sumo_for_lust(tmp_path):
     pytest.importorskip("libsumo")
-    lust = {"source_dir": str(CLIP), "begin": 28800, "end": 28920, "warmup": 120, "peak_running": 40,
-            "min_distance": 300, "cache_dir": str(tmp_path)}
+    lust = {
+        "source_dir": str(CLIP),
+        "begin": 28800,
+        "end": 28920,
+        "warmup": 120,
+        "peak_running": 40,
+        "min_distance": 300,
+        "cache_dir": str(tmp_path),
+    }
     cfg, _ = sumo_config(scenario({"source": "lust", "lust": lust, "density": 0.25}), duration=60)
     n, scale = _departed(cfg, 28800)
     assert scale == 0.25 and n > 0
@@ -98,8 +123,15 @@ def test_density_reaches_sumo_for_lust(tmp_path):
 
 
 def test_a_density_sweep_over_lust_expands_to_scale_factors():
-    spec = load_model(SweepSpec, None, {"name": "lust-density", "base": str(ROOT / "scenarios" / "lust_case_study.yaml"),
-                                        "grid": {"density": [0.25, 0.5, 1, 1.5]}})
+    spec = load_model(
+        SweepSpec,
+        None,
+        {
+            "name": "lust-density",
+            "base": str(ROOT / "scenarios" / "lust_case_study.yaml"),
+            "grid": {"density": [0.25, 0.5, 1, 1.5]},
+        },
+    )
     points = expand(spec)
     assert [p.scenario.mobility.density for p in points] == [0.25, 0.5, 1, 1.5]
     assert not inert_axes(spec, points)

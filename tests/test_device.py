@@ -71,10 +71,15 @@ def test_batching_shortens_a_retrain_fit_in_the_cosimulation(tmp_path):
     trace = trace_file(tmp_path)
     compute = {"time_model": "device", "seconds_per_sample_epoch": 0.01}
     fed = {"methods": ["retrain"]}
-    plain = run_scenario(scenario(trace, compute=compute, federated=fed), out=tmp_path / "a",
-                         progress=False, say=lambda s: None)
-    batched = run_scenario(scenario(trace, compute={**compute, "batch_max_jobs": 8, "batch_overlap": 1.0},
-                                    federated=fed), out=tmp_path / "b", progress=False, say=lambda s: None)
+    plain = run_scenario(
+        scenario(trace, compute=compute, federated=fed), out=tmp_path / "a", progress=False, say=lambda s: None
+    )
+    batched = run_scenario(
+        scenario(trace, compute={**compute, "batch_max_jobs": 8, "batch_overlap": 1.0}, federated=fed),
+        out=tmp_path / "b",
+        progress=False,
+        say=lambda s: None,
+    )
     fit_a = next(r for r in plain.records() if r["kind"] == "fit")
     fit_b = next(r for r in batched.records() if r["kind"] == "fit")
     assert fit_b["total_bytes"] == fit_a["total_bytes"] and fit_b["accuracy"] == fit_a["accuracy"]

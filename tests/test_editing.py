@@ -48,8 +48,12 @@ def edit_sequence(editor, rng, first_new=8, steps=10):
 
 @pytest.mark.parametrize(
     "fisher,rule",
-    [("diagonal", FixedSize(3)), ("diagonal", FixedRatio(0.5)), ("kfac", FixedSize(3)),
-     pytest.param("full", FixedRatio(0.4), marks=pytest.mark.slow)],
+    [
+        ("diagonal", FixedSize(3)),
+        ("diagonal", FixedRatio(0.5)),
+        ("kfac", FixedSize(3)),
+        pytest.param("full", FixedRatio(0.4), marks=pytest.mark.slow),
+    ],
 )
 def test_state_after_edits_equals_fresh_fit(tiny, fisher, rule):
     pool = tiny.pool(fisher)
@@ -111,8 +115,11 @@ def test_triggered_edit_trains_only_the_change(tiny):
 
 def snapshot(editor):
     return (
-        set(editor.clients), set(editor.members), editor.model.clone(),
-        editor.stats.weight_sum.clone(), dict(editor.stats.fingerprints),
+        set(editor.clients),
+        set(editor.members),
+        editor.model.clone(),
+        editor.stats.weight_sum.clone(),
+        dict(editor.stats.fingerprints),
     )
 
 
@@ -317,8 +324,9 @@ def test_float16_uploads_halve_the_bytes_and_stay_exact(tiny):
     half = half_pool.train(2)
     assert half.weights.dtype == torch.float16
     assert half.model_bytes < 0.55 * full.model_bytes and half.fisher_bytes < 0.55 * full.fisher_bytes
-    editor = build_editor("fsosa", half_pool, np.random.default_rng(3), FixedSize(3),
-                          ProjectionConfig(tol=1e-9, max_iter=3000))
+    editor = build_editor(
+        "fsosa", half_pool, np.random.default_rng(3), FixedSize(3), ProjectionConfig(tol=1e-9, max_iter=3000)
+    )
     editor.fit(range(8))
     edit_sequence(editor, np.random.default_rng(9))
     assert_same_statistics(editor.stats, fresh_stats(tiny, half_pool, editor.members))
@@ -329,8 +337,9 @@ def test_low_rank_uploads_cost_less_and_stay_exact(tiny):
     low_pool = tiny.pool("kfac", fisher_rank=3)
     low = low_pool.train(2)
     assert low.fisher_bytes < 0.5 * whole.fisher_bytes and low.digest != whole.digest
-    editor = build_editor("fsosa", low_pool, np.random.default_rng(3), FixedSize(3),
-                          ProjectionConfig(tol=1e-9, max_iter=3000))
+    editor = build_editor(
+        "fsosa", low_pool, np.random.default_rng(3), FixedSize(3), ProjectionConfig(tol=1e-9, max_iter=3000)
+    )
     editor.fit(range(8))
     edit_sequence(editor, np.random.default_rng(9))
     fresh_pool = tiny.pool("kfac", fisher_rank=3)
@@ -350,8 +359,12 @@ def test_a_report_as_dict_is_a_json_ready_copy(tiny):
     report.client_compute_s[99] = 0.5
     d = report.as_dict()
     expected = {f.name: getattr(report, f.name) for f in dataclasses.fields(report)}
-    expected = json.loads(json.dumps({**expected, "solve": report.solve.as_dict() if report.solve else None,
-                                      "total_bytes": report.total_bytes}, default=str))
+    expected = json.loads(
+        json.dumps(
+            {**expected, "solve": report.solve.as_dict() if report.solve else None, "total_bytes": report.total_bytes},
+            default=str,
+        )
+    )
     assert json.loads(json.dumps(d, default=str)) == expected
     assert d["transfers"] and isinstance(d["trained"], list)
     d["transfers"][0]["bytes"] = -1

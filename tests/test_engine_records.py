@@ -86,7 +86,11 @@ def shipped_scenarios() -> dict[str, dict[str, Any]]:
         base = sweep["base"]
         if isinstance(base, str):
             continue  # a sweep over a scenario file above
-        data = _lust_to_trace(_shrink(base, 7200.0, 10)) if base["mobility"]["source"] == "lust" else _shrink(base, 240.0, 12)
+        data = (
+            _lust_to_trace(_shrink(base, 7200.0, 10))
+            if base["mobility"]["source"] == "lust"
+            else _shrink(base, 240.0, 12)
+        )
         out[f"sweep-{path.stem}"] = data
     rounds = _shrink(yaml.safe_load((ROOT / "scenarios" / "city.yaml").read_text()), 240.0, 12)
     rounds["name"] = "city-rounds"
@@ -97,7 +101,12 @@ def shipped_scenarios() -> dict[str, dict[str, Any]]:
     slow = _shrink(yaml.safe_load((ROOT / "scenarios" / "city.yaml").read_text()), 240.0, 12)
     slow["name"] = "city-slow-window"  # jobs outlast coverage (failed transfers); requests gathered in windows
     slow["coordinator"]["window"] = 15.0
-    slow["compute"] = {"time_model": "device", "seconds_per_sample_epoch": 0.02, "batch_max_jobs": 3, "batch_overlap": 0.5}
+    slow["compute"] = {
+        "time_model": "device",
+        "seconds_per_sample_epoch": 0.02,
+        "batch_max_jobs": 3,
+        "batch_overlap": 0.5,
+    }
     out["city-slow-window"] = slow
     return out
 

@@ -104,7 +104,8 @@ def test_repeatability_runs_and_leaves_the_state_alone(setup):
     # the summary is the clients' figures, and a client that flipped counts as one with flips
     assert summary["mean_flip_rate"] == pytest.approx(sum(c["flip_rate"] for c in rep.clients) / len(rep.clients))
     assert summary["clients_with_flips"] == pytest.approx(
-        sum(c["flip_rate"] > 0 for c in rep.clients) / len(rep.clients))
+        sum(c["flip_rate"] > 0 for c in rep.clients) / len(rep.clients)
+    )
     ra, rb = a.run_round(range(8)), b.run_round(range(8))
     assert ra.extra["gate"] == rb.extra["gate"] and torch.equal(a.weights, b.weights)
     with pytest.raises(ValueError, match="repeats"):
@@ -120,8 +121,17 @@ def test_config_rules_and_options(setup):
     for bad in ({"decay": 1.0}, {"max_age": 0}, {"tau_min": 0.95}, {"fresh_quota": 1.5}):
         with pytest.raises(ValueError, match="reuse\\."):
             FedReuseConfig(**bad)
-    s = build_strategy("dgfedreuse", setup.model_fn, setup.w0, setup.client_data, RoundConfig(clients_per_round=4),
-                       setup.streams, ratio=0.5, error_feedback=True, schedule="fedavg")
+    s = build_strategy(
+        "dgfedreuse",
+        setup.model_fn,
+        setup.w0,
+        setup.client_data,
+        RoundConfig(clients_per_round=4),
+        setup.streams,
+        ratio=0.5,
+        error_feedback=True,
+        schedule="fedavg",
+    )
     assert isinstance(s, DGFedReuseStrategy) and s.topk == TopKConfig(0.5, True) and s.feedback is not None
     assert s.head_names == ["layers.1.weight"]  # mlp has no 'fc': the output layer is the head
     s.run_round(range(8))

@@ -48,8 +48,12 @@ def test_drawn_labels_average_to_the_expected_fisher(mlp):
     x = torch.randn(12, 1, 6, 6)
     exact = compute_fisher("full", mlp, x, torch.Generator(), labels="expected").matrix.double()
     n = 300
-    draws = torch.stack([compute_fisher("full", mlp, x, torch.Generator().manual_seed(s), labels="sampled").matrix.double()
-                         for s in range(n)])
+    draws = torch.stack(
+        [
+            compute_fisher("full", mlp, x, torch.Generator().manual_seed(s), labels="sampled").matrix.double()
+            for s in range(n)
+        ]
+    )
     rms = torch.sqrt(((draws - exact) ** 2).sum((1, 2)).mean())
     predicted = rms / n**0.5
     got = torch.linalg.norm(draws.mean(0) - exact)
@@ -192,12 +196,21 @@ def test_table2_store_key_is_unchanged_for_sampled_labels():
     fingerprint contributions were stored under before the option existed."""
     from vmc_sim.reproduction import common as repro
 
-    args = argparse.Namespace(store="STORE", dataset="mnist", scheme="per_client", clients=20, model="cnn", seed=0,
-                              max_train=None, validation_samples=500)
+    args = argparse.Namespace(
+        store="STORE",
+        dataset="mnist",
+        scheme="per_client",
+        clients=20,
+        model="cnn",
+        seed=0,
+        max_train=None,
+        validation_samples=500,
+    )
 
     def store(labels: str) -> str:
-        setup = argparse.Namespace(train=TrainConfig(fisher_labels=labels),
-                                   model_fn=lambda: build_model("cnn", (1, 28, 28), 10))
+        setup = argparse.Namespace(
+            train=TrainConfig(fisher_labels=labels), model_fn=lambda: build_model("cnn", (1, 28, 28), 10)
+        )
         return repro.contribution_store(setup, args, 0.1).fingerprint
 
     assert store("sampled") == "d1ed86363eb748c3"  # MNIST alpha 0.1's store in reports/table2_mnist

@@ -99,8 +99,9 @@ def test_kfac_upload_roundtrip_and_measured_size(mlp):
     tensors = kfac.tensors()
     assert serialized_size(tensors) == len(serialize(tensors))
     packed = sum(t.numel() for t in tensors.values())
-    assert packed == sum(s.in_features * (s.in_features + 1) // 2 + s.out_features * (s.out_features + 1) // 2
-                         for s in kfac.specs)
+    assert packed == sum(
+        s.in_features * (s.in_features + 1) // 2 + s.out_features * (s.out_features + 1) // 2 for s in kfac.specs
+    )
     half = kfac.cast(torch.float16)
     assert all(t.dtype == torch.float16 for t in half.tensors().values())
     assert serialized_size(half.tensors()) < 0.55 * serialized_size(tensors)
@@ -112,8 +113,9 @@ def test_a_float16_kfac_upload_keeps_a_trained_models_tiny_factors(mlp):
     and the K-FAC merge fell from 96.5 % to the weighted mean's 87.9 %. The upload balances each
     factor pair by a power of two first: the same Kronecker product, to float16 precision."""
     kfac = compute_fisher("kfac", mlp, torch.randn(16, 1, 8, 8), gen())
-    tiny = KFACFisher(kfac.specs, [(a.double() * 50.0, g.double() * 1e-7 / float(g.abs().max()))
-                                   for a, g in kfac.factors])
+    tiny = KFACFisher(
+        kfac.specs, [(a.double() * 50.0, g.double() * 1e-7 / float(g.abs().max())) for a, g in kfac.factors]
+    )
     v = torch.randn(tiny.dim, dtype=torch.float64)
     exact = tiny.matvec(v)
 
@@ -144,7 +146,9 @@ def stats_for(kind, model, n_clients=4, seed=0):
 @pytest.mark.parametrize("kind", ["diagonal", "full", "kfac"])
 def test_projection_methods_agree(mlp, kind):
     stats = stats_for(kind, mlp)
-    ref, info = project(stats, ProjectionConfig(method="cg_f", tol=1e-10, max_iter=5000, damping=1e-3, precondition=False))
+    ref, info = project(
+        stats, ProjectionConfig(method="cg_f", tol=1e-10, max_iter=5000, damping=1e-3, precondition=False)
+    )
     for cfg in (
         ProjectionConfig(method="cg_f", tol=1e-10, max_iter=5000, damping=1e-3, precondition=True),
         ProjectionConfig(method="cg_f2", tol=1e-12, max_iter=20000, damping=1e-3),
@@ -176,8 +180,10 @@ def heterogeneous_kfac_stats(shared_a: bool = False, seed: int = 5) -> Sufficien
     shared = [psd(s.in_features, 1.0) for s in specs]
     contributions = []
     for i, (scale, n) in enumerate(((1.0, 40), (5.0, 10), (0.2, 25))):
-        factors = [(shared[k] if shared_a else psd(s.in_features, scale), psd(s.out_features, 1.0 / (i + 1)))
-                   for k, s in enumerate(specs)]
+        factors = [
+            (shared[k] if shared_a else psd(s.in_features, scale), psd(s.out_features, 1.0 / (i + 1)))
+            for k, s in enumerate(specs)
+        ]
         contributions.append(Contribution(i, torch.randn(dim, generator=g), KFACFisher(specs, factors), n))
     stats = SufficientStatistics(dim, KFACSum(specs))
     stats.apply(joined=contributions)
@@ -206,8 +212,9 @@ def test_block_preconditioners_reach_the_dense_float64_solution(preconditioner):
     f, wbar, damping = dense_fisher(stats), stats.mean(), 1e-4
     lam = damping * stats.fisher_sum.trace() / stats.dim
     dense = wbar - torch.linalg.solve(f + lam * torch.eye(stats.dim, dtype=torch.float64), f @ wbar - stats.b)
-    w, info = project(stats, ProjectionConfig(method="cg_f", tol=1e-9, max_iter=5000, damping=damping,
-                                              preconditioner=preconditioner))
+    w, info = project(
+        stats, ProjectionConfig(method="cg_f", tol=1e-9, max_iter=5000, damping=damping, preconditioner=preconditioner)
+    )
     assert info.converged and info.method.endswith("+pcg") and info.residual <= 1e-9
     torch.testing.assert_close(w.double(), dense, rtol=1e-5, atol=1e-5 * float(dense.abs().max()))
 
@@ -215,8 +222,12 @@ def test_block_preconditioners_reach_the_dense_float64_solution(preconditioner):
 def test_both_block_preconditioners_are_exact_when_the_members_share_their_a_factor():
     stats = heterogeneous_kfac_stats(shared_a=True)
     for preconditioner in Preconditioner:
-        _, info = project(stats, ProjectionConfig(method="cg_f", tol=1e-8, max_iter=5000, damping=1e-4,
-                                                  preconditioner=preconditioner, fast_products=False))
+        _, info = project(
+            stats,
+            ProjectionConfig(
+                method="cg_f", tol=1e-8, max_iter=5000, damping=1e-4, preconditioner=preconditioner, fast_products=False
+            ),
+        )
         assert info.converged and info.iterations <= 2, (preconditioner, info.iterations)
 
 
@@ -242,11 +253,14 @@ def test_closed_form_equals_cg_for_a_diagonal_damped_or_not(mlp):
 def test_closed_form_counts_the_coordinates_it_leaves_at_the_mean():
     # two members whose diagonal Fishers are zero on the same 3 of 8 coordinates: undamped, those
     # coordinates have no constraint to meet and stay at the weighted mean; the count is reported
-    fishers = [torch.tensor([1.0, 2.0, 0.0, 3.0, 0.0, 1.0, 0.0, 4.0], dtype=torch.float64),
-               torch.tensor([2.0, 1.0, 0.0, 1.0, 0.0, 2.0, 0.0, 1.0], dtype=torch.float64)]
+    fishers = [
+        torch.tensor([1.0, 2.0, 0.0, 3.0, 0.0, 1.0, 0.0, 4.0], dtype=torch.float64),
+        torch.tensor([2.0, 1.0, 0.0, 1.0, 0.0, 2.0, 0.0, 1.0], dtype=torch.float64),
+    ]
     stats = SufficientStatistics(8, DiagonalSum(8))
-    stats.apply(joined=[Contribution(i, torch.randn(8, generator=gen(i)), DiagonalFisher(f), 10)
-                        for i, f in enumerate(fishers)])
+    stats.apply(
+        joined=[Contribution(i, torch.randn(8, generator=gen(i)), DiagonalFisher(f), 10) for i, f in enumerate(fishers)]
+    )
     w, info = project(stats, ProjectionConfig(method="closed_form", damping=0.0))
     assert info.floored == 3 and info.as_dict()["floored"] == 3
     torch.testing.assert_close(w.double()[[2, 4, 6]], stats.mean()[[2, 4, 6]], rtol=0, atol=1e-6)
@@ -348,8 +362,9 @@ def low_rank_kfac_stats(rank: int | None, repaired: int | None = None) -> Suffic
     contributions = []
     for i, n in enumerate((30, 12, 21)):
         fisher = KFACFisher(specs, [(psd(s.in_features, 1.0 + i), psd(s.out_features, 0.5 / (i + 1))) for s in specs])
-        contributions.append(Contribution(i, torch.randn(dim, generator=g), fisher if i == repaired else
-                                          fisher.compress(rank), n))
+        contributions.append(
+            Contribution(i, torch.randn(dim, generator=g), fisher if i == repaired else fisher.compress(rank), n)
+        )
     stats = SufficientStatistics(dim, KFACSum(specs))
     stats.apply(joined=contributions)
     return stats
@@ -369,7 +384,9 @@ def test_float32_products_use_low_rank_uploads_where_every_member_sent_them():
         exact, fast = fsum.block_matvec(b, v[sl]), fsum.block_matvec(b, v[sl], fast=True)
         assert float((fast - exact).norm() / exact.norm()) < 1e-6, b
     for repaired, rank in ((0, 3), (None, None)):  # one member with whole factors, or none compressed
-        assert not any(isinstance(layer, _LowRankLayer) for layer in low_rank_kfac_stats(rank, repaired).fisher_sum._stack32())
+        assert not any(
+            isinstance(layer, _LowRankLayer) for layer in low_rank_kfac_stats(rank, repaired).fisher_sum._stack32()
+        )
 
 
 def test_a_low_rank_upload_whose_rebuild_is_repaired_keeps_its_form():
@@ -424,7 +441,9 @@ def test_the_rotated_block_is_the_preconditioned_block_in_its_eigenbasis(rank, p
 
 def test_a_sum_without_an_eigenbasis_has_no_rotated_block():
     diagonal = DiagonalSum(6)
-    assert diagonal.block_rotated(0, 1e-3) is None and KFACSum([LayerSpec("l0", 0, 2, 3)]).block_rotated(0, 1e-3) is None
+    assert (
+        diagonal.block_rotated(0, 1e-3) is None and KFACSum([LayerSpec("l0", 0, 2, 3)]).block_rotated(0, 1e-3) is None
+    )
 
 
 def test_the_solve_device_is_validated_and_the_cpu_by_default():

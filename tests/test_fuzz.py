@@ -26,23 +26,56 @@ from vmc_sim.cosim import run_scenario
 
 
 def base_scenario(trace) -> dict:
-    return {"name": "f", "seed": 3, "duration": 120.0, "mobility": {"source": "trace", "trace": str(trace)},
-            "federated": {"dataset": "digits", "num_clients": 12, "model": "mlp", "rho": 0.5, "methods": ["fsosa"],
-                          "train": {"epochs": 1, "lr": 0.05, "fisher": "diagonal"}},
-            "coordinator": {"warmup": 5.0, "min_clients": 4}, "compute": {"time_model": "device"}}
+    return {
+        "name": "f",
+        "seed": 3,
+        "duration": 120.0,
+        "mobility": {"source": "trace", "trace": str(trace)},
+        "federated": {
+            "dataset": "digits",
+            "num_clients": 12,
+            "model": "mlp",
+            "rho": 0.5,
+            "methods": ["fsosa"],
+            "train": {"epochs": 1, "lr": 0.05, "fisher": "diagonal"},
+        },
+        "coordinator": {"warmup": 5.0, "min_clients": 4},
+        "compute": {"time_model": "device"},
+    }
 
 
 # -- scenarios: (dotted field, bad value) --------------------------------------------------------
 SCENARIO_CASES = [
-    ("duration", -5.0), ("duration", "long"), ("seed", -1), ("seed", 1.5), ("name", None),
-    ("federated.num_clients", 0), ("federated.rho", 1.5), ("federated.rho", 0.0), ("federated.methods", ["nope"]),
-    ("federated.methods", "fsosa"), ("federated.strategies", ["nope"]), ("federated.dataset", "imagenet"),
-    ("federated.model", "transformer"), ("federated.train.epochs", 0), ("federated.train.lr", -0.1),
-    ("federated.train.fisher", "hessian"), ("federated.train.batch_size", 0), ("federated.alpha", -1.0),
-    ("federated.unknown", 1), ("mobility.source", "satellite"), ("mobility.trace", None),
-    ("mobility.sumo.step_length", 0.0), ("coordinator.window", -1.0), ("coordinator.min_clients", -3),
-    ("coordinator.warmup", "soon"), ("channel.bandwidth_hz", -1.0), ("channel", [1, 2]), ("compute.mode", "cloud"),
-    ("compute.time_model", "guess"), ("unknown_section", {"a": 1}),
+    ("duration", -5.0),
+    ("duration", "long"),
+    ("seed", -1),
+    ("seed", 1.5),
+    ("name", None),
+    ("federated.num_clients", 0),
+    ("federated.rho", 1.5),
+    ("federated.rho", 0.0),
+    ("federated.methods", ["nope"]),
+    ("federated.methods", "fsosa"),
+    ("federated.strategies", ["nope"]),
+    ("federated.dataset", "imagenet"),
+    ("federated.model", "transformer"),
+    ("federated.train.epochs", 0),
+    ("federated.train.lr", -0.1),
+    ("federated.train.fisher", "hessian"),
+    ("federated.train.batch_size", 0),
+    ("federated.alpha", -1.0),
+    ("federated.unknown", 1),
+    ("mobility.source", "satellite"),
+    ("mobility.trace", None),
+    ("mobility.sumo.step_length", 0.0),
+    ("coordinator.window", -1.0),
+    ("coordinator.min_clients", -3),
+    ("coordinator.warmup", "soon"),
+    ("channel.bandwidth_hz", -1.0),
+    ("channel", [1, 2]),
+    ("compute.mode", "cloud"),
+    ("compute.time_model", "guess"),
+    ("unknown_section", {"a": 1}),
 ]
 
 
@@ -67,7 +100,10 @@ def test_bad_scenario_field(tmp_path, capsys, field, value):
 
 
 SCENARIO_FILES = {
-    "not yaml": "federated: [unclosed\n", "a list": "- 1\n- 2\n", "a number": "3\n", "binary": "\x00\x01\x02",
+    "not yaml": "federated: [unclosed\n",
+    "a list": "- 1\n- 2\n",
+    "a number": "3\n",
+    "binary": "\x00\x01\x02",
 }
 
 
@@ -115,14 +151,33 @@ def damage_trace(lines: list[str], how: str) -> list[str]:
     if how == "meta not an object":
         return [json.dumps({**json.loads(lines[0]), "meta": [1]}) + "\n"] + lines[1:]
     if how == "states member malformed":
-        return lines[:3] + [json.dumps({"type": "states", "time": event["time"], "members": [["v0", "rsu0"]]}) + "\n"] + lines[3:]
+        return (
+            lines[:3]
+            + [json.dumps({"type": "states", "time": event["time"], "members": [["v0", "rsu0"]]}) + "\n"]
+            + lines[3:]
+        )
     raise AssertionError(how)
 
 
-TRACE_CASES = ["truncated last line", "not json", "empty line", "unknown record type", "time backwards", "time NaN",
-               "time missing", "bad event kind", "event without vehicle", "leave without join", "record after end",
-               "no header", "empty file", "wrong format", "future version", "meta not an object",
-               "states member malformed"]
+TRACE_CASES = [
+    "truncated last line",
+    "not json",
+    "empty line",
+    "unknown record type",
+    "time backwards",
+    "time NaN",
+    "time missing",
+    "bad event kind",
+    "event without vehicle",
+    "leave without join",
+    "record after end",
+    "no header",
+    "empty file",
+    "wrong format",
+    "future version",
+    "meta not an object",
+    "states member malformed",
+]
 
 
 @pytest.mark.parametrize("how", TRACE_CASES)
@@ -191,10 +246,21 @@ def damage_run(path, how):
         raise AssertionError(how)
 
 
-RUN_CASES = ["manifest truncated", "manifest not an object", "manifest without config", "manifest config invalid",
-             "manifest missing", "record not json", "record not an object", "record changed",
-             "contribution truncated", "contribution bytes flipped", "contribution replaced by another",
-             "contribution index truncated", "contribution index not an object"]
+RUN_CASES = [
+    "manifest truncated",
+    "manifest not an object",
+    "manifest without config",
+    "manifest config invalid",
+    "manifest missing",
+    "record not json",
+    "record not an object",
+    "record changed",
+    "contribution truncated",
+    "contribution bytes flipped",
+    "contribution replaced by another",
+    "contribution index truncated",
+    "contribution index not an object",
+]
 
 
 @pytest.mark.parametrize("how", RUN_CASES)
@@ -206,8 +272,13 @@ def test_damaged_run_directory_is_left_as_it_was(finished_run, tmp_path, capsys,
     rc = main(["run", "--resume", str(path), "--quiet"])
     err = capsys.readouterr().err.strip()
     assert rc in (1, 2) and err.startswith("vmc: "), (rc, err)
-    named = {"manifest config": "manifest.json: config: federated.rho", "manifest": "manifest.json", "record": "records.jsonl", "contribution index": "index.json",
-             "contribution": ".safetensors"}
+    named = {
+        "manifest config": "manifest.json: config: federated.rho",
+        "manifest": "manifest.json",
+        "record": "records.jsonl",
+        "contribution index": "index.json",
+        "contribution": ".safetensors",
+    }
     word = next(v for k, v in named.items() if how.startswith(k))
     assert word in err or (how == "record changed" and "diverged" in err), err
     assert files_of(path) == before
@@ -229,8 +300,9 @@ def bad_upload(good: Contribution, how: str) -> Contribution:
     elif how == "int dtype":
         w = w.to(torch.int64)
     elif how == "fisher nan":
-        f = good.fisher.from_tensors({k: torch.full_like(t, math.nan) for k, t in good.fisher.tensors().items()},
-                                     good.fisher)
+        f = good.fisher.from_tensors(
+            {k: torch.full_like(t, math.nan) for k, t in good.fisher.tensors().items()}, good.fisher
+        )
         return Contribution(good.client, w, f, good.num_samples)
     elif how == "no samples":
         return Contribution(good.client, w, good.fisher, 0)
@@ -266,8 +338,14 @@ def test_invalid_upload_is_quarantined_naming_the_client(tiny, how):
     assert editor.clients == set(range(6)) and torch.equal(editor.model, model)
 
 
-REQUEST_CASES = [("remove unknown", [42], []), ("add present", [], [3]), ("remove twice", [1, 1], []),
-                 ("add twice", [], [8, 8]), ("remove and re-add", [2], [2]), ("remove everyone", list(range(6)), [])]
+REQUEST_CASES = [
+    ("remove unknown", [42], []),
+    ("add present", [], [3]),
+    ("remove twice", [1, 1], []),
+    ("add twice", [], [8, 8]),
+    ("remove and re-add", [2], [2]),
+    ("remove everyone", list(range(6)), []),
+]
 
 
 @pytest.mark.parametrize("name,removed,added", REQUEST_CASES, ids=[c[0] for c in REQUEST_CASES])
@@ -287,15 +365,25 @@ ONESHOT_CASES = [["-10"], ["+3"], ["-3,-3"], ["+50"], ["3"], ["-x"], ["+8", "+8"
 @pytest.mark.parametrize("requests", ONESHOT_CASES, ids=["|".join(c) for c in ONESHOT_CASES])
 def test_bad_oneshot_requests_are_refused_before_anything_runs(tmp_path, capsys, requests):
     path = tmp_path / "o.yaml"
-    path.write_text(yaml.safe_dump({"initial_clients": 8, "federated": {"num_clients": 20, "dataset": "digits"},
-                                    "requests": requests}))
+    path.write_text(
+        yaml.safe_dump(
+            {"initial_clients": 8, "federated": {"num_clients": 20, "dataset": "digits"}, "requests": requests}
+        )
+    )
     assert main(["oneshot", str(path), "--out", str(tmp_path / "runs")]) == 2
     assert "o.yaml" in capsys.readouterr().err and not (tmp_path / "runs").exists()
 
 
 def test_count():
     """The number of distinct bad inputs above (stated in bench/RESULTS.md)."""
-    n = (len(SCENARIO_CASES) + len(SCENARIO_FILES) + len(TRACE_CASES) + len(RUN_CASES) + len(UPLOAD_CASES)
-         + len(REQUEST_CASES) + len(ONESHOT_CASES))
+    n = (
+        len(SCENARIO_CASES)
+        + len(SCENARIO_FILES)
+        + len(TRACE_CASES)
+        + len(RUN_CASES)
+        + len(UPLOAD_CASES)
+        + len(REQUEST_CASES)
+        + len(ONESHOT_CASES)
+    )
     print(f"fuzz: {n} distinct bad inputs")
     assert n == 86  # the figure stated in bench/RESULTS.md: change both together

@@ -23,8 +23,9 @@ def test_edges_match_their_way_in_both_directions():
 
 
 def test_patch_splits_each_edge_before_its_end_and_adds_one_lane(tmp_path):
-    path = write_turn_bays([TurnBay("--30314#6", 3, 290.0, 40.0), TurnBay("-32710#7", 4, 37.5, 27.5)],
-                           tmp_path / "bays.edg.xml")
+    path = write_turn_bays(
+        [TurnBay("--30314#6", 3, 290.0, 40.0), TurnBay("-32710#7", 4, 37.5, 27.5)], tmp_path / "bays.edg.xml"
+    )
     edges = ET.parse(path).getroot().findall("edge")
     assert [e.get("id") for e in edges] == ["--30314#6", "-32710#7"]
     splits = [e.find("split").attrib for e in edges]
@@ -32,12 +33,18 @@ def test_patch_splits_each_edge_before_its_end_and_adds_one_lane(tmp_path):
     assert splits[1]["pos"] == "-27.5" and splits[1]["lanes"] == "0 1 2 3 4"
 
 
-@pytest.mark.parametrize("kwargs, field", [
-    ({"turn_bays": "yes"}, "lust.turn_bays"), ({"turn_bay_ways": []}, "lust.turn_bay_ways"),
-    ({"turn_bay_ways": [-30314]}, "lust.turn_bay_ways"), ({"turn_bay_length": 5}, "lust.turn_bay_length"),
-    ({"turn_bay_min_lanes": 1}, "lust.turn_bay_min_lanes"), ({"turn_bay_junctions": ["roundabout"]}, "lust.turn_bay_junctions"),
-    ({"turn_bay_junctions": []}, "lust.turn_bay_junctions"),
-])
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        ({"turn_bays": "yes"}, "lust.turn_bays"),
+        ({"turn_bay_ways": []}, "lust.turn_bay_ways"),
+        ({"turn_bay_ways": [-30314]}, "lust.turn_bay_ways"),
+        ({"turn_bay_length": 5}, "lust.turn_bay_length"),
+        ({"turn_bay_min_lanes": 1}, "lust.turn_bay_min_lanes"),
+        ({"turn_bay_junctions": ["roundabout"]}, "lust.turn_bay_junctions"),
+        ({"turn_bay_junctions": []}, "lust.turn_bay_junctions"),
+    ],
+)
 def test_turn_bay_settings_are_checked(kwargs, field):
     with pytest.raises(ValueError, match=field):
         LustConfig(**kwargs)
@@ -57,11 +64,19 @@ def test_clip_network_gets_bays_on_the_corridor_only(tmp_path):
 
     from mobility.lust.network import TURN_BAY_FILE, build_lust_network
 
-    plain_file, plain = build_lust_network(LustConfig(source_dir=str(CLIP), cache_dir=str(tmp_path), dual_lefts=False, turn_bays=False))
-    net_file, manifest = build_lust_network(LustConfig(source_dir=str(CLIP), cache_dir=str(tmp_path), dual_lefts=False, turn_bays=True))
+    plain_file, plain = build_lust_network(
+        LustConfig(source_dir=str(CLIP), cache_dir=str(tmp_path), dual_lefts=False, turn_bays=False)
+    )
+    net_file, manifest = build_lust_network(
+        LustConfig(source_dir=str(CLIP), cache_dir=str(tmp_path), dual_lefts=False, turn_bays=True)
+    )
     assert net_file.parent != plain_file.parent and "turn_bays" not in plain["params"]
-    assert manifest["params"]["turn_bays"] == {"ways": ["-30314", "-32710"], "length": 40.0, "min_lanes": 3,
-                                                "junctions": LustConfig().turn_bay_junctions}
+    assert manifest["params"]["turn_bays"] == {
+        "ways": ["-30314", "-32710"],
+        "length": 40.0,
+        "min_lanes": 3,
+        "junctions": LustConfig().turn_bay_junctions,
+    }
     bays = manifest["network"]["turn_bays"]
     patch = net_file.parent / TURN_BAY_FILE
     assert bays["file"] == TURN_BAY_FILE and patch.is_file() and bays["edges"] > 0
@@ -91,8 +106,16 @@ def test_bays_can_be_kept_to_junctions_of_some_types(tmp_path):
 
     kinds = {}
     for junctions in (None, ["priority"]):
-        net_file, manifest = build_lust_network(LustConfig(source_dir=str(CLIP), cache_dir=str(tmp_path), dual_lefts=False, turn_bays=True,
-                                                           turn_bay_ways=None, turn_bay_junctions=junctions))
+        net_file, manifest = build_lust_network(
+            LustConfig(
+                source_dir=str(CLIP),
+                cache_dir=str(tmp_path),
+                dual_lefts=False,
+                turn_bays=True,
+                turn_bay_ways=None,
+                turn_bay_junctions=junctions,
+            )
+        )
         assert manifest["params"]["turn_bays"]["junctions"] == junctions
         net = sumolib.net.readNet(str(net_file), withInternal=False)
         kinds[str(junctions)] = [e.getToNode().getType() for e in net.getEdges() if e.getID().endswith(BAY_SUFFIX)]
@@ -104,13 +127,19 @@ def test_time_to_impatience_reaches_the_run_settings():
     base = LustConfig(time_to_impatience=None).run_settings()
     assert "--time-to-impatience" not in base
     args = LustConfig(time_to_impatience=30).run_settings()
-    assert args[:len(base)] == base and args[len(base):] == ["--time-to-impatience", "30"]
-    assert LustConfig(time_to_impatience=30, sumo_options={"time-to-impatience": 60}).run_settings()[-2:] == \
-        ["--time-to-impatience", "60"]
-    assert "--time-to-impatience" not in LustConfig(time_to_impatience=30,
-                                                    sumo_options={"time-to-impatience": None}).run_settings()
-    assert LustConfig(time_to_impatience=30).run_settings(["--time-to-impatience", "90"])[-2:] == \
-        ["--time-to-impatience", "90"]
+    assert args[: len(base)] == base and args[len(base) :] == ["--time-to-impatience", "30"]
+    assert LustConfig(time_to_impatience=30, sumo_options={"time-to-impatience": 60}).run_settings()[-2:] == [
+        "--time-to-impatience",
+        "60",
+    ]
+    assert (
+        "--time-to-impatience"
+        not in LustConfig(time_to_impatience=30, sumo_options={"time-to-impatience": None}).run_settings()
+    )
+    assert LustConfig(time_to_impatience=30).run_settings(["--time-to-impatience", "90"])[-2:] == [
+        "--time-to-impatience",
+        "90",
+    ]
     with pytest.raises(ValueError, match="lust.time_to_impatience"):
         LustConfig(time_to_impatience=0)
 
@@ -120,7 +149,7 @@ def test_left_green_time_reaches_netconvert():
 
     assert "--tls.left-green.time" not in netconvert_options(LustConfig(left_green_time=None))
     opts = netconvert_options(LustConfig(left_green_time=0))
-    assert opts[:len(NETCONVERT_OPTIONS)] == list(NETCONVERT_OPTIONS) and opts[-2:] == ["--tls.left-green.time", "0"]
+    assert opts[: len(NETCONVERT_OPTIONS)] == list(NETCONVERT_OPTIONS) and opts[-2:] == ["--tls.left-green.time", "0"]
     assert netconvert_options(LustConfig(left_green_time=0, netconvert_args=["--tls.left-green.time", "4"]))[-1] == "4"
     with pytest.raises(ValueError, match="lust.left_green_time"):
         LustConfig(left_green_time=-1)
@@ -135,9 +164,24 @@ def test_bays_without_left_phases_turn_in_the_main_green(tmp_path):
 
     greens = {}
     for left_green in (None, 0):
-        net_file, manifest = build_lust_network(LustConfig(source_dir=str(CLIP), cache_dir=str(tmp_path), dual_lefts=False, turn_bays=True,
-                                                           turn_bay_junctions=None, left_green_time=left_green))
+        net_file, manifest = build_lust_network(
+            LustConfig(
+                source_dir=str(CLIP),
+                cache_dir=str(tmp_path),
+                dual_lefts=False,
+                turn_bays=True,
+                turn_bay_junctions=None,
+                left_green_time=left_green,
+            )
+        )
         net = sumolib.net.readNet(str(net_file), withPrograms=True)
-        greens[left_green] = sorted({int(p.duration) for t in net.getTrafficLights()
-                                     for prog in t.getPrograms().values() for p in prog.getPhases() if "y" not in p.state})
+        greens[left_green] = sorted(
+            {
+                int(p.duration)
+                for t in net.getTrafficLights()
+                for prog in t.getPrograms().values()
+                for p in prog.getPhases()
+                if "y" not in p.state
+            }
+        )
     assert 6 in greens[None] and 6 not in greens[0]  # netconvert's 6-s protected left phases are gone

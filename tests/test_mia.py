@@ -46,8 +46,9 @@ def test_attacks_find_the_members_of_an_overfit_model(overfit):
     results = [
         mia.loss_threshold_attack(model, w, members, test),
         mia.confidence_threshold_attack(model, w, members, test),
-        mia.shadow_model_attack(model, w, members, test, pool, OVERFIT, model_fn=model_fn, num_shadows=3,
-                                shadow_size=50),
+        mia.shadow_model_attack(
+            model, w, members, test, pool, OVERFIT, model_fn=model_fn, num_shadows=3, shadow_size=50
+        ),
     ]
     for r in results:
         assert r.n_members == r.n_nonmembers == 50  # balanced: the 359 test samples are subsampled
@@ -61,8 +62,11 @@ def test_two_unseen_sets_are_indistinguishable(overfit):
     a, b = test.subset(np.arange(0, len(test), 2)), test.subset(np.arange(1, len(test), 2))
     se = mia.auc_null_se(len(b), len(b))  # 0.031 at 179 vs 179
     attacker = mia.train_shadow_attacker(model_fn, pool, OVERFIT, num_shadows=2, shadow_size=50)
-    for r in (mia.loss_threshold_attack(model, w, a, b), mia.confidence_threshold_attack(model, w, a, b),
-              attacker.attack(model, w, a, b)):
+    for r in (
+        mia.loss_threshold_attack(model, w, a, b),
+        mia.confidence_threshold_attack(model, w, a, b),
+        attacker.attack(model, w, a, b),
+    ):
         # both sets are i.i.d. test samples and the score does not depend on them: the AUC is the
         # Mann-Whitney statistic under its null, so |AUC - 0.5| > 4 se has probability < 1e-4
         assert abs(r.auc - 0.5) < 4 * se, r
@@ -93,13 +97,20 @@ def test_audit_sets_are_balanced_label_matched_and_disjoint(overfit):
 # vmc audit on run directories
 # ---------------------------------------------------------------------------------------------
 
-FED = {"dataset": "digits", "num_clients": 6, "model": "mlp", "rho": 0.5, "methods": ["fsosa", "retrain"],
-       "train": {"epochs": 3, "lr": 0.05, "fisher": "diagonal"}}
+FED = {
+    "dataset": "digits",
+    "num_clients": 6,
+    "model": "mlp",
+    "rho": 0.5,
+    "methods": ["fsosa", "retrain"],
+    "train": {"epochs": 3, "lr": 0.05, "fisher": "diagonal"},
+}
 
 
 def oneshot_run(tmp_path, requests):
-    config = load_model(OneShotConfig, None, {"name": "t", "seed": 1, "federated": FED, "initial_clients": 4,
-                                               "requests": requests})
+    config = load_model(
+        OneShotConfig, None, {"name": "t", "seed": 1, "federated": FED, "initial_clients": 4, "requests": requests}
+    )
     return run_oneshot(config, out=tmp_path, say=lambda s: None).path
 
 
@@ -109,7 +120,8 @@ def test_cli_audits_the_removed_client_of_a_oneshot_run(tmp_path, capsys):
     report = json.loads((run / "audit.json").read_text())
     assert report["clients"] == ["1"] and report["n_members"] == report["n_nonmembers"] > 0
     assert {(r["model"], r["attack"]) for r in report["results"]} == {
-        (m, a) for m in ("fsosa", "retrain") for a in ("loss", "confidence", "shadow")}
+        (m, a) for m in ("fsosa", "retrain") for a in ("loss", "confidence", "shadow")
+    }
     assert "fsosa" in capsys.readouterr().out
     assert main(["audit", str(run), "--client", "0", "--attack", "loss", "--method", "retrain"]) == 0
     report = json.loads((run / "audit.json").read_text())
@@ -130,15 +142,30 @@ def test_cli_says_clearly_when_there_is_nothing_to_audit(tmp_path, capsys):
 
 def test_cli_audits_a_cosimulation_run(tmp_path):
     events = [MobilityEvent(float(i), "join", f"v{i}", "rsu0", 20.0 * i, 10.0, 5.0) for i in range(5)]
-    events += [MobilityEvent(30.0, "leave", "v1", "rsu0", 280.0, 0.0, 10.0),
-               MobilityEvent(36.0, "leave", "v3", "rsu0", 280.0, 0.0, 10.0)]
-    meta = {"source": "test", "clock": {"begin": 0.0, "step_length": 1.0},
-            "rsus": [{"id": "rsu0", "x": 0.0, "y": 0.0, "radius": 300.0}], "coverage": {}}
+    events += [
+        MobilityEvent(30.0, "leave", "v1", "rsu0", 280.0, 0.0, 10.0),
+        MobilityEvent(36.0, "leave", "v3", "rsu0", 280.0, 0.0, 10.0),
+    ]
+    meta = {
+        "source": "test",
+        "clock": {"begin": 0.0, "step_length": 1.0},
+        "rsus": [{"id": "rsu0", "x": 0.0, "y": 0.0, "radius": 300.0}],
+        "coverage": {},
+    }
     trace = write_trace(tmp_path / "trace.jsonl", events, meta, end_time=45.0)
-    scenario = load_model(Scenario, None, {
-        "name": "t", "seed": 3, "duration": 50.0, "mobility": {"source": "trace", "trace": str(trace)},
-        "federated": {**FED, "num_clients": 12}, "coordinator": {"warmup": 5.0, "min_clients": 3},  # 3 stay: no withdrawal
-        "compute": {"time_model": "device"}})
+    scenario = load_model(
+        Scenario,
+        None,
+        {
+            "name": "t",
+            "seed": 3,
+            "duration": 50.0,
+            "mobility": {"source": "trace", "trace": str(trace)},
+            "federated": {**FED, "num_clients": 12},
+            "coordinator": {"warmup": 5.0, "min_clients": 3},  # 3 stay: no withdrawal
+            "compute": {"time_model": "device"},
+        },
+    )
     run = run_scenario(scenario, out=tmp_path / "runs", progress=False, say=lambda s: None).path
     assert main(["audit", str(run), "--attack", "loss"]) == 0
     report = json.loads((run / "audit.json").read_text())

@@ -26,6 +26,7 @@ def ev(t, kind, v="v1", rsu="r0", x=0.0, y=0.0, s=1.0):
 
 # -- events -------------------------------------------------------------------------------
 
+
 def test_event_json_round_trip_is_exact():
     e = MobilityEvent(12.0, "join", "veh7", "rsu0", 0.1 + 0.2, -3.5e-7, 13.888888888)
     assert MobilityEvent.from_json(e.to_json()) == e
@@ -34,9 +35,15 @@ def test_event_json_round_trip_is_exact():
     assert isinstance(events[1].time, float)
 
 
-@pytest.mark.parametrize("kwargs, field", [
-    ({"kind": "enter"}, "kind"), ({"vehicle": ""}, "vehicle"), ({"x": float("nan")}, "x"), ({"time": "1"}, "time"),
-])
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        ({"kind": "enter"}, "kind"),
+        ({"vehicle": ""}, "vehicle"),
+        ({"x": float("nan")}, "x"),
+        ({"time": "1"}, "time"),
+    ],
+)
 def test_event_validation_names_the_field(kwargs, field):
     base = dict(time=1.0, kind="join", vehicle="v", rsu="r", x=0.0, y=0.0, speed=0.0)
     with pytest.raises(ValueError, match=field):
@@ -47,47 +54,58 @@ def test_event_from_dict_names_missing_and_unknown_fields():
     with pytest.raises(ValueError, match="missing.*speed"):
         MobilityEvent.from_dict({"time": 1, "kind": "join", "vehicle": "v", "rsu": "r", "x": 0, "y": 0})
     with pytest.raises(ValueError, match="unknown.*colour"):
-        MobilityEvent.from_dict({"time": 1, "kind": "join", "vehicle": "v", "rsu": "r", "x": 0, "y": 0,
-                                 "speed": 0, "colour": 1})
+        MobilityEvent.from_dict(
+            {"time": 1, "kind": "join", "vehicle": "v", "rsu": "r", "x": 0, "y": 0, "speed": 0, "colour": 1}
+        )
     with pytest.raises(ValueError, match=r"event \[1\]"):
         events_from_json('[{"time":1,"kind":"join","vehicle":"v","rsu":"r","x":0,"y":0,"speed":0},{"time":2}]')
 
 
 # -- configs ------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("factory, field", [
-    (lambda: SumoConfig(backend="veins", net_file="a"), "sumo.backend"),
-    (lambda: SumoConfig(net_file="a", step_length=0), "sumo.step_length"),
-    (lambda: SumoConfig(net_file="a", seed=-1), "sumo.seed"),
-    (lambda: SumoConfig(net_file="a", begin=10, end=5), "sumo.end"),
-    (lambda: CityConfig(junctions_x=1), "city.junctions_x"),
-    (lambda: CityConfig(period=0), "city.period"),
-    (lambda: CityConfig(demand_scale=-1), "city.demand_scale"),
-    (lambda: CityConfig(min_distance=1e6), "city.min_distance"),
-    (lambda: RsuConfig(radius=0), "rsu.radius"),
-    (lambda: RsuConfig(placement="random"), "rsu.placement"),
-    (lambda: RsuConfig(placement="explicit"), "rsu.positions"),
-    (lambda: RsuConfig(placement="explicit", positions=[[1, "a"]]), r"rsu.positions\[0\]"),
-    (lambda: RsuConfig(region=[0, 0, -1, 5]), "rsu.region"),
-    (lambda: RsuConfig(count=0), "rsu.count"),
-    (lambda: CoverageConfig(membership="any"), "coverage.membership"),
-    (lambda: CoverageConfig(v2v_range=-5), "coverage.v2v_range"),
-    (lambda: CoverageConfig(state_interval=0), "coverage.state_interval"),
-])
+
+@pytest.mark.parametrize(
+    "factory, field",
+    [
+        (lambda: SumoConfig(backend="veins", net_file="a"), "sumo.backend"),
+        (lambda: SumoConfig(net_file="a", step_length=0), "sumo.step_length"),
+        (lambda: SumoConfig(net_file="a", seed=-1), "sumo.seed"),
+        (lambda: SumoConfig(net_file="a", begin=10, end=5), "sumo.end"),
+        (lambda: CityConfig(junctions_x=1), "city.junctions_x"),
+        (lambda: CityConfig(period=0), "city.period"),
+        (lambda: CityConfig(demand_scale=-1), "city.demand_scale"),
+        (lambda: CityConfig(min_distance=1e6), "city.min_distance"),
+        (lambda: RsuConfig(radius=0), "rsu.radius"),
+        (lambda: RsuConfig(placement="random"), "rsu.placement"),
+        (lambda: RsuConfig(placement="explicit"), "rsu.positions"),
+        (lambda: RsuConfig(placement="explicit", positions=[[1, "a"]]), r"rsu.positions\[0\]"),
+        (lambda: RsuConfig(region=[0, 0, -1, 5]), "rsu.region"),
+        (lambda: RsuConfig(count=0), "rsu.count"),
+        (lambda: CoverageConfig(membership="any"), "coverage.membership"),
+        (lambda: CoverageConfig(v2v_range=-5), "coverage.v2v_range"),
+        (lambda: CoverageConfig(state_interval=0), "coverage.state_interval"),
+    ],
+)
 def test_config_errors_name_the_field(factory, field):
     with pytest.raises(ValueError, match=field):
         factory()
 
 
 def test_explicit_rsus_need_no_network():
-    rsus = place_rsus(RsuConfig(placement="explicit", radius=100,
-                                positions=[[10, 20], {"id": "north", "x": 0, "y": 500, "radius": 250}]))
+    rsus = place_rsus(
+        RsuConfig(
+            placement="explicit", radius=100, positions=[[10, 20], {"id": "north", "x": 0, "y": 500, "radius": 250}]
+        )
+    )
     assert rsus == [Rsu("rsu0", 10.0, 20.0, 100.0), Rsu("north", 0.0, 500.0, 250.0)]
     with pytest.raises(ValueError, match="duplicate"):
-        place_rsus(RsuConfig(placement="explicit", positions=[{"id": "a", "x": 0, "y": 0}, {"id": "a", "x": 1, "y": 1}]))
+        place_rsus(
+            RsuConfig(placement="explicit", positions=[{"id": "a", "x": 0, "y": 0}, {"id": "a", "x": 1, "y": 1}])
+        )
 
 
 # -- coverage bookkeeping -----------------------------------------------------------------
+
 
 def test_union_membership_counts_a_vehicle_once_and_hands_over_silently():
     a, b = Rsu("a", 0.0, 0.0, 100.0), Rsu("b", 150.0, 0.0, 100.0)
@@ -129,8 +147,13 @@ def test_v2v_chain_extends_coverage_up_to_the_hop_limit():
     cfg = CoverageConfig(v2v_range=60.0, v2v_max_hops=2)
     assert cfg.context_radius(r) == 220.0
     tr = CoverageTracker([r], cfg)
-    near = {"d": (90.0, 0.0, 1.0), "h1": (140.0, 0.0, 1.0), "h2": (190.0, 0.0, 1.0), "h3": (240.0, 0.0, 1.0),
-            "lone": (0.0, 180.0, 1.0)}
+    near = {
+        "d": (90.0, 0.0, 1.0),
+        "h1": (140.0, 0.0, 1.0),
+        "h2": (190.0, 0.0, 1.0),
+        "h3": (240.0, 0.0, 1.0),
+        "lone": (0.0, 180.0, 1.0),
+    }
     assert set(tr.covered({"a": near})["a"]) == {"d", "h1", "h2"}
     joins = tr.observe(1, {"a": near})
     assert sorted(e.vehicle for e in joins) == ["d", "h1", "h2"]
@@ -146,6 +169,7 @@ def test_coverage_precision_rounds_states():
 
 
 # -- traces -------------------------------------------------------------------------------
+
 
 def _write_sample(path: Path, *, end: bool = True) -> list[MobilityEvent]:
     events = [ev(1.0, "join", "v1"), ev(1.0, "join", "v2"), ev(3.0, "leave", "v1"), ev(5.0, "leave", "v2")]
@@ -196,15 +220,18 @@ def test_incomplete_trace_without_end_is_readable(tmp_path):
     assert src.advance(1e9) == events and src.finished and src.time == 5.0
 
 
-@pytest.mark.parametrize("mutate, line, message", [
-    (lambda lines: lines[:-1] + [lines[-1][:20]], 7, "truncated"),
-    (lambda lines: lines[:2] + ["{not json\n"] + lines[3:], 3, "invalid JSON"),
-    (lambda lines: lines[:1] + ['{"type":"event","time":1}\n'] + lines[2:], 2, "missing field"),
-    (lambda lines: lines[:1] + ['{"type":"frame","time":1}\n'] + lines[2:], 2, "unknown record type"),
-    (lambda lines: lines[:4] + [lines[1]] + lines[5:], 5, "backwards"),
-    (lambda lines: lines + [lines[1]], 8, "after the end record"),
-    (lambda lines: lines[:2] + ["\n"] + lines[3:], 3, "empty line"),
-])
+@pytest.mark.parametrize(
+    "mutate, line, message",
+    [
+        (lambda lines: lines[:-1] + [lines[-1][:20]], 7, "truncated"),
+        (lambda lines: lines[:2] + ["{not json\n"] + lines[3:], 3, "invalid JSON"),
+        (lambda lines: lines[:1] + ['{"type":"event","time":1}\n'] + lines[2:], 2, "missing field"),
+        (lambda lines: lines[:1] + ['{"type":"frame","time":1}\n'] + lines[2:], 2, "unknown record type"),
+        (lambda lines: lines[:4] + [lines[1]] + lines[5:], 5, "backwards"),
+        (lambda lines: lines + [lines[1]], 8, "after the end record"),
+        (lambda lines: lines[:2] + ["\n"] + lines[3:], 3, "empty line"),
+    ],
+)
 def test_malformed_trace_error_names_the_line(tmp_path, mutate, line, message):
     path = tmp_path / "t.jsonl"
     _write_sample(path)
@@ -237,19 +264,28 @@ def test_write_trace_for_a_given_request_sequence(tmp_path):
 
 
 def test_mobility_imports_no_torch_and_no_other_layer():
-    code = ("import sys, mobility, mobility.city, mobility.rsu, mobility.coverage, mobility.source, mobility.trace, "
-            "mobility.config, "
-            "mobility.lust\n"
-            "bad = [m for m in sys.modules if m.split('.')[0] in ('torch', 'fl_core', 'vmc_sim')]\n"
-            "assert not bad, bad\n")
+    code = (
+        "import sys, mobility, mobility.city, mobility.rsu, mobility.coverage, mobility.source, mobility.trace, "
+        "mobility.config, "
+        "mobility.lust\n"
+        "bad = [m for m in sys.modules if m.split('.')[0] in ('torch', 'fl_core', 'vmc_sim')]\n"
+        "assert not bad, bad\n"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": ""})
 
 
 def test_mobility_config_from_dict_names_the_path():
     from mobility.config import MobilityConfig
 
-    cfg = MobilityConfig.from_dict({"network": "city", "city": {"period": 2.0}, "sumo": {"backend": "traci"},
-                                    "rsu": {"count": 2}, "coverage": {"v2v_range": 100}})
+    cfg = MobilityConfig.from_dict(
+        {
+            "network": "city",
+            "city": {"period": 2.0},
+            "sumo": {"backend": "traci"},
+            "rsu": {"count": 2},
+            "coverage": {"v2v_range": 100},
+        }
+    )
     assert cfg.city.period == 2.0 and cfg.sumo.backend == "traci" and cfg.coverage.v2v_range == 100
     with pytest.raises(ValueError, match=r"mobility\.city\.perod is not a known field"):
         MobilityConfig.from_dict({"city": {"perod": 2.0}})

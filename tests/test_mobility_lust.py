@@ -26,9 +26,15 @@ from mobility.lust.report import LustReport, make_report, parse_teleports
 from mobility.sumo import SumoConfig, merge_args, options_dict
 
 CLIP = Path(__file__).parent / "data" / "lust_clip"
-LUST_OPTIONS = {"ignore-junction-blocker": "20", "time-to-teleport": "600", "max-depart-delay": "600",
-                "routing-algorithm": "dijkstra", "device.rerouting.probability": "0.7",
-                "device.rerouting.period": "300", "device.rerouting.pre-period": "300"}
+LUST_OPTIONS = {
+    "ignore-junction-blocker": "20",
+    "time-to-teleport": "600",
+    "max-depart-delay": "600",
+    "routing-algorithm": "dijkstra",
+    "device.rerouting.probability": "0.7",
+    "device.rerouting.period": "300",
+    "device.rerouting.pre-period": "300",
+}
 # a short window on the clip: builds and calibrates in seconds
 SMALL = dict(source_dir=str(CLIP), begin=28800.0, end=28980.0, warmup=120.0, peak_running=40.0, min_distance=300.0)
 
@@ -62,12 +68,19 @@ def test_insertion_rate_inverts_the_running_curve():
     assert (lam >= 0).all()
 
 
-@pytest.mark.parametrize("kwargs, field", [
-    ({"begin": 100, "end": 50}, "lust.end"), ({"delay_factor": 0}, "lust.delay_factor"),
-    ({"osm_file": "/nonexistent/lust.osm.gz"}, "lust.osm_file"), ({"seed": 1.5}, "lust.seed"),
-    ({"trip_time": -1}, "lust.trip_time"), ({"sumo_options": {"x": [1]}}, "lust.sumo_options.x"),
-    ({"buses": "yes"}, "lust.buses"), ({"netconvert_args": "--x"}, "lust.netconvert_args"),
-])
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        ({"begin": 100, "end": 50}, "lust.end"),
+        ({"delay_factor": 0}, "lust.delay_factor"),
+        ({"osm_file": "/nonexistent/lust.osm.gz"}, "lust.osm_file"),
+        ({"seed": 1.5}, "lust.seed"),
+        ({"trip_time": -1}, "lust.trip_time"),
+        ({"sumo_options": {"x": [1]}}, "lust.sumo_options.x"),
+        ({"buses": "yes"}, "lust.buses"),
+        ({"netconvert_args": "--x"}, "lust.netconvert_args"),
+    ],
+)
 def test_lust_config_errors_name_the_field(kwargs, field):
     with pytest.raises(ValueError, match=field):
         cfg = LustConfig(**kwargs)
@@ -81,11 +94,15 @@ def test_default_window_is_the_morning_rush():
 
 # --- run settings -----------------------------------------------------------------------------
 
+
 def test_lust_run_settings_are_lusts_and_overridable():
     assert LUST_RUN_SETTINGS == LUST_OPTIONS
     assert options_dict(run_settings()) == LUST_OPTIONS
-    over = options_dict(run_settings({"time-to-teleport": 300, "device.rerouting.probability": None,
-                                      "--collision.check-junctions": True}))
+    over = options_dict(
+        run_settings(
+            {"time-to-teleport": 300, "device.rerouting.probability": None, "--collision.check-junctions": True}
+        )
+    )
     assert over["time-to-teleport"] == "300" and "device.rerouting.probability" not in over
     assert "collision.check-junctions" in over and over["collision.check-junctions"] is None
     # a scenario's extra args and time_to_teleport come last and win
@@ -95,12 +112,18 @@ def test_lust_run_settings_are_lusts_and_overridable():
 
 
 def test_merge_args_replaces_instead_of_repeating():
-    assert merge_args(["--a", "1", "-n", "x.net.xml", "--flag"], ["--a", "2", "--net-file", "y.net.xml"]) == \
-        ["--a", "2", "--net-file", "y.net.xml", "--flag"]
+    assert merge_args(["--a", "1", "-n", "x.net.xml", "--flag"], ["--a", "2", "--net-file", "y.net.xml"]) == [
+        "--a",
+        "2",
+        "--net-file",
+        "y.net.xml",
+        "--flag",
+    ]
     with pytest.raises(ValueError, match="not an option"):
         merge_args(["600"])
-    cfg = SumoConfig(net_file="n.xml", time_to_teleport=300,
-                     extra_args=["--time-to-teleport", "600", "--no-warnings", "false"])
+    cfg = SumoConfig(
+        net_file="n.xml", time_to_teleport=300, extra_args=["--time-to-teleport", "600", "--no-warnings", "false"]
+    )
     args = cfg.arguments()
     assert args.count("--time-to-teleport") == 1 and options_dict(args)["time-to-teleport"] == "600"
     assert options_dict(args)["no-warnings"] == "false"  # SUMO refuses an option given twice
@@ -139,6 +162,7 @@ def test_lust_spec_from_plain_data(tmp_path):
 
 # --- report pieces (no SUMO) ------------------------------------------------------------------
 
+
 def test_teleports_are_counted_by_cause_within_the_window(tmp_path):
     log = tmp_path / "w.log"
     log.write_text(
@@ -147,7 +171,8 @@ def test_teleports_are_counted_by_cause_within_the_window(tmp_path):
         "Warning: Vehicle 'c' performs emergency braking.\n"
         "Warning: Teleporting vehicle 'd'; waited too long (wrong lane), lane='e2_1', time=26000.00.\n"
         "Warning: Teleporting vehicle 'e'; collision with vehicle 'f', lane='e3_0', gap=-1.00, time=26100.00, stage=move.\n"
-        "Warning: Teleporting vehicle 'g'; waited too long (jam), lane='e1_0', time=20000.00.\n")
+        "Warning: Teleporting vehicle 'g'; waited too long (jam), lane='e1_0', time=20000.00.\n"
+    )
     t = parse_teleports(log, 25200, 32400)
     assert t["total"] == 4 and t["by_cause"] == {"collision": 1, "jam": 1, "wrong lane": 1, "yield": 1}
     assert t["top_lanes"]["e1_0"] == 2
@@ -159,18 +184,32 @@ def test_report_targets_and_errors():
         peak_running = 4150.0
         inserted = {420: 25000, 480: 26000}  # per minute of the day
         trips = [(7.5 * 3600, 500.0), (8.5 * 3600, 560.0)]
-        samples = [{"time": t, "running": int(target_running(t) * 1.02), "target": float(target_running(t)),
-                    "mean_speed": 11.0, "halted_share": 0.15} for t in np.arange(7 * 3600, 9 * 3600 + 1, 60.0)]
+        samples = [
+            {
+                "time": t,
+                "running": int(target_running(t) * 1.02),
+                "target": float(target_running(t)),
+                "mean_speed": 11.0,
+                "halted_share": 0.15,
+            }
+            for t in np.arange(7 * 3600, 9 * 3600 + 1, 60.0)
+        ]
+
     rep = make_report(Rec(), 7 * 3600, 9 * 3600, {"total": 12, "by_cause": {"jam": 12}, "top_lanes": {}})
     assert rep.mean_relative_error == pytest.approx(0.02, abs=0.002)
     assert rep.inserted == 51000 and rep.inserted_per_hour == {"07:00": 25000, "08:00": 26000}
     assert rep.mean_trip_time == pytest.approx(530.0)
     met = {t["name"]: t["met"] for t in rep.targets()}
-    assert met == {"running at 08:00": True, "mean speed at 08:00 (m/s)": True, "teleports 07:00-09:00": True,
-                   "mean trip time (s)": True}
+    assert met == {
+        "running at 08:00": True,
+        "mean speed at 08:00 (m/s)": True,
+        "teleports 07:00-09:00": True,
+        "mean trip time (s)": True,
+    }
     assert "NOT met" not in rep.summary()
-    back = LustReport(**{k: v for k, v in json.loads(json.dumps(rep.to_dict())).items()
-                         if k in LustReport.__dataclass_fields__})
+    back = LustReport(
+        **{k: v for k, v in json.loads(json.dumps(rep.to_dict())).items() if k in LustReport.__dataclass_fields__}
+    )
     assert back.summary() == rep.summary()
 
 
@@ -179,8 +218,17 @@ def test_report_counts_insertions_inside_any_window_and_scales_the_running_targe
         peak_running = 150.0
         inserted = {m: 10 for m in range(460, 500)}  # 07:40-08:19, ten a minute
         trips = [(8 * 3600, 300.0)]
-        samples = [{"time": t, "running": int(target_running(t, 150.0)), "target": float(target_running(t, 150.0)),
-                    "mean_speed": 12.0, "halted_share": 0.1} for t in np.arange(7.5 * 3600, 8.5 * 3600 + 1, 60.0)]
+        samples = [
+            {
+                "time": t,
+                "running": int(target_running(t, 150.0)),
+                "target": float(target_running(t, 150.0)),
+                "mean_speed": 12.0,
+                "halted_share": 0.1,
+            }
+            for t in np.arange(7.5 * 3600, 8.5 * 3600 + 1, 60.0)
+        ]
+
     rep = make_report(Rec(), 7 * 3600 + 50 * 60, 8 * 3600 + 10 * 60, {"total": 0, "by_cause": {}, "top_lanes": {}})
     assert rep.inserted_per_hour == {"07:50": 100, "08:00": 100} and rep.inserted == 200
     running = next(t for t in rep.targets() if t["name"] == "running at 08:00")
@@ -232,14 +280,13 @@ def test_rsu_fit_prefers_where_vehicles_stay(monkeypatch, tmp_path):
 
 # --- bus lines ----------------------------------------------------------------------------------
 
+
 def test_edge_bases_and_lines():
     from mobility.lust.buses import edge_base, edge_piece, line_of
 
     assert edge_base("--31648#5") == "--31648" and edge_piece("--31648#5") == 5
     assert edge_base("-31616#10-AddedOnRampEdge") == "-31616" and edge_piece("-32278") is None
     assert line_of("AVL---_CN_1_0") == "AVL---_CN_1"
-
-
 
 
 @pytest.fixture(scope="module")
@@ -279,8 +326,11 @@ def test_bus_lines_are_placed_by_way_id(clip_net, tmp_path):
     for start in sorted(e.getID() for e in net.getEdges() if edge_base(e.getID()) in single):
         path = [net.getEdge(start)]
         while len(path) < 5:
-            nxt = [o for o in bn.successors(path[-1]) if edge_base(o.getID()) in single
-                   and edge_base(o.getID()) not in {edge_base(p.getID()) for p in path}]
+            nxt = [
+                o
+                for o in bn.successors(path[-1])
+                if edge_base(o.getID()) in single and edge_base(o.getID()) not in {edge_base(p.getID()) for p in path}
+            ]
             if not nxt:
                 break
             path.append(sorted(nxt, key=lambda e: e.getID())[0])
@@ -291,17 +341,26 @@ def test_bus_lines_are_placed_by_way_id(clip_net, tmp_path):
     lust_edges = _lust_style(route, net)
     stop_edge = lust_edges[4]  # piece 3 of the third way: on the route, id unknown to the rebuild
     (tmp_path / "bl.rou.xml").write_text(
-        '<routes>\n'
+        "<routes>\n"
         f'  <vehicle id="L1_0" type="bus" depart="28800.00"><route edges="{" ".join(lust_edges)}"/>'
         '<stop busStop="s1" duration="20"/><stop busStop="gone" duration="20"/></vehicle>\n'
         f'  <vehicle id="L1_1" type="bus" depart="40000.00"><route edges="{" ".join(lust_edges)}"/></vehicle>\n'
         f'  <vehicle id="L2_0" type="bus" depart="28900.00"><route edges="-1#0 -2#0"/></vehicle>\n'
-        '</routes>\n')
+        "</routes>\n"
+    )
     (tmp_path / "bs.add.xml").write_text(
         f'<additional><busStop id="s1" lane="{stop_edge}_0" startPos="5" endPos="15"/>'
-        '<busStop id="gone" lane="-999999#0_0" startPos="5" endPos="15"/></additional>\n')
-    counts = place_bus_lines(net, tmp_path / "bl.rou.xml", tmp_path / "bs.add.xml", tmp_path / "b.rou.xml",
-                             tmp_path / "s.add.xml", 28000, 30000)
+        '<busStop id="gone" lane="-999999#0_0" startPos="5" endPos="15"/></additional>\n'
+    )
+    counts = place_bus_lines(
+        net,
+        tmp_path / "bl.rou.xml",
+        tmp_path / "bs.add.xml",
+        tmp_path / "b.rou.xml",
+        tmp_path / "s.add.xml",
+        28000,
+        30000,
+    )
     assert counts["lines"] == 2 and counts["lines_placed"] == 1 and counts["vehicles_in_window"] == 2
     assert counts["vehicles_placed"] == 1 and counts["stops_placed"] == 1 and counts["stops_served"] == 1
     assert counts["vehicle_stops_kept"] == 1 and counts["vehicle_stops_dropped"] == 1
@@ -316,13 +375,22 @@ def test_bus_lines_are_placed_by_way_id(clip_net, tmp_path):
     far = [e.getID() for e in net.getEdges() if edge_base(e.getID()) in single][::37][:6]
     (tmp_path / "bad.rou.xml").write_text(
         f'<routes><vehicle id="X_0" type="bus" depart="28800"><route edges="{" ".join(far)}"/></vehicle>'
-        f'<vehicle id="Y_0" type="bus" depart="28800"><route edges="{" ".join(shuffled)}"/></vehicle></routes>\n')
-    bad = place_bus_lines(net, tmp_path / "bad.rou.xml", tmp_path / "bs.add.xml", tmp_path / "b2.rou.xml",
-                          tmp_path / "s2.add.xml", 28000, 30000)
+        f'<vehicle id="Y_0" type="bus" depart="28800"><route edges="{" ".join(shuffled)}"/></vehicle></routes>\n'
+    )
+    bad = place_bus_lines(
+        net,
+        tmp_path / "bad.rou.xml",
+        tmp_path / "bs.add.xml",
+        tmp_path / "b2.rou.xml",
+        tmp_path / "s2.add.xml",
+        28000,
+        30000,
+    )
     assert bad["vehicles_placed"] == 0 and "do not match" in bad["refused"]
 
 
 # --- the network and the calibration on the clip (SUMO) -----------------------------------------
+
 
 @pytest.mark.sumo
 def test_network_built_with_lusts_options_and_its_statistics(clip_net):
@@ -331,12 +399,14 @@ def test_network_built_with_lusts_options_and_its_statistics(clip_net):
     from mobility.lust.network import NETCONVERT_OPTIONS
 
     net_file, manifest, _ = clip_net
-    assert manifest["netconvert"][:len(NETCONVERT_OPTIONS)] == list(NETCONVERT_OPTIONS)
+    assert manifest["netconvert"][: len(NETCONVERT_OPTIONS)] == list(NETCONVERT_OPTIONS)
     assert {"--ramps.guess", "--tls.join"} <= set(manifest["netconvert"])
     stats = manifest["network"]
     net = sumolib.net.readNet(str(net_file), withInternal=False)
     edges = net.getEdges()
-    assert stats["edges"] == len(edges) and stats["nodes"] == sum(1 for n in net.getNodes() if n.getType() != "internal")
+    assert stats["edges"] == len(edges) and stats["nodes"] == sum(
+        1 for n in net.getNodes() if n.getType() != "internal"
+    )
     assert stats["length_km"] == pytest.approx(sum(e.getLength() for e in edges) / 1000, abs=0.06)
     assert stats["four_lane_edges"] == sum(1 for e in edges if e.getLaneNumber() >= 4) > 0
     assert sum(stats["edges_by_lanes"].values()) == stats["edges"]
@@ -423,8 +493,10 @@ def test_calibration_and_runs_use_the_run_settings(clip_net, monkeypatch, tmp_pa
 
     monkeypatch.setattr(calibration, "SumoSession", Spy)
     _, _, cache = clip_net
-    files = demand.build_lust(LustConfig(**SMALL, cache_dir=str(cache)),
-                              extra_args=["--time-to-teleport", "450", "--lateral-resolution", "0.8"])
+    files = demand.build_lust(
+        LustConfig(**SMALL, cache_dir=str(cache)),
+        extra_args=["--time-to-teleport", "450", "--lateral-resolution", "0.8"],
+    )
     assert len(seen) == 1
     want = {**LUST_OPTIONS, "time-to-teleport": "450", "lateral-resolution": "0.8"}
     assert {k: seen[0].get(k) for k in want} == want
@@ -439,9 +511,13 @@ def test_calibration_and_runs_use_the_run_settings(clip_net, monkeypatch, tmp_pa
     assert options_dict(report.extra["run_settings"])["time-to-teleport"] == "450"
     assert (tmp_path / "sumo-warnings.log").exists()
     # cached: the same settings find the same build
-    assert demand.build_lust(LustConfig(**SMALL, cache_dir=str(cache)),
-                             extra_args=["--time-to-teleport", "450", "--lateral-resolution", "0.8"]).directory \
+    assert (
+        demand.build_lust(
+            LustConfig(**SMALL, cache_dir=str(cache)),
+            extra_args=["--time-to-teleport", "450", "--lateral-resolution", "0.8"],
+        ).directory
         == files.directory
+    )
 
 
 @pytest.mark.sumo
@@ -450,8 +526,22 @@ def test_vmc_lust_build_and_report_commands(clip_net, tmp_path, capsys):
     from vmc_sim.cli import main
 
     _, _, cache = clip_net
-    common = ["--source-dir", str(CLIP), "--begin", "08:00", "--end", "08:03", "--warmup", "120", "--peak", "40",
-              "--cache-dir", str(cache), "--out", str(tmp_path)]
+    common = [
+        "--source-dir",
+        str(CLIP),
+        "--begin",
+        "08:00",
+        "--end",
+        "08:03",
+        "--warmup",
+        "120",
+        "--peak",
+        "40",
+        "--cache-dir",
+        str(cache),
+        "--out",
+        str(tmp_path),
+    ]
     assert main(["lust", "build", *common]) == 0
     out = capsys.readouterr().out
     assert "network:" in out and "run settings: --ignore-junction-blocker 20" in out and "calibration run" in out

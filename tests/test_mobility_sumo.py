@@ -28,8 +28,9 @@ from mobility.trace import read_trace  # noqa: E402
 
 pytestmark = pytest.mark.sumo
 
-TINY = dict(junctions_x=4, junctions_y=4, spacing=200.0, lanes=1, period=2.0, duration=300.0, min_distance=300.0,
-            seed=5)
+TINY = dict(
+    junctions_x=4, junctions_y=4, spacing=200.0, lanes=1, period=2.0, duration=300.0, min_distance=300.0, seed=5
+)
 END = 400.0
 
 
@@ -94,7 +95,9 @@ def test_a_damaged_cached_build_is_built_again_not_trusted(city, tmp_path):
     good = file_sha256(first.route_file)
     with open(first.route_file, "ab") as f:
         f.write(b"<!-- edited -->")
-    with pytest.warns(UserWarning, match=r"city.rou.xml does not match the digest recorded when it was built; building"):
+    with pytest.warns(
+        UserWarning, match=r"city.rou.xml does not match the digest recorded when it was built; building"
+    ):
         again = build_city(CityConfig(**TINY, cache_dir=str(tmp_path)))
     assert again.directory == first.directory and file_sha256(again.route_file) == good
     Path(again.net_file).unlink()
@@ -122,8 +125,11 @@ def _naive_members(rsu: Rsu, states, v2v: float | None, hops: int) -> set[str]:
     if v2v:
         frontier = set(member)
         for _ in range(hops):
-            frontier = {w for w, (x, y, _) in states.items() if w not in member and any(
-                math.hypot(x - states[u][0], y - states[u][1]) <= v2v for u in frontier)}
+            frontier = {
+                w
+                for w, (x, y, _) in states.items()
+                if w not in member and any(math.hypot(x - states[u][0], y - states[u][1]) <= v2v for u in frontier)
+            }
             member |= frontier
     return member
 
@@ -159,8 +165,9 @@ def test_backends_give_identical_events_and_replay_is_identical(city, centre_rsu
     runs = {}
     for backend in ("libsumo", "traci"):
         trace = tmp_path / f"{backend}.jsonl"
-        src = SumoSource(city.sumo_config(backend=backend, end=END), centre_rsu, trace=trace,
-                         metadata={"city": city.metadata})
+        src = SumoSource(
+            city.sumo_config(backend=backend, end=END), centre_rsu, trace=trace, metadata={"city": city.metadata}
+        )
         try:
             chunks, members = [], {}
             while not src.finished:
@@ -230,9 +237,15 @@ def test_libsumo_is_single_instance_and_bad_input_is_named(city, tmp_path):
 def test_open_source_from_config_runs_the_city(cache, tmp_path):
     from mobility.config import MobilityConfig, open_source
 
-    cfg = MobilityConfig.from_dict({"network": "city", "city": {**TINY, "cache_dir": str(cache)},
-                                    "sumo": {"end": 120.0, "seed": 3}, "rsu": {"count": 1, "radius": 200.0},
-                                    "coverage": {"state_interval": 10.0}})
+    cfg = MobilityConfig.from_dict(
+        {
+            "network": "city",
+            "city": {**TINY, "cache_dir": str(cache)},
+            "sumo": {"end": 120.0, "seed": 3},
+            "rsu": {"count": 1, "radius": 200.0},
+            "coverage": {"state_interval": 10.0},
+        }
+    )
     src, rsus = open_source(cfg, trace=tmp_path / "run.jsonl")
     try:
         events = run_all(src, 30.0)

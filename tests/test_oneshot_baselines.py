@@ -15,9 +15,19 @@ from fl_core.errors import DuplicateClientError, UnknownClientError
 from fl_core.payload import ByteKind, serialized_size
 from fl_core.training import evaluate
 
-SMALL_DENSE = DenseConfig(rounds=10, generator_steps=10, distill_steps=30, synthesis_batch=64, latent_dim=16,
-                          generator_width=8, generator_lr=1e-2, distill_lr=0.05)
-TINY_DENSE = DenseConfig(rounds=2, generator_steps=2, distill_steps=3, synthesis_batch=16, latent_dim=8, generator_width=4)
+SMALL_DENSE = DenseConfig(
+    rounds=10,
+    generator_steps=10,
+    distill_steps=30,
+    synthesis_batch=64,
+    latent_dim=16,
+    generator_width=8,
+    generator_lr=1e-2,
+    distill_lr=0.05,
+)
+TINY_DENSE = DenseConfig(
+    rounds=2, generator_steps=2, distill_steps=3, synthesis_batch=16, latent_dim=8, generator_width=4
+)
 
 
 def accuracy(tiny, flat: torch.Tensor) -> float:
@@ -55,7 +65,9 @@ def test_a_fedlpa_solve_stopped_at_its_cap_says_so(tiny):
     from fl_core.projection import SolveWarning
 
     editor = FedLPAEditor(tiny.pool("kfac"), FedLPAConfig(tol=1e-14, max_iter=1))
-    with pytest.warns(SolveWarning, match=r"fedlpa: .*stopped above its tolerance 1e-14 .*\(max_iter\).*max_iter \(now 1\)"):
+    with pytest.warns(
+        SolveWarning, match=r"fedlpa: .*stopped above its tolerance 1e-14 .*\(max_iter\).*max_iter \(now 1\)"
+    ):
         report = editor.fit(range(4))
     assert report.solve.stop_reason == "max_iter" and not report.solve.converged
     assert report.solve.as_dict()["stop_reason"] == "max_iter"
@@ -80,9 +92,13 @@ def test_fedlpa_kfac_mean_equals_dense_product_of_gaussians():
     a = [spd(in_f) for _ in n]
     gg = [spd(out_f) for _ in n]
     got, _, residual = kfac_posterior_mean(means, a, gg, n, lam, tol=1e-12, max_iter=100)
-    s = lam ** 0.5
-    prec = [w / sum(n) * torch.kron(gk + s * torch.eye(out_f, dtype=torch.float64), ak + s * torch.eye(in_f, dtype=torch.float64))
-            for w, ak, gk in zip(n, a, gg)]
+    s = lam**0.5
+    prec = [
+        w
+        / sum(n)
+        * torch.kron(gk + s * torch.eye(out_f, dtype=torch.float64), ak + s * torch.eye(in_f, dtype=torch.float64))
+        for w, ak, gk in zip(n, a, gg)
+    ]
     rhs = sum(p @ m.reshape(-1) for p, m in zip(prec, means))
     want = torch.linalg.solve(sum(prec), rhs).view(out_f, in_f)
     assert residual <= 1e-12

@@ -88,8 +88,10 @@ def test_dirichlet_is_deterministic_for_a_seed() -> None:
 
 def test_dirichlet_skew_grows_as_alpha_falls() -> None:
     labels = _labels()
-    ent = {alpha: _mean_label_entropy(dirichlet_partition(labels, 20, alpha, np.random.default_rng(5)), labels, 10)
-           for alpha in (0.1, 1.0, 100.0)}
+    ent = {
+        alpha: _mean_label_entropy(dirichlet_partition(labels, 20, alpha, np.random.default_rng(5)), labels, 10)
+        for alpha in (0.1, 1.0, 100.0)
+    }
     assert ent[0.1] < ent[1.0] < ent[100.0]
     assert ent[100.0] > 0.95 * np.log(10)  # near-IID at large alpha
     assert ent[0.1] < 0.6 * np.log(10)
@@ -104,8 +106,10 @@ def test_per_client_scheme_covers_once_with_even_sizes_and_richer_subsets(alpha:
     per_client = dirichlet_partition(labels, 20, alpha, np.random.default_rng(3), scheme="per_client")
     per_class = dirichlet_partition(labels, 20, alpha, np.random.default_rng(3), scheme="per_class")
     _assert_exact_cover(per_client, labels.shape[0])
-    cv = {k: np.std([len(p) for p in ps]) / np.mean([len(p) for p in ps])
-          for k, ps in (("client", per_client), ("class", per_class))}
+    cv = {
+        k: np.std([len(p) for p in ps]) / np.mean([len(p) for p in ps])
+        for k, ps in (("client", per_client), ("class", per_class))
+    }
     assert cv["client"] < 0.6 * cv["class"]
 
     def rarest_share(parts):

@@ -19,7 +19,9 @@ def test_every_kind_is_found_through_one_registry(registry):
     assert isinstance(registry, Registry) and len(registry) > 0
     for name in registry:
         assert registry[name] is registry.get(name)
-    with pytest.raises(UnknownNameError, match=rf"unknown {registry.kind} 'no-such-name'; known .*{registry.names()[0]}"):
+    with pytest.raises(
+        UnknownNameError, match=rf"unknown {registry.kind} 'no-such-name'; known .*{registry.names()[0]}"
+    ):
         registry["no-such-name"]
 
 

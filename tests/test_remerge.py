@@ -19,8 +19,9 @@ remerge = load_script("tools/remerge.py")
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory) -> Path:
     tmp = tmp_path_factory.mktemp("remerge")
-    sc = scenario(trace_file(tmp), federated={"train": {"epochs": 2, "lr": 0.05, "fisher": "diagonal",
-                                                        "upload_dtype": "float16"}})
+    sc = scenario(
+        trace_file(tmp), federated={"train": {"epochs": 2, "lr": 0.05, "fisher": "diagonal", "upload_dtype": "float16"}}
+    )
     return run_scenario(sc, out=tmp / "runs", progress=False, say=lambda s: None).path
 
 
@@ -70,9 +71,14 @@ def test_a_low_rank_kfac_run_without_a_validation_set_is_reproduced(tmp_path):
     the whole factors) and merged at its fixed damping (no validation set): the stored uploads,
     compressed as the run compressed them and merged without selection, give its accuracy; a
     request without a recorded accuracy is said to be unchecked, never passed silently."""
-    sc = scenario(trace_file(tmp_path), federated={
-        "methods": ["fsosa"], "validation_samples": 0,
-        "train": {"epochs": 2, "lr": 0.05, "fisher": "kfac", "fisher_rank": 2}})
+    sc = scenario(
+        trace_file(tmp_path),
+        federated={
+            "methods": ["fsosa"],
+            "validation_samples": 0,
+            "train": {"epochs": 2, "lr": 0.05, "fisher": "kfac", "fisher_rank": 2},
+        },
+    )
     run = run_scenario(sc, out=tmp_path / "runs", progress=False, say=lambda s: None)
     records = [r for r in run.records() if r["method"] == "fsosa"]
     indices = [int(r["index"]) for r in records]

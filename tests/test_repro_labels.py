@@ -16,13 +16,24 @@ def repro():
 
 
 def candidate(damping: float, reason: str, residual: float) -> dict:
-    return {"damping": damping, "iterations": 1000 if reason == "max_iter" else 200, "residual": residual,
-            "stop_reason": reason, "val_accuracy": 0.3, "val_loss": 2.0}
+    return {
+        "damping": damping,
+        "iterations": 1000 if reason == "max_iter" else 200,
+        "residual": residual,
+        "stop_reason": reason,
+        "val_accuracy": 0.3,
+        "val_loss": 2.0,
+    }
 
 
 def test_a_candidate_that_stopped_short_is_named_in_the_solve_cell(repro):
-    solve = SolveInfo(method="cg_f", damping=0.01, stop_reason="converged", converged=False,
-                      candidates=[candidate(0.01, "converged", 9.9e-7), candidate(0.001, "max_iter", 1.18e-6)])
+    solve = SolveInfo(
+        method="cg_f",
+        damping=0.01,
+        stop_reason="converged",
+        converged=False,
+        candidates=[candidate(0.01, "converged", 9.9e-7), candidate(0.001, "max_iter", 1.18e-6)],
+    )
     row = {"stop_reason": solve.stop_reason, "stopped_short": repro.stopped_short_label(solve)}
     assert row["stopped_short"] == "0.001 max_iter 1.18e-06"
     assert repro.solve_label(row) == "converged; candidate 0.001 max_iter 1.18e-06"

@@ -23,16 +23,23 @@ def repro():
 
 def members(repro, setup: OneShotSetup, subset_seed: int | None) -> list[int]:
     args = argparse.Namespace(subset_seed=subset_seed)
-    editor = build_editor("fsosa", setup.pool(), repro.subset_stream(setup, args, "fsosa"), FixedRatio(0.5),
-                          ProjectionConfig())
+    editor = build_editor(
+        "fsosa", setup.pool(), repro.subset_stream(setup, args, "fsosa"), FixedRatio(0.5), ProjectionConfig()
+    )
     editor.sampler.initialize(list(range(20)))
     return sorted(editor.sampler.members)
 
 
 def test_subset_seed_draws_other_members_over_the_same_split(repro):
     def setup() -> OneShotSetup:
-        return OneShotSetup(dataset="digits", num_clients=20, alpha=0.5, model="mlp", seed=0,
-                            train=TrainConfig(epochs=1, fisher="diagonal"))
+        return OneShotSetup(
+            dataset="digits",
+            num_clients=20,
+            alpha=0.5,
+            model="mlp",
+            seed=0,
+            train=TrainConfig(epochs=1, fisher="diagonal"),
+        )
 
     a, b = setup(), setup()
     default = members(repro, a, None)

@@ -87,15 +87,22 @@ def lust_case_study(out: Path) -> None:
     # every solve of the quick run reaches its tolerance, and the table has the column that would say otherwise
     assert fsosa["unconverged_solves"] == retrain["unconverged_solves"] == "0" and paper["unconverged_solves"] == ""
     # Retrain re-fits on every request that reaches a model (not while it is withdrawn)
-    edits = [r for r in rows(out / "requests.csv") if r["method"] == "retrain" and r["kind"] not in ("fit", "suspended")]
+    edits = [
+        r for r in rows(out / "requests.csv") if r["method"] == "retrain" and r["kind"] not in ("fit", "suspended")
+    ]
     assert edits and all(r["triggered"] == "1" for r in edits)
     # a fresh contribution cache: the report says every contribution was trained, none loaded
-    cache = re.search(r"digits: contribution cache: 0 of (\d+) contributions loaded \(hit rate 0 %\), 0 computed at "
-                      r"cached trained weights \(Fisher only\), (\d+) trained", (out / "report.md").read_text())
+    cache = re.search(
+        r"digits: contribution cache: 0 of (\d+) contributions loaded \(hit rate 0 %\), 0 computed at "
+        r"cached trained weights \(Fisher only\), (\d+) trained",
+        (out / "report.md").read_text(),
+    )
     assert cache and int(cache.group(1)) == int(cache.group(2)) > 0
     # the quick size stops at 10 requests (coordinator.max_requests): the report says what it held back
-    assert re.search(r"After the last request, \d+ coverage events were not sent \(coordinator.max_requests\)",
-                     (out / "report.md").read_text())
+    assert re.search(
+        r"After the last request, \d+ coverage events were not sent \(coordinator.max_requests\)",
+        (out / "report.md").read_text(),
+    )
 
 
 def paper_sequence(out: Path) -> None:
@@ -166,9 +173,22 @@ def table6_scalability(out: Path) -> None:
         assert 0 < float(r["comm_x"]) < 1, r
 
 
-CLAIMS = {f.__name__: f for f in (fig1_fig4_rho, fig2_epochs, fig3_sequences, lust_case_study, paper_sequence,
-                                  seed002_fedreuse, seed003_pdf, table2, table4_mia, table5_resnet18,
-                                  table6_scalability)}
+CLAIMS = {
+    f.__name__: f
+    for f in (
+        fig1_fig4_rho,
+        fig2_epochs,
+        fig3_sequences,
+        lust_case_study,
+        paper_sequence,
+        seed002_fedreuse,
+        seed003_pdf,
+        table2,
+        table4_mia,
+        table5_resnet18,
+        table6_scalability,
+    )
+}
 
 
 def test_there_are_reproductions():
@@ -181,13 +201,18 @@ def smoke_argv(script: Path, out: Path) -> list[str]:
     and its caches, ``--trace-cache`` and ``--contribution-cache``, in the user's home)."""
     source = script.read_text()
     match = re.search(r'^SMOKE_ARGS = "([^"]*)"', source, re.M)
-    dirs = [arg for name in ("runs", "trace-cache", "contribution-cache") if f'"--{name}"' in source
-            for arg in (f"--{name}", str(out.parent / name))]  # never the user's ~/.cache
+    dirs = [
+        arg
+        for name in ("runs", "trace-cache", "contribution-cache")
+        if f'"--{name}"' in source
+        for arg in (f"--{name}", str(out.parent / name))
+    ]  # never the user's ~/.cache
     return ["--quick", "--out", str(out), *dirs, *(shlex.split(match.group(1)) if match else [])]
 
 
-@pytest.mark.parametrize("script", [pytest.param(p, id=p.stem, marks=[pytest.mark.slow] if p.stem in SLOW_SCRIPTS else [])
-                                    for p in SCRIPTS])
+@pytest.mark.parametrize(
+    "script", [pytest.param(p, id=p.stem, marks=[pytest.mark.slow] if p.stem in SLOW_SCRIPTS else []) for p in SCRIPTS]
+)
 def test_quick_size_runs_and_shows_its_claims(script: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     # In this process (each script's main(argv), with sys.argv as the command line would set it):
     # a subprocess per script paid ~3 s of CPU importing torch again, 11 times a suite.
@@ -214,8 +239,14 @@ def test_a_script_runs_from_the_command_line(tmp_path: Path):
     script = TOOLS / "fig2_epochs.py"
     env = dict(os.environ, OMP_NUM_THREADS="1", MPLBACKEND="Agg")
     out = tmp_path / "out"
-    proc = subprocess.run([sys.executable, str(script), *smoke_argv(script, out)],
-                          cwd=TOOLS.parent, env=env, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, str(script), *smoke_argv(script, out)],
+        cwd=TOOLS.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     fig2_epochs(out)
     assert "python tools/fig2_epochs.py --quick" in (out / "fig2.md").read_text()
@@ -233,5 +264,9 @@ def test_a_failing_method_fails_its_script(tmp_path, monkeypatch):
         return real(task, method, *args, **kwargs)
 
     monkeypatch.setattr(sequences, "run_sequence", broken)
-    assert fig3_sequences.main(["--quick", "--out", str(tmp_path), "--il-methods", "fsosa", "retrain",
-                                "--ul-methods", "fsosa"]) == 1
+    assert (
+        fig3_sequences.main(
+            ["--quick", "--out", str(tmp_path), "--il-methods", "fsosa", "retrain", "--ul-methods", "fsosa"]
+        )
+        == 1
+    )

@@ -56,18 +56,29 @@ def test_an_unknown_key_lists_the_keys_of_its_section(tmp_path):
         load_scenario(write(tmp_path, "mobility:\n  rsus: {radios: 100}\n"))
 
 
-@pytest.mark.parametrize("text, pattern", [
-    ("mobility:\n  source: files\n  net_file: nowhere.net.xml\n  route_files: [nowhere.rou.xml]\n",
-     r"mobility.net_file: file not found: .*nowhere.net.xml"),
-    (f"mobility:\n  source: files\n  net_file: {OWN}/town.rou.xml\n  route_files: [{OWN}/town.net.xml]\n",
-     r"mobility.net_file: .*town.rou.xml is a route file \(<routes>\), not a SUMO network \(<net>\); "
-     r"did you swap net_file and route_files\?"),
-    (f"mobility:\n  source: files\n  net_file: {OWN}/town.net.xml\n  route_files: [{OWN}/town.net.xml]\n",
-     r"mobility.route_files\[0\]: .* is a SUMO network \(<net>\), not a route file"),
-    (f"mobility:\n  source: files\n  config_file: {OWN}/town.net.xml\n",
-     r"mobility.config_file: .* is a SUMO network \(<net>\), not a SUMO configuration"),
-    ("mobility:\n  source: trace\n  trace: gone.jsonl\n", r"mobility.trace: file not found"),
-])
+@pytest.mark.parametrize(
+    "text, pattern",
+    [
+        (
+            "mobility:\n  source: files\n  net_file: nowhere.net.xml\n  route_files: [nowhere.rou.xml]\n",
+            r"mobility.net_file: file not found: .*nowhere.net.xml",
+        ),
+        (
+            f"mobility:\n  source: files\n  net_file: {OWN}/town.rou.xml\n  route_files: [{OWN}/town.net.xml]\n",
+            r"mobility.net_file: .*town.rou.xml is a route file \(<routes>\), not a SUMO network \(<net>\); "
+            r"did you swap net_file and route_files\?",
+        ),
+        (
+            f"mobility:\n  source: files\n  net_file: {OWN}/town.net.xml\n  route_files: [{OWN}/town.net.xml]\n",
+            r"mobility.route_files\[0\]: .* is a SUMO network \(<net>\), not a route file",
+        ),
+        (
+            f"mobility:\n  source: files\n  config_file: {OWN}/town.net.xml\n",
+            r"mobility.config_file: .* is a SUMO network \(<net>\), not a SUMO configuration",
+        ),
+        ("mobility:\n  source: trace\n  trace: gone.jsonl\n", r"mobility.trace: file not found"),
+    ],
+)
 def test_files_are_checked_before_anything_runs_and_no_run_directory_is_left(tmp_path, text, pattern):
     out = tmp_path / "runs"
     rc = main(["run", str(write(tmp_path, text)), "--out", str(out), "--quiet"])
@@ -136,8 +147,10 @@ def test_the_scenario_reference_is_generated_from_the_schema():
     from vmc_sim.scenario import scenario_reference
 
     text = (ROOT / "scenarios" / "REFERENCE.md").read_text()
-    assert text == scenario_reference(), "regenerate: python -c 'from vmc_sim.scenario import scenario_reference; " \
-                                         "open(\"scenarios/REFERENCE.md\", \"w\").write(scenario_reference())'"
+    assert text == scenario_reference(), (
+        "regenerate: python -c 'from vmc_sim.scenario import scenario_reference; "
+        'open("scenarios/REFERENCE.md", "w").write(scenario_reference())\''
+    )
     assert "| `num_clients` | `16` |" in text and "| `radius` | `200.0` |" in text
 
 

@@ -18,21 +18,45 @@ from vmc_sim.cosim import open_source, run_scenario, summarize
 from vmc_sim.runs import RunDir
 from vmc_sim.scenario import Scenario
 
-TINY_CITY = {"junctions_x": 4, "junctions_y": 4, "spacing": 200.0, "lanes": 1, "period": 1.0, "duration": 300.0,
-             "min_distance": 300.0, "seed": 5}
+TINY_CITY = {
+    "junctions_x": 4,
+    "junctions_y": 4,
+    "spacing": 200.0,
+    "lanes": 1,
+    "period": 1.0,
+    "duration": 300.0,
+    "min_distance": 300.0,
+    "seed": 5,
+}
 
 
 def scenario(tmp_path: Path, duration: float = 80.0, **mobility) -> Scenario:
-    return load_model(Scenario, None, {
-        "name": "tc", "seed": 1, "duration": duration,
-        "mobility": {"source": "city", "city": {**TINY_CITY, "cache_dir": str(tmp_path / "sumo")},
-                     "rsus": {"radius": 250.0}, "trace_cache": str(tmp_path / "traces"),
-                     **mobility},
-        "federated": {"dataset": "digits", "num_clients": 12, "model": "mlp", "rho": 0.5,
-                      "methods": ["fsosa", "retrain"], "train": {"epochs": 1, "lr": 0.05, "fisher": "diagonal"}},
-        "coordinator": {"warmup": 20.0, "min_clients": 3},
-        "compute": {"time_model": "device"},
-    })
+    return load_model(
+        Scenario,
+        None,
+        {
+            "name": "tc",
+            "seed": 1,
+            "duration": duration,
+            "mobility": {
+                "source": "city",
+                "city": {**TINY_CITY, "cache_dir": str(tmp_path / "sumo")},
+                "rsus": {"radius": 250.0},
+                "trace_cache": str(tmp_path / "traces"),
+                **mobility,
+            },
+            "federated": {
+                "dataset": "digits",
+                "num_clients": 12,
+                "model": "mlp",
+                "rho": 0.5,
+                "methods": ["fsosa", "retrain"],
+                "train": {"epochs": 1, "lr": 0.05, "fisher": "diagonal"},
+            },
+            "coordinator": {"warmup": 20.0, "min_clients": 3},
+            "compute": {"time_model": "device"},
+        },
+    )
 
 
 def records(run: RunDir) -> list[dict]:
@@ -55,8 +79,10 @@ def test_the_second_run_replays_the_first_runs_traffic_without_sumo(tmp_path, mo
 
     monkeypatch.setattr(mobility.source.SumoSession, "start", no_sumo)
     second = run_scenario(sc, out=tmp_path / "b", progress=False, say=lambda s: None)
-    assert second.manifest()["mobility"]["trace_cache"] == {"key": first.manifest()["mobility"]["trace_cache"]["key"],
-                                                            "hit": True}
+    assert second.manifest()["mobility"]["trace_cache"] == {
+        "key": first.manifest()["mobility"]["trace_cache"]["key"],
+        "hit": True,
+    }
     assert records(second) == records(first)
     assert (second.path / "trace.jsonl").read_bytes() == (first.path / "trace.jsonl").read_bytes()
     assert "replayed the cached trace" in summarize(second)
@@ -74,6 +100,7 @@ def test_a_cached_trace_that_does_not_verify_is_recorded_again(tmp_path):
     assert second.manifest()["mobility"]["trace_cache"]["rejected"] is True
     assert first.manifest()["mobility"]["trace_cache"]["rejected"] is False  # a plain miss
     from vmc_sim.cosim import summarize
+
     assert "did not verify (changed, truncated or too short) and was not used; SUMO ran" in summarize(second)
     assert records(second) == records(first)
     assert entry.read_bytes() == good  # and the entry was rewritten from the new recording
@@ -105,13 +132,17 @@ def test_the_key_follows_the_traffic_not_the_file_paths(tmp_path):
     moved = tmp_path / "moved"
     moved.mkdir()
     copies = [shutil.copy(p, moved) for p in [sumo.net_file, *sumo.route_files]]
-    assert trace_key(sumo.__class__(**{**sumo.to_dict(), "net_file": copies[0], "route_files": copies[1:]}),
-                     rsus, cov) == key
+    assert (
+        trace_key(sumo.__class__(**{**sumo.to_dict(), "net_file": copies[0], "route_files": copies[1:]}), rsus, cov)
+        == key
+    )
     for change in ({"seed": sumo.seed + 1}, {"end": sumo.end + 1.0}, {"scale": 0.5}):
         assert trace_key(sumo.__class__(**{**sumo.to_dict(), **change}), rsus, cov) != key, change
     Path(copies[1]).write_text(Path(copies[1]).read_text().replace("depart=", "depart =", 1))
-    assert trace_key(sumo.__class__(**{**sumo.to_dict(), "net_file": copies[0], "route_files": copies[1:]}),
-                     rsus, cov) != key  # a route file's bytes changed
+    assert (
+        trace_key(sumo.__class__(**{**sumo.to_dict(), "net_file": copies[0], "route_files": copies[1:]}), rsus, cov)
+        != key
+    )  # a route file's bytes changed
     wider = [r.__class__(**{**r.to_dict(), "radius": r.radius + 1.0}) for r in rsus]
     assert trace_key(sumo, wider, cov) != key
 

@@ -31,7 +31,11 @@ ROUNDS = RoundConfig(rounds=4, clients_per_round=4, local_epochs=1, lr=0.05, bat
 @pytest.fixture(scope="module")
 def setup():
     return OneShotSetup(
-        dataset="digits", num_clients=8, alpha=0.5, model="mlp", seed=3,
+        dataset="digits",
+        num_clients=8,
+        alpha=0.5,
+        model="mlp",
+        seed=3,
         train=TrainConfig(epochs=5, lr=0.05, batch_size=32, fisher="diagonal"),
     )
 
@@ -220,4 +224,3 @@ def test_finetune_picks_epochs_from_the_grid(setup):
     w = serialized_size({"weights": setup.w0})
     assert rep.bytes["broadcast"] == w and rep.bytes["model_upload"] == w and rep.bytes["fisher_upload"] == 0
     assert rep.trained == (7,) and rep.compute_s > 0 and rep.triggered
-

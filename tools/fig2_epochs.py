@@ -16,7 +16,7 @@ would) and is charged its measured time: training up to K plus that Fisher. The 
 Time columns as in ``tools/table2.py``: ``parallel_s`` = slowest member + solve,
 ``compute_s`` = all members summed.
 
-Full size run for ``reports/fig2/`` (about 9 minutes on the 2-core box): MNIST, FEMNIST and
+The default run (reduced against the paper) for ``reports/fig2/`` (about 9 minutes on the 2-core box): MNIST, FEMNIST and
 CIFAR-10 (SVHN is not in ``shared/data``), M = 20, alpha 0.5, rho 0.5, the two-layer CNN,
 K in {10, 20, 30, 50, 80}, lr 0.05 (paper 0.01; ``LR_NOTE`` in vmc_sim/reproduction/common.py says why), batch 16
 (the paper gives no batch size for the CNN; 16 gives four times the SGD steps of 64 per CPU
@@ -62,12 +62,18 @@ SMOKE_ARGS = "--datasets digits --model mlp"  # extra arguments of the CI smoke 
 
 # Seed 000 anchors at the default K = 50, rho = 0.5: Table II (alpha 0.5) and Table III (FEMNIST),
 # F-SOSA (accuracy %, time s, MB). Fig. 2 itself carries no numbers.
-PAPER_K50 = {"mnist": (95.43, 34.59, 18.46), "svhn": (80.33, 21.29, 40.31), "cifar10": (51.69, 16.26, 40.31),
-             "femnist": (75.71, 67.07, 289.68)}
-FINDINGS = ("larger K reduces training loss (better local fitting)",
-            "test accuracy peaks around K = 30 or 50; beyond, overfitting may reduce generalization",
-            "time cost grows linearly with K",
-            "K = 50 is the default, balancing generalization and efficiency")
+PAPER_K50 = {
+    "mnist": (95.43, 34.59, 18.46),
+    "svhn": (80.33, 21.29, 40.31),
+    "cifar10": (51.69, 16.26, 40.31),
+    "femnist": (75.71, 67.07, 289.68),
+}
+FINDINGS = (
+    "larger K reduces training loss (better local fitting)",
+    "test accuracy peaks around K = 30 or 50; beyond, overfitting may reduce generalization",
+    "time cost grows linearly with K",
+    "K = 50 is the default, balancing generalization and efficiency",
+)
 MB = 1e6
 
 
@@ -109,11 +115,20 @@ class EpochLadder:
             sgd_epochs(model, data, cfg, generator, epochs=k - done, optimizer=optimizer)
             weights = flat_params(model).cpu()
             t1 = time.perf_counter()
-            fisher = compute_fisher(cfg.fisher, model, x, t.streams.torch("fisher", client), cfg.fisher_batch, cfg.fisher_labels)
+            fisher = compute_fisher(
+                cfg.fisher, model, x, t.streams.torch("fisher", client), cfg.fisher_batch, cfg.fisher_labels
+            )
             t2 = time.perf_counter()
             trained_s, done = trained_s + (t1 - t0), k
-            out[k] = Contribution(client, weights.to(dtype), None if fisher is None else fisher.cast(dtype), len(data),
-                                  compute_s=trained_s + (t2 - t1), train_s=trained_s, fisher_s=t2 - t1)
+            out[k] = Contribution(
+                client,
+                weights.to(dtype),
+                None if fisher is None else fisher.cast(dtype),
+                len(data),
+                compute_s=trained_s + (t2 - t1),
+                train_s=trained_s,
+                fisher_s=t2 - t1,
+            )
             losses[k] = evaluate(probe, weights, data)[1]
         self.contributions[client], self.local_loss[client] = out, losses
 
@@ -134,10 +149,16 @@ class CheckpointTrainer(LocalTrainer):
 
 def run_dataset(dataset: str, args: argparse.Namespace) -> tuple[list[dict], dict]:
     setup = OneShotSetup(
-        dataset=dataset, num_clients=args.clients, alpha=alpha_for(dataset, args.alpha), model=args.model,
-        seed=args.seed, train=TrainConfig(epochs=max(args.ks), lr=args.lr, batch_size=args.batch_size,
-                                          fisher=args.fisher, threads=args.threads),
-        max_train_samples=args.max_train, max_test_samples=args.max_test,
+        dataset=dataset,
+        num_clients=args.clients,
+        alpha=alpha_for(dataset, args.alpha),
+        model=args.model,
+        seed=args.seed,
+        train=TrainConfig(
+            epochs=max(args.ks), lr=args.lr, batch_size=args.batch_size, fisher=args.fisher, threads=args.threads
+        ),
+        max_train_samples=args.max_train,
+        max_test_samples=args.max_test,
     )
     trainer = setup.pool().trainer
     warm_up(trainer, setup)
@@ -155,22 +176,38 @@ def run_dataset(dataset: str, args: argparse.Namespace) -> tuple[list[dict], dic
         sizes = np.array([len(setup.client_data[c]) for c in members], dtype=float)
         local = float(np.dot(sizes, [ladder.local_loss[c][k] for c in members]) / sizes.sum())
         parallel = fit.max_client_compute_s + fit.solve_s
-        rows.append({
-            "dataset": dataset, "K": k, "members": len(members), "accuracy": round(100 * acc, 2),
-            "test_loss": round(test_loss, 4), "train_loss_local": round(local, 4),
-            "train_loss_global": round(global_loss, 4), "parallel_s": round(parallel, 2),
-            "compute_s": round(fit.compute_s, 2), "train_s": round(sum(pool.train(c).train_s for c in members), 2),
-            "solve_s": round(fit.solve_s, 3), "MB": round(fit.total_bytes / MB, 3),
-            "acc_per_s": round(100 * acc / parallel, 3),
-        })
+        rows.append(
+            {
+                "dataset": dataset,
+                "K": k,
+                "members": len(members),
+                "accuracy": round(100 * acc, 2),
+                "test_loss": round(test_loss, 4),
+                "train_loss_local": round(local, 4),
+                "train_loss_global": round(global_loss, 4),
+                "parallel_s": round(parallel, 2),
+                "compute_s": round(fit.compute_s, 2),
+                "train_s": round(sum(pool.train(c).train_s for c in members), 2),
+                "solve_s": round(fit.solve_s, 3),
+                "MB": round(fit.total_bytes / MB, 3),
+                "acc_per_s": round(100 * acc / parallel, 3),
+            }
+        )
         print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     first = min(ladder.contributions)
     k_check = ladder.ks[min(1, len(ladder.ks) - 1)]  # the second K: the first continued across a checkpoint
     direct = LocalTrainer(trainer.model_fn, trainer.w0, replace(trainer.config, epochs=k_check), setup.streams)
-    exact = torch.equal(direct.contribute(first, setup.client_data[first]).weights,
-                        ladder.contributions[first][k_check].weights)
-    return rows, {"dataset": dataset, "checkpoint_exact": exact, "checked_client": first, "checked_k": k_check,
-                  "train_samples": len(setup.train_set), "test_samples": len(setup.test_set)}
+    exact = torch.equal(
+        direct.contribute(first, setup.client_data[first]).weights, ladder.contributions[first][k_check].weights
+    )
+    return rows, {
+        "dataset": dataset,
+        "checkpoint_exact": exact,
+        "checked_client": first,
+        "checked_k": k_check,
+        "train_samples": len(setup.train_set),
+        "test_samples": len(setup.test_set),
+    }
 
 
 def linear_fit(ks: list[int], values: list[float]) -> tuple[float, float, float]:
@@ -206,18 +243,54 @@ def plot(rows: list[dict], path: Path) -> None:
 
 
 def markdown(rows: list[dict], checks: list[dict], args: argparse.Namespace) -> str:
-    cols = ["dataset", "K", "members", "accuracy", "test_loss", "train_loss_local", "train_loss_global",
-            "parallel_s", "compute_s", "MB", "acc_per_s"]
-    heads = ["data", "K", "P", "acc %", "test loss", "train loss (local)", "train loss (fused)", "time s",
-             "compute s", "MB", "acc/s"]
-    body = ["## The paper's statements (Fig. 2, section VI-B.2)", "", *[f"- {f}" for f in FINDINGS], "",
-            "Anchor: Table II / III F-SOSA at K = 50, rho = 0.5: "
-            + "; ".join(f"{d} {a:.2f} %, {s:.2f} s, {m:.2f} MB" for d, (a, s, m) in PAPER_K50.items())
-            + ". SVHN is not in `shared/data`, so it has no row here.", "",
-            "## Ours", "", "One subset draw: the same members at every K, so the K comparison is paired. Training loss "
-            "(local) = the members' own models on their own data; (fused) = F-SOSA's model on the whole training "
-            "slice. Time = slowest member's training up to K plus its Fisher, plus the solve.", "",
-            "![Fig. 2](fig2_epochs.png)", "", report.md_table(rows, cols, heads, digits=3), "", "## Checks against the statements", ""]
+    cols = [
+        "dataset",
+        "K",
+        "members",
+        "accuracy",
+        "test_loss",
+        "train_loss_local",
+        "train_loss_global",
+        "parallel_s",
+        "compute_s",
+        "MB",
+        "acc_per_s",
+    ]
+    heads = [
+        "data",
+        "K",
+        "P",
+        "acc %",
+        "test loss",
+        "train loss (local)",
+        "train loss (fused)",
+        "time s",
+        "compute s",
+        "MB",
+        "acc/s",
+    ]
+    body = [
+        "## The paper's statements (Fig. 2, section VI-B.2)",
+        "",
+        *[f"- {f}" for f in FINDINGS],
+        "",
+        "Anchor: Table II / III F-SOSA at K = 50, rho = 0.5: "
+        + "; ".join(f"{d} {a:.2f} %, {s:.2f} s, {m:.2f} MB" for d, (a, s, m) in PAPER_K50.items())
+        + ". SVHN is not in `shared/data`, so it has no row here.",
+        "",
+        "## Ours",
+        "",
+        "One subset draw: the same members at every K, so the K comparison is paired. Training loss "
+        "(local) = the members' own models on their own data; (fused) = F-SOSA's model on the whole training "
+        "slice. Time = slowest member's training up to K plus its Fisher, plus the solve.",
+        "",
+        "![Fig. 2](fig2_epochs.png)",
+        "",
+        report.md_table(rows, cols, heads, digits=3),
+        "",
+        "## Checks against the statements",
+        "",
+    ]
     for c in checks:
         d = c["dataset"]
         rs = [r for r in rows if r["dataset"] == d]
@@ -226,22 +299,29 @@ def markdown(rows: list[dict], checks: list[dict], args: argparse.Namespace) -> 
         local = [r["train_loss_local"] for r in rs]
         slope, icpt, r2 = linear_fit(ks, [r["parallel_s"] for r in rs])
         cslope, _, cr2 = linear_fit(ks, [r["compute_s"] for r in rs])
-        line = (f"- {d} ({c['train_samples']} train / {c['test_samples']} test samples): local training loss "
-                f"{'falls with every K' if all(np.diff(local) <= 0) else 'does not fall monotonically'} "
-                f"({local[0]:.3f} at K = {ks[0]} to {local[-1]:.3f} at K = {ks[-1]}); accuracy peaks at K = {best['K']} "
-                f"({best['accuracy']:.2f} %, paper: around 30-50); time = {slope:.3f} s x K + {icpt:.2f} s (R^2 {r2:.3f}), "
-                f"summed compute {cslope:.3f} s per epoch (R^2 {cr2:.3f}); checkpoint equals a direct K = {c['checked_k']} run "
-                f"for client {c['checked_client']}: {c['checkpoint_exact']}.")
+        line = (
+            f"- {d} ({c['train_samples']} train / {c['test_samples']} test samples): local training loss "
+            f"{'falls with every K' if all(np.diff(local) <= 0) else 'does not fall monotonically'} "
+            f"({local[0]:.3f} at K = {ks[0]} to {local[-1]:.3f} at K = {ks[-1]}); accuracy peaks at K = {best['K']} "
+            f"({best['accuracy']:.2f} %, paper: around 30-50); time = {slope:.3f} s x K + {icpt:.2f} s (R^2 {r2:.3f}), "
+            f"summed compute {cslope:.3f} s per epoch (R^2 {cr2:.3f}); checkpoint equals a direct K = {c['checked_k']} run "
+            f"for client {c['checked_client']}: {c['checkpoint_exact']}."
+        )
         k50 = next((r for r in rs if r["K"] == 50), None)
         if k50 and d in PAPER_K50:
-            line += (f" At K = 50 our accuracy differs from the paper's by "
-                     f"{report.pct_diff(k50['accuracy'], PAPER_K50[d][0]):+.2f} points.")
+            line += (
+                f" At K = 50 our accuracy differs from the paper's by "
+                f"{report.pct_diff(k50['accuracy'], PAPER_K50[d][0]):+.2f} points."
+            )
         body.append(line)
     notes = [f"batch {args.batch_size} (the paper's CNN batch size is not stated; table2 uses 64)"]
-    notes += repro.protocol_notes(args, "so an epoch is far fewer SGD steps than the paper's (full sets; FEMNIST "
-                                        "here is LEAF's 5 % sample)")
-    notes.append("uploads are fp32 safetensors; seconds are from a shared 2-core CPU with one torch thread, so "
-                 "only the shape of the time curve compares")
+    notes += repro.protocol_notes(
+        args, "so an epoch is far fewer SGD steps than the paper's (full sets; FEMNIST here is LEAF's 5 % sample)"
+    )
+    notes.append(
+        "uploads are fp32 safetensors; seconds are from a shared 2-core CPU with one torch thread, so "
+        "only the shape of the time curve compares"
+    )
     body += ["", "Differences from the paper's protocol: " + "; ".join(notes) + "."]
     return "\n".join(body)
 
@@ -267,12 +347,22 @@ def main(argv: list[str] | None = None) -> int:
     out = report.out_dir(args.out)
     report.write_csv(out / "fig2_epochs.csv", rows)
     plot(rows, out / "fig2_epochs.png")
-    size = (f"{', '.join(args.datasets)}; M = {args.clients}, alpha {args.alpha} (FEMNIST by writer), rho {args.rho}, "
-            f"{args.model}, K in {sorted(set(args.ks))}, lr {args.lr}, batch {args.batch_size}, {args.fisher} Fisher, "
-            f"train slice {args.max_train}, test {args.max_test}, seed {args.seed}" + (" (QUICK)" if args.quick else "")
-            + f"; ran in {time.perf_counter() - started:.0f} s wall")
-    repro.publish(out, "fig2.md", "Seed 000 Fig. 2: the local epoch number K", "fig2_epochs.py", argv, size,
-                  markdown(rows, checks, args))
+    size = (
+        f"{', '.join(args.datasets)}; M = {args.clients}, alpha {args.alpha} (FEMNIST by writer), rho {args.rho}, "
+        f"{args.model}, K in {sorted(set(args.ks))}, lr {args.lr}, batch {args.batch_size}, {args.fisher} Fisher, "
+        f"train slice {args.max_train}, test {args.max_test}, seed {args.seed}"
+        + (" (QUICK)" if args.quick else "")
+        + f"; ran in {time.perf_counter() - started:.0f} s wall"
+    )
+    repro.publish(
+        out,
+        "fig2.md",
+        "Seed 000 Fig. 2: the local epoch number K",
+        "fig2_epochs.py",
+        argv,
+        size,
+        markdown(rows, checks, args),
+    )
     return 0
 
 

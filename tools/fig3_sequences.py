@@ -41,9 +41,9 @@ Random streams (``fl_core.rng``): ``partition``, ``init``, ``train``, ``fisher``
 ("fig3", population) for the request sequence (a purpose of this script).
 
     python tools/fig3_sequences.py --quick          # digits, MLP, seconds
-    python tools/fig3_sequences.py                  # full size: MNIST, CNN, diagonal Fisher
+    python tools/fig3_sequences.py                  # default size (reduced): MNIST, CNN, diagonal Fisher
 
-Full size (the defaults, about 10 minutes on this 2-core machine): a 20,000-image MNIST training
+Default size (reduced against the paper; about 10 minutes on this 2-core machine): a 20,000-image MNIST training
 slice split among 100 clients (about 200 each), initial fit on 50, 15 joins and 15 leaves, the
 two-layer CNN, diagonal Fisher (closed-form solve), K = 20 local epochs at lr 0.05, accuracy on
 the first 1,000 test images; baselines: FedAvg 6 rounds x 10 clients x 1 epoch, FedRR one
@@ -61,7 +61,6 @@ from fl_core.store import MemoryStore
 from vmc_sim.reproduction import report
 from vmc_sim.reproduction.common import exit_code
 from vmc_sim.reproduction.sequences import (
-    DIFFERENCES,
     IL_METHODS,
     UL_METHODS,
     add_common_args,
@@ -71,18 +70,18 @@ from vmc_sim.reproduction.sequences import (
     command_line,
     common_info,
     draw_sequences,
-    markdown_body,
-    plot,
     run_task,
-    summarize,
 )
+from vmc_sim.reproduction.sequences_report import DIFFERENCES, markdown_body, plot, summarize
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--quick", action="store_true", help="smoke size: digits, MLP, 20 epochs at lr 0.05, 24 clients, 6 requests")
+    p.add_argument(
+        "--quick", action="store_true", help="smoke size: digits, MLP, 20 epochs at lr 0.05, 24 clients, 6 requests"
+    )
     add_common_args(p)
     p.add_argument("--population", type=int, default=100, help="clients in all (data shards)")
     p.add_argument("--initial", type=int, default=50, help="clients in the initial fit")
@@ -98,8 +97,9 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     setup = build_setup(args, args.population)
     projection = ProjectionConfig(tol=args.cg_tol, max_iter=args.cg_iter)
-    seq = draw_sequences(args.population, args.initial, args.requests,
-                         setup.streams.numpy("sequence", "fig3", args.population))
+    seq = draw_sequences(
+        args.population, args.initial, args.requests, setup.streams.numpy("sequence", "fig3", args.population)
+    )
     store = MemoryStore()
     baselines = baselines_of(args)
     rows, notes = [], {}
@@ -108,17 +108,31 @@ def main(argv: list[str] | None = None) -> int:
         rows += r
         notes.update({(task, m): why for m, why in n.items()})
     summary = summarize(rows)
-    size = ("quick (digits, MLP)" if args.quick else "full") + f": population {args.population}, initial {args.initial}, " \
+    size = (
+        ("quick (digits, MLP)" if args.quick else "reduced") + f": population {args.population}, initial {args.initial}, "
         f"{args.requests} joins + {args.requests} leaves, {args.dataset}/{args.model}/{args.fisher}, K = {args.epochs}"
-    info = {**common_info(args, setup), "population": args.population, "initial": args.initial,
-            "joins": seq.joins, "leaves": seq.leaves, "wall_s": time.perf_counter() - t0, "trainings": len(store),
-            "differences": DIFFERENCES}
+    )
+    info = {
+        **common_info(args, setup),
+        "population": args.population,
+        "initial": args.initial,
+        "joins": seq.joins,
+        "leaves": seq.leaves,
+        "wall_s": time.perf_counter() - t0,
+        "trainings": len(store),
+        "differences": DIFFERENCES,
+    }
     report.write_csv(out / "fig3_requests.csv", rows)
     report.write_csv(out / "fig3_summary.csv", summary)
     plot(rows, out / "fig3.png", f"Fig. 3 reproduction: {size}")
     body = markdown_body(rows, summary, notes, info)
-    report.write_markdown(out / "fig3.md", "Seed 000, Fig. 3: F-SOSA-I/U vs baselines on one request sequence",
-                          command_line("fig3_sequences.py", argv), size, body)
+    report.write_markdown(
+        out / "fig3.md",
+        "Seed 000, Fig. 3: F-SOSA-I/U vs baselines on one request sequence",
+        command_line("fig3_sequences.py", argv),
+        size,
+        body,
+    )
     print((out / "fig3.md").read_text())
     return exit_code([f"{t} {m}: {why}" for (t, m), why in notes.items() if why.startswith("failed")])
 

@@ -60,13 +60,12 @@ if TYPE_CHECKING:
 
 
 from vmc_sim.reproduction import report
-from vmc_sim.reproduction.common import paper_style, unit_sizes
+from vmc_sim.reproduction.case_study import cache_lines, method_rows, per_request, setting, setting_text
 
 ROOT = Path(__file__).resolve().parents[1]
 
 SMOKE_ARGS = ""  # --quick already runs on the embedded city with digits (tests/test_reproductions.py)
 PAPER = {"time_saving_pct": (-53.84, -36.66), "comm_saving_pct": (-25.76, -21.97), "mnist_comm_MB": (329.61, 424.48)}
-KINDS = ("broadcast", "model_upload", "fisher_upload", "control")
 
 
 def scenario_for(args: argparse.Namespace, dataset: str, trace: Path | None):
@@ -77,8 +76,11 @@ def scenario_for(args: argparse.Namespace, dataset: str, trace: Path | None):
     fed = data["federated"]
     if data["compute"].get("calibration") and not same_work(fed["dataset"], dataset, fed.get("data_root")):
         # costs pinned for the scenario's dataset do not price another input shape or class count
-        print(f"{dataset}: the costs pinned for {fed['dataset']} do not apply (another input shape or class "
-              "count); calibrating here", flush=True)
+        print(
+            f"{dataset}: the costs pinned for {fed['dataset']} do not apply (another input shape or class "
+            "count); calibrating here",
+            flush=True,
+        )
         data["compute"]["calibration"] = None
     fed["dataset"] = dataset
     fed["methods"] = ["fsosa", "retrain"]
@@ -141,8 +143,11 @@ def record_trace(scenario: Scenario, path: Path) -> Path:
         source.close()
     cached = source.metadata.get("trace_cache") or {}
     if cached.get("hit"):
-        print(f"mobility: replayed the cached trace {cached['key'][:12]} (SUMO did not run; same traffic, same "
-              f"records); {scenario.mobility.trace_cache}", flush=True)
+        print(
+            f"mobility: replayed the cached trace {cached['key'][:12]} (SUMO did not run; same traffic, same "
+            f"records); {scenario.mobility.trace_cache}",
+            flush=True,
+        )
     elif cached:
         print(f"mobility: SUMO recorded the trace, kept in {scenario.mobility.trace_cache} for later runs", flush=True)
     return path
@@ -170,7 +175,9 @@ def run_datasets(args: argparse.Namespace, datasets: list[str]) -> list[tuple[Pa
     mobility-only pass records the trace, then every dataset replays it, ``args.jobs`` at once."""
     costs: dict[str, Any] = {}
     if args.trace is not None:  # recorded traffic: every dataset replays it, no SUMO
-        tasks = [pin_costs(scenario_for(args, d, args.trace.resolve()), costs).model_dump(mode="json") for d in datasets]
+        tasks = [
+            pin_costs(scenario_for(args, d, args.trace.resolve()), costs).model_dump(mode="json") for d in datasets
+        ]
         return run_pool(args, tasks)
     if args.jobs <= 1 or len(datasets) == 1:
         done: list[tuple[Path, Path]] = []
@@ -203,104 +210,6 @@ def run_pool(args: argparse.Namespace, tasks: list[dict[str, Any]]) -> list[tupl
         return [(Path(run), Path(plot)) for run, plot in (f.result() for f in futures)]
 
 
-def method_rows(run, dataset: str) -> list[dict[str, Any]]:
-    from vmc_sim.solves import unconverged_solves
-
-    records = list(run.records())
-    by: dict[str, list[dict]] = {}
-    for r in records:
-        by.setdefault(r["method"], []).append(r)
-    for rows in by.values():
-        rows.sort(key=lambda r: r["index"])
-    by["fsosa, paper accounting"] = paper_style(by["fsosa"], unit_sizes(by["fsosa"][0]))
-    short = unconverged_solves(records)
-    out = []
-    base = by["retrain"]
-    for m, rows in by.items():
-        mb = {k: sum(r["bytes"][k] for r in rows) / 1e6 for k in KINDS}
-        total = sum(mb.values())
-        t = sum(r.get("makespan_s") or 0.0 for r in rows) if m != "fsosa, paper accounting" else None
-        acc = [r.get("accuracy") for r in rows if r.get("accuracy") is not None]
-        out.append({
-            "dataset": dataset, "method": m, "requests": len(rows) - 1,
-            "triggered": sum(int(bool(r.get("triggered"))) for r in rows[1:]),
-            "trained": sum(len(r.get("trained") or []) for r in rows),
-            "failed_transfers": sum(len(r.get("failed") or []) for r in rows),
-            "provisional": sum(int(bool(r.get("provisional"))) for r in rows),
-            "unconverged_solves": short.get(m, {}).get("unconverged", 0) if t is not None else None,
-            "max_latency_s": max((r.get("latency_s") or 0.0 for r in rows), default=0.0) if t is not None else None,
-            **{f"{k}_MB": mb[k] for k in KINDS}, "total_MB": total, "time_s": t,
-            "final_acc": 100 * acc[-1] if acc else None, "mean_acc": 100 * sum(acc) / len(acc) if acc else None,
-            "max_acc_gap_vs_retrain": (100 * max((abs(a["accuracy"] - b["accuracy"]) for a, b in zip(rows, base)
-                                                  if a.get("accuracy") is not None and b.get("accuracy") is not None),
-                                                 default=0.0) if acc else None),  # None: a withdrawn model
-        })
-    ref = next(r for r in out if r["method"] == "retrain")
-    for r in out:
-        r["comm_saving_pct"] = 100 * (r["total_MB"] / ref["total_MB"] - 1)
-        r["time_saving_pct"] = 100 * (r["time_s"] / ref["time_s"] - 1) if r["time_s"] is not None else None
-    return out
-
-
-def per_request(run, dataset: str) -> list[dict[str, Any]]:
-    rows = []
-    for r in sorted(run.records(), key=lambda r: (r["method"], r["index"])):
-        rows.append({"dataset": dataset, "method": r["method"], "index": r["index"], "kind": r.get("kind"),
-                     "removed": " ".join(map(str, r.get("removed") or [])), "added": " ".join(map(str, r.get("added") or [])),
-                     "request_time": r.get("request_time"), "population": r.get("population"),
-                     "subset_size": r.get("subset_size"), "triggered": int(bool(r.get("triggered"))),
-                     **{f"{k}_bytes": r["bytes"][k] for k in KINDS}, "makespan_s": r.get("makespan_s"),
-                     "accuracy": r.get("accuracy"), "failed": len(r.get("failed") or [])})
-    return rows
-
-
-def setting(run) -> dict[str, Any]:
-    """The case study's traffic: the RSU, the clients in coverage at the first fit and the request rate."""
-    rows = sorted((r for r in run.records() if r["method"] == "retrain"), key=lambda r: r["index"])
-    manifest = run.manifest()
-    rsus, summary = manifest.get("rsus") or [], manifest.get("summary") or {}
-    fit, reqs = rows[0], rows[1:]
-    t_fit = fit.get("request_time") or 0.0
-    span = (reqs[-1]["request_time"] - t_fit) if reqs else 0.0
-    return {"rsus": rsus, "clients_at_fit": fit.get("population"), "fit_time": t_fit, "requests": len(reqs),
-            "span_s": span, "requests_per_minute": len(reqs) / (span / 60.0) if span > 0 else None,
-            "joins": sum(len(r.get("added") or []) for r in reqs), "leaves": sum(len(r.get("removed") or []) for r in reqs),
-            "teleports": summary.get("teleports") or 0,
-            "not_dispatched": (summary.get("max_requests") or {}).get("events_not_dispatched") or 0}
-
-
-def _clock(t: float) -> str:
-    t = int(round(t)) % 86400
-    return f"{t // 3600:02d}:{t % 3600 // 60:02d}:{t % 60:02d}"
-
-
-def setting_text(st: dict[str, Any]) -> str:
-    rsu = "; ".join(f"{r['id']} at junction {r.get('junction') or '-'} (x {r['x']:.1f}, y {r['y']:.1f}), radius "
-                    f"{r['radius']:g} m" for r in st["rsus"]) or "-"
-    rate = f"{st['requests_per_minute']:.2f}" if st["requests_per_minute"] else "-"
-    return (f"Traffic: RSU {rsu}; {st['clients_at_fit']} clients in coverage at the first fit ({_clock(st['fit_time'])}, "
-            f"paper: 12); then {st['requests']} requests ({st['joins']} arrivals, {st['leaves']} departures) in "
-            f"{st['span_s'] / 60:.1f} min: **{rate} requests per minute** (paper: one a minute)."
-            + (f" SUMO teleported {st['teleports']} stuck vehicle(s) during the run (a jam; each leaves coverage)."
-               if st.get("teleports") else "")
-            + (f" After the last request, {st['not_dispatched']} coverage events were not sent "
-               f"(coordinator.max_requests)." if st.get("not_dispatched") else ""))
-
-
-def cache_lines(caches: dict[str, dict]) -> list[str]:
-    """The report's lines on the contribution cache (``caches``: dataset -> its run's manifest
-    ``summary.contribution_cache``); they say whether the wall-clock is a cold run's, which it is
-    only when nothing was loaded from the cache."""
-    from vmc_sim.cosim import contribution_cache_text
-
-    if not caches:
-        return []
-    warm = any(c.get("hits") or c.get("weights_reused") for c in caches.values())
-    head = ("Contribution cache (records as if trained; "
-            + ("the wall-clock below is not a cold run's):" if warm else "nothing was loaded from it: the wall-clock below is a cold run's):"))
-    return ["", head, *(f"- {d}: {contribution_cache_text(c)}" for d, c in caches.items())]
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--scenario", default=str(ROOT / "scenarios" / "lust_case_study.yaml"))
@@ -310,22 +219,41 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=str(ROOT / "tools" / "out" / "lust_case_study"))
     p.add_argument("--quick", action="store_true", help="embedded city, digits/mlp, 10 requests")
     p.add_argument("--from-runs", nargs="+", metavar="RUN", help="only write the report from finished run directories")
-    p.add_argument("--jobs", type=int, default=1,
-                   help="datasets run side by side in this many processes, after one mobility-only pass "
-                        "records the trace (default 1: one after another, the first live)")
-    p.add_argument("--trace-cache", type=Path, default=None,
-                   help="trace cache directory (default: $VMC_CACHE/traces or ~/.cache/vmc-sim/traces): a run of "
-                        "traffic recorded before replays its trace instead of running SUMO, with identical records")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="datasets run side by side in this many processes, after one mobility-only pass "
+        "records the trace (default 1: one after another, the first live)",
+    )
+    p.add_argument(
+        "--trace-cache",
+        type=Path,
+        default=None,
+        help="trace cache directory (default: $VMC_CACHE/traces or ~/.cache/vmc-sim/traces): a run of "
+        "traffic recorded before replays its trace instead of running SUMO, with identical records",
+    )
     p.add_argument("--no-trace-cache", action="store_true", help="always run SUMO (record no trace in the cache)")
-    p.add_argument("--trace", type=Path, default=None, metavar="TRACE",
-                   help="replay this recorded trace for every dataset instead of running SUMO (no LuST build), e.g. "
-                        "the committed reports/lust_case_study/trace.jsonl; the records are those of the run that "
-                        "recorded it")
-    p.add_argument("--contribution-cache", type=Path, default=None,
-                   help="contribution cache directory (default: $VMC_CACHE/contributions or "
-                        "~/.cache/vmc-sim/contributions): a vehicle trained before the same way is loaded, one trained "
-                        "with other Fisher or upload settings only gets its Fisher computed; identical records")
-    p.add_argument("--no-contribution-cache", action="store_true", help="train every vehicle (use no contribution cache)")
+    p.add_argument(
+        "--trace",
+        type=Path,
+        default=None,
+        metavar="TRACE",
+        help="replay this recorded trace for every dataset instead of running SUMO (no LuST build), e.g. "
+        "the committed reports/lust_case_study/trace.jsonl; the records are those of the run that "
+        "recorded it",
+    )
+    p.add_argument(
+        "--contribution-cache",
+        type=Path,
+        default=None,
+        help="contribution cache directory (default: $VMC_CACHE/contributions or "
+        "~/.cache/vmc-sim/contributions): a vehicle trained before the same way is loaded, one trained "
+        "with other Fisher or upload settings only gets its Fisher computed; identical records",
+    )
+    p.add_argument(
+        "--no-contribution-cache", action="store_true", help="train every vehicle (use no contribution cache)"
+    )
     args = p.parse_args(argv)
     if args.no_trace_cache:
         args.trace_cache = None
@@ -370,8 +298,9 @@ def main(argv: list[str] | None = None) -> int:
         if traffic is None:
             traffic = setting(run)
             recorded = run.path / "trace.jsonl"  # a replay (--jobs > 1) names the trace it read
-            shutil.copy(recorded if recorded.is_file() else run.manifest()["config"]["mobility"]["trace"],
-                        out / "trace.jsonl")
+            shutil.copy(
+                recorded if recorded.is_file() else run.manifest()["config"]["mobility"]["trace"], out / "trace.jsonl"
+            )
         summary += method_rows(run, d)
         requests += per_request(run, d)
         shutil.copy(plot, out / f"fig6_{d}.png")
@@ -382,38 +311,80 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{d}: {contribution_cache_text(cache)}", flush=True)
     report.write_csv(out / "summary.csv", summary)
     report.write_csv(out / "requests.csv", requests)
-    cols = ["dataset", "method", "requests", "triggered", "trained", "failed_transfers", "provisional",
-            "unconverged_solves", "max_latency_s", "broadcast_MB", "model_upload_MB",
-            "fisher_upload_MB", "total_MB", "comm_saving_pct", "time_s", "time_saving_pct", "final_acc", "mean_acc",
-            "max_acc_gap_vs_retrain"]
-    replayed = ([f"Traffic replayed from `{args.trace}` (--trace: SUMO did not run; the requests are those of the "
-                 "run that recorded it)."] if args.trace is not None else [])
-    body = [setting_text(traffic), *replayed, "", report.md_table(summary, cols), "",
-            f"Paper (five datasets): cumulative time {PAPER['time_saving_pct'][0]} to {PAPER['time_saving_pct'][1]} % "
-            f"vs Retrain; communication {PAPER['comm_saving_pct'][0]} to {PAPER['comm_saving_pct'][1]} %; MNIST "
-            f"{PAPER['mnist_comm_MB'][0]} vs {PAPER['mnist_comm_MB'][1]} MB; accuracy matching Retrain (within 3.96 %).", ""]
+    cols = [
+        "dataset",
+        "method",
+        "requests",
+        "triggered",
+        "trained",
+        "failed_transfers",
+        "provisional",
+        "unconverged_solves",
+        "max_latency_s",
+        "broadcast_MB",
+        "model_upload_MB",
+        "fisher_upload_MB",
+        "total_MB",
+        "comm_saving_pct",
+        "time_s",
+        "time_saving_pct",
+        "final_acc",
+        "mean_acc",
+        "max_acc_gap_vs_retrain",
+    ]
+    replayed = (
+        [
+            f"Traffic replayed from `{args.trace}` (--trace: SUMO did not run; the requests are those of the "
+            "run that recorded it)."
+        ]
+        if args.trace is not None
+        else []
+    )
+    body = [
+        setting_text(traffic),
+        *replayed,
+        "",
+        report.md_table(summary, cols),
+        "",
+        f"Paper (five datasets): cumulative time {PAPER['time_saving_pct'][0]} to {PAPER['time_saving_pct'][1]} % "
+        f"vs Retrain; communication {PAPER['comm_saving_pct'][0]} to {PAPER['comm_saving_pct'][1]} %; MNIST "
+        f"{PAPER['mnist_comm_MB'][0]} vs {PAPER['mnist_comm_MB'][1]} MB; accuracy matching Retrain (within 3.96 %).",
+        "",
+    ]
     for d in datasets:
         f = next(r for r in summary if r["dataset"] == d and r["method"] == "fsosa")
         pa = next(r for r in summary if r["dataset"] == d and r["method"] == "fsosa, paper accounting")
-        body.append(f"- {d}: F-SOSA communication {f['comm_saving_pct']:+.2f} % vs Retrain (paper's accounting on the "
-                    f"same run: {pa['comm_saving_pct']:+.2f} %; paper {PAPER['comm_saving_pct'][0]} to "
-                    f"{PAPER['comm_saving_pct'][1]} %), time {f['time_saving_pct']:+.2f} % (paper "
-                    f"{PAPER['time_saving_pct'][0]} to {PAPER['time_saving_pct'][1]} %), final accuracy "
-                    f"{f['final_acc']:.2f} % vs Retrain {next(r for r in summary if r['dataset'] == d and r['method'] == 'retrain')['final_acc']:.2f} %, "
-                    f"largest per-request gap {f['max_acc_gap_vs_retrain']:.2f} points.")
+        body.append(
+            f"- {d}: F-SOSA communication {f['comm_saving_pct']:+.2f} % vs Retrain (paper's accounting on the "
+            f"same run: {pa['comm_saving_pct']:+.2f} %; paper {PAPER['comm_saving_pct'][0]} to "
+            f"{PAPER['comm_saving_pct'][1]} %), time {f['time_saving_pct']:+.2f} % (paper "
+            f"{PAPER['time_saving_pct'][0]} to {PAPER['time_saving_pct'][1]} %), final accuracy "
+            f"{f['final_acc']:.2f} % vs Retrain {next(r for r in summary if r['dataset'] == d and r['method'] == 'retrain')['final_acc']:.2f} %, "
+            f"largest per-request gap {f['max_acc_gap_vs_retrain']:.2f} points."
+        )
         for r in (x for x in summary if x["dataset"] == d and x["time_s"] is not None and x["failed_transfers"]):
-            body.append(f"  - **{r['method']}: {r['failed_transfers']} transfers failed** (the vehicle left coverage "
-                        f"first) and {r['provisional']} of {r['requests'] + 1} models are provisional (they count a "
-                        f"contribution that never arrived); a failed transfer charges no time past the failure, so "
-                        f"time_s counts completed work only (requests waited up to {r['max_latency_s']:.0f} s).")
+            body.append(
+                f"  - **{r['method']}: {r['failed_transfers']} transfers failed** (the vehicle left coverage "
+                f"first) and {r['provisional']} of {r['requests'] + 1} models are provisional (they count a "
+                f"contribution that never arrived); a failed transfer charges no time past the failure, so "
+                f"time_s counts completed work only (requests waited up to {r['max_latency_s']:.0f} s)."
+            )
         for r in (x for x in summary if x["dataset"] == d and x["unconverged_solves"]):
-            body.append(f"  - **{r['method']}: {r['unconverged_solves']} solve(s) stopped before their tolerance** "
-                        f"(the run's summary names the requests and the residual reached)")
+            body.append(
+                f"  - **{r['method']}: {r['unconverged_solves']} solve(s) stopped before their tolerance** "
+                f"(the run's summary names the requests and the residual reached)"
+            )
     body += cache_lines(caches)
-    body.append(f"\nWall-clock of the whole script: {time.perf_counter() - t0:.0f} s. Per-request rows: `requests.csv`; "
-                "Fig. 6-style plots: `fig6_<dataset>.png`; the recorded trace: `trace.jsonl`.")
-    size = "quick (embedded city, digits/mlp, 10 requests)" if args.quick else \
-        f"full (LuST, {', '.join(datasets)}, 31 requests" + (f", K = {args.epochs} local epochs)" if args.epochs else ")")
+    body.append(
+        f"\nWall-clock of the whole script: {time.perf_counter() - t0:.0f} s. Per-request rows: `requests.csv`; "
+        "Fig. 6-style plots: `fig6_<dataset>.png`; the recorded trace: `trace.jsonl`."
+    )
+    size = (
+        "quick (embedded city, digits/mlp, 10 requests)"
+        if args.quick
+        else f"full (LuST, {', '.join(datasets)}, 31 requests"
+        + (f", K = {args.epochs} local epochs)" if args.epochs else ")")
+    )
     cmd = " ".join(["python tools/lust_case_study.py", *(sys.argv[1:] if argv is None else argv)])
     history = out / "history.md"
     if history.is_file():  # earlier runs kept beside the new one for comparison

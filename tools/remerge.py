@@ -73,9 +73,16 @@ def member_sets(records: list[dict[str, Any]], method: str) -> dict[int, set[str
     return sets
 
 
-def remerge(run_dir: Path, method: str, requests: list[int], fisher: str, upload_dtype: str | None,
-            say: Callable[[str], None] = print, dampings: list[float] | None = None,
-            on_rows: Callable[[list[dict[str, Any]]], None] | None = None) -> list[dict[str, Any]]:
+def remerge(
+    run_dir: Path,
+    method: str,
+    requests: list[int],
+    fisher: str,
+    upload_dtype: str | None,
+    say: Callable[[str], None] = print,
+    dampings: list[float] | None = None,
+    on_rows: Callable[[list[dict[str, Any]]], None] | None = None,
+) -> list[dict[str, Any]]:
     """One row per (request, candidate damping): validation and test accuracy of the merge
     (``dampings``: other candidates than the run's). Members' Fishers go through the run's
     upload form (``train.fisher_rank``: K-FAC factors compressed, as the run merged them); a run
@@ -89,7 +96,9 @@ def remerge(run_dir: Path, method: str, requests: list[int], fisher: str, upload
     scenario = manifest_scenario(run_dir / "manifest.json")
     fed = scenario.federated
     if fed.projection_config().method.value == "adam" or fed.projection.iterates:
-        raise SystemExit(f"{run_dir}: the run merged with Adam or selected CG iterates; remerge replays damping selection")
+        raise SystemExit(
+            f"{run_dir}: the run merged with Adam or selected CG iterates; remerge replays damping selection"
+        )
     setup = fed.setup(scenario.seed)
     model = setup.model_fn()
     trained_with = setup.train.fisher
@@ -109,7 +118,9 @@ def remerge(run_dir: Path, method: str, requests: list[int], fisher: str, upload
         projection = replace(projection, dampings=tuple(dampings))
     validator, test = setup.validator(), Validator(setup.model_fn, setup.test_set)
     if validator is None and dampings:
-        raise SystemExit(f"{run_dir}: the run holds out no validation set, so there is nothing to select --dampings with")
+        raise SystemExit(
+            f"{run_dir}: the run holds out no validation set, so there is nothing to select --dampings with"
+        )
     rank = setup.train.fisher_rank
 
     def uploaded(c: Contribution) -> Contribution:
@@ -117,6 +128,7 @@ def remerge(run_dir: Path, method: str, requests: list[int], fisher: str, upload
         if rank is None or c.fisher is None:
             return c
         return replace(c, fisher=c.fisher.compress(rank), _digest=None)
+
     shards = len(setup.client_data)
     recomputed: dict[str, Contribution] = {}
 
@@ -129,8 +141,14 @@ def remerge(run_dir: Path, method: str, requests: list[int], fisher: str, upload
         if client not in recomputed:
             local = load_flat(setup.model_fn(), c.weights.float())
             data = setup.client_data[vehicle_shard(scenario.seed, client, shards)]
-            rep = compute_fisher(kind, local, data.x, setup.streams.torch("fisher", client), setup.train.fisher_batch,
-                                 setup.train.fisher_labels)
+            rep = compute_fisher(
+                kind,
+                local,
+                data.x,
+                setup.streams.torch("fisher", client),
+                setup.train.fisher_batch,
+                setup.train.fisher_labels,
+            )
             recomputed[client] = uploaded(Contribution(client, c.weights, rep.cast(dtype), c.num_samples))
         return recomputed[client]
 
@@ -139,9 +157,21 @@ def remerge(run_dir: Path, method: str, requests: list[int], fisher: str, upload
         record, members = by_index[i], sorted(sets[i])
         if not members:
             say(f"request {i}: no model (withdrawn); skipped")
-            rows.append({"request": i, "members": 0, "fisher": kind, "damping": "-", "selected": False,
-                         "val_accuracy": None, "test_accuracy": None, "recorded_accuracy": record.get("accuracy"),
-                         "stop_reason": "no model", "seconds": 0.0, "check": "-"})
+            rows.append(
+                {
+                    "request": i,
+                    "members": 0,
+                    "fisher": kind,
+                    "damping": "-",
+                    "selected": False,
+                    "val_accuracy": None,
+                    "test_accuracy": None,
+                    "recorded_accuracy": record.get("accuracy"),
+                    "stop_reason": "no model",
+                    "seconds": 0.0,
+                    "check": "-",
+                }
+            )
             if on_rows:
                 on_rows(rows)
             continue
@@ -158,8 +188,9 @@ def remerge(run_dir: Path, method: str, requests: list[int], fisher: str, upload
         w, info = project(stats, projection, scorer=scorer if validator is not None else None)
         seconds = time.perf_counter() - t0
         chosen = test(w)[0]
-        candidates = info.candidates or [{"damping": info.damping,
-                                          "val_accuracy": info.validation[0] if info.validation else None}]
+        candidates = info.candidates or [
+            {"damping": info.damping, "val_accuracy": info.validation[0] if info.validation else None}
+        ]
         line = f"request {i}: {len(members)} members, {kind} Fisher: damping {damping_label(info.damping)}, test {100 * chosen:.2f} %"
         check = "-"
         if record.get("accuracy") is not None and (fisher != "stored" or dampings):
@@ -175,19 +206,31 @@ def remerge(run_dir: Path, method: str, requests: list[int], fisher: str, upload
             check = "unchecked (no recorded accuracy)"
             line += " (the run recorded no accuracy here: not checked)"
         for n, c in enumerate(candidates):
-            rows.append({"request": i, "members": len(members), "fisher": kind, "damping": damping_label(c["damping"]),
-                         "selected": damping_label(c["damping"]) == damping_label(info.damping),
-                         "val_accuracy": c["val_accuracy"], "test_accuracy": scores.get(_key(n), chosen),
-                         "recorded_accuracy": record.get("accuracy"), "stop_reason": c.get("stop_reason", info.stop_reason),
-                         "seconds": round(seconds, 1), "check": check})
+            rows.append(
+                {
+                    "request": i,
+                    "members": len(members),
+                    "fisher": kind,
+                    "damping": damping_label(c["damping"]),
+                    "selected": damping_label(c["damping"]) == damping_label(info.damping),
+                    "val_accuracy": c["val_accuracy"],
+                    "test_accuracy": scores.get(_key(n), chosen),
+                    "recorded_accuracy": record.get("accuracy"),
+                    "stop_reason": c.get("stop_reason", info.stop_reason),
+                    "seconds": round(seconds, 1),
+                    "check": check,
+                }
+            )
         say(line)
         if on_rows:
             on_rows(rows)
     if unchecked:
         say(f"not checked against the run (no recorded accuracy): request(s) {unchecked}")
     if failed:
-        raise SystemExit(f"{run_dir}: the stored contributions do not reproduce request(s) {failed}: the member sets "
-                         f"rebuilt from the records are not the run's")
+        raise SystemExit(
+            f"{run_dir}: the stored contributions do not reproduce request(s) {failed}: the member sets "
+            f"rebuilt from the records are not the run's"
+        )
     return rows
 
 
@@ -196,23 +239,39 @@ def _key(n: int) -> str:
 
 
 def markdown(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
-    lines = [f"# Remerged: {args.run} ({args.method}, Fisher {args.fisher}"
-             + (f", uploads {args.upload_dtype}" if args.upload_dtype else "") + ")", "",
-             f"Command: `python tools/remerge.py {args.run} --method {args.method} --requests "
-             f"{' '.join(map(str, args.requests))} --fisher {args.fisher}"
-             + (f" --upload-dtype {args.upload_dtype}" if args.upload_dtype else "")
-             + (f" --dampings {' '.join(damping_label(d) for d in args.dampings)}" if args.dampings else "") + "`", ""]
+    lines = [
+        f"# Remerged: {args.run} ({args.method}, Fisher {args.fisher}"
+        + (f", uploads {args.upload_dtype}" if args.upload_dtype else "")
+        + ")",
+        "",
+        f"Command: `python tools/remerge.py {args.run} --method {args.method} --requests "
+        f"{' '.join(map(str, args.requests))} --fisher {args.fisher}"
+        + (f" --upload-dtype {args.upload_dtype}" if args.upload_dtype else "")
+        + (f" --dampings {' '.join(damping_label(d) for d in args.dampings)}" if args.dampings else "")
+        + "`",
+        "",
+    ]
     done = len({r["request"] for r in rows})
     if done < len(args.requests):
-        lines += [f"**Partial: {done} of the {len(args.requests)} requests asked** (the command was interrupted, "
-                  "failed or is still running; each request's rows are complete).", ""]
-    lines += ["| request | members | Fisher | damping | selected | val acc % | test acc % | recorded acc % | stop | check |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
+        lines += [
+            f"**Partial: {done} of the {len(args.requests)} requests asked** (the command was interrupted, "
+            "failed or is still running; each request's rows are complete).",
+            "",
+        ]
+    lines += [
+        "| request | members | Fisher | damping | selected | val acc % | test acc % | recorded acc % | stop | check |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
-        pct = (lambda v: "-" if v is None else f"{100 * v:.2f}")
-        lines.append(f"| {r['request']} | {r['members']} | {r['fisher']} | {r['damping']} | {'yes' if r['selected'] else ''} | "
-                     f"{pct(r['val_accuracy'])} | {pct(r['test_accuracy'])} | {pct(r['recorded_accuracy'])} | "
-                     f"{r.get('stop_reason', '-')} | {r['check']} |")
+
+        def pct(v):
+            return "-" if v is None else f"{100 * v:.2f}"
+
+        lines.append(
+            f"| {r['request']} | {r['members']} | {r['fisher']} | {r['damping']} | {'yes' if r['selected'] else ''} | "
+            f"{pct(r['val_accuracy'])} | {pct(r['test_accuracy'])} | {pct(r['recorded_accuracy'])} | "
+            f"{r.get('stop_reason', '-')} | {r['check']} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -223,8 +282,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--requests", type=int, nargs="+", required=True, help="record indices to merge at")
     p.add_argument("--fisher", choices=["stored", "diagonal", "kfac"], default="stored")
     p.add_argument("--upload-dtype", choices=sorted(DTYPES), default=None, help="default: the run's")
-    p.add_argument("--dampings", type=parse_damping, nargs="+", default=None,
-                   help="candidate relative dampings ('mean' = the weighted mean); default: the run's")
+    p.add_argument(
+        "--dampings",
+        type=parse_damping,
+        nargs="+",
+        default=None,
+        help="candidate relative dampings ('mean' = the weighted mean); default: the run's",
+    )
     p.add_argument("--out", default=None, help="directory for remerge.md / remerge.csv")
     args = p.parse_args(argv)
     out = Path(args.out) if args.out else None
@@ -235,8 +299,15 @@ def main(argv: list[str] | None = None) -> int:
             report.replace_text(out / "remerge.md", markdown(rows, args))
 
     try:
-        rows = remerge(Path(args.run), args.method, args.requests, args.fisher, args.upload_dtype, dampings=args.dampings,
-                       on_rows=write)
+        rows = remerge(
+            Path(args.run),
+            args.method,
+            args.requests,
+            args.fisher,
+            args.upload_dtype,
+            dampings=args.dampings,
+            on_rows=write,
+        )
     except FileNotFoundError as e:  # not a run directory, or one missing a file: one line, not a traceback
         raise SystemExit(f"remerge: {e}") from None
     print(markdown(rows, args))

@@ -50,8 +50,11 @@ from vmc_sim.reproduction import report
 #: the Top-K value and the DG-FedReuse range, not per-dataset rows), in %.
 PAPER = {
     "topk": {"modelled_uplink_saving": (76.88, 76.88), "modelled_symmetric_saving": (38.44, 38.44)},
-    "dgfedreuse": {"modelled_uplink_saving": (83.36, 85.42), "modelled_symmetric_saving": (41.68, 42.71),
-                   "acc_diff_vs_topk": (-5.29, -0.14)},
+    "dgfedreuse": {
+        "modelled_uplink_saving": (83.36, 85.42),
+        "modelled_symmetric_saving": (41.68, 42.71),
+        "acc_diff_vs_topk": (-5.29, -0.14),
+    },
     "fedavg": {"modelled_uplink_saving": (0.0, 0.0), "modelled_symmetric_saving": (0.0, 0.0)},
 }
 METHODS = ("fedavg", "topk", "dgfedreuse")
@@ -61,12 +64,24 @@ LABELS = {"fedavg": "FedAvg (dense)", "topk": "Top-K FedAvg", "dgfedreuse": "DG-
 def run_dataset(name: str, args: argparse.Namespace) -> tuple[list[dict], list[dict], dict]:
     """All methods on one dataset: summary rows, per-round rows, gate repeatability."""
     setup = OneShotSetup(
-        dataset=name, num_clients=args.clients, alpha=args.alpha, model=args.model, seed=args.seed,
-        train=TrainConfig(threads=1), max_train_samples=args.max_train, max_test_samples=args.max_test,
+        dataset=name,
+        num_clients=args.clients,
+        alpha=args.alpha,
+        model=args.model,
+        seed=args.seed,
+        train=TrainConfig(threads=1),
+        max_train_samples=args.max_train,
+        max_test_samples=args.max_test,
     )
     eval_set = setup.test_set.subset(range(min(args.eval_samples, len(setup.test_set))))
-    cfg = RoundConfig(rounds=args.rounds, clients_per_round=args.per_round, local_epochs=args.epochs, lr=args.lr,
-                      batch_size=args.batch_size, momentum=args.momentum)
+    cfg = RoundConfig(
+        rounds=args.rounds,
+        clients_per_round=args.per_round,
+        local_epochs=args.epochs,
+        lr=args.lr,
+        batch_size=args.batch_size,
+        momentum=args.momentum,
+    )
     sizes = [p.numel() for p in setup.model_fn().parameters()]
     clients = list(setup.client_data)
     summaries, per_round, repeat = [], [], {}
@@ -84,20 +99,42 @@ def run_dataset(name: str, args: argparse.Namespace) -> tuple[list[dict], list[d
             if (t + 1) % args.eval_every == 0 or t + 1 == args.rounds:
                 row["eval_acc"] = 100 * s.evaluate(eval_set)[0]
             summary = ledger.summary()
-            row.update({k: 100 * summary[k] for k in ("modelled_uplink_saving", "modelled_symmetric_saving",
-                                                       "real_uplink_saving", "real_bidirectional_saving")})
+            row.update(
+                {
+                    k: 100 * summary[k]
+                    for k in (
+                        "modelled_uplink_saving",
+                        "modelled_symmetric_saving",
+                        "real_uplink_saving",
+                        "real_bidirectional_saving",
+                    )
+                }
+            )
             row["fresh"], row["reused"] = ledger.rounds[-1].fresh, ledger.rounds[-1].reused
             per_round.append(row)
         wall = time.perf_counter() - t0
         acc, loss = s.evaluate(setup.test_set)
         summary = ledger.summary()
         out = {
-            "dataset": name, "method": method, "rounds": args.rounds, "accuracy": 100 * acc, "loss": loss,
-            **{k: 100 * summary[k] for k in ("modelled_uplink_saving", "modelled_symmetric_saving",
-                                              "real_uplink_saving", "real_bidirectional_saving")},
+            "dataset": name,
+            "method": method,
+            "rounds": args.rounds,
+            "accuracy": 100 * acc,
+            "loss": loss,
+            **{
+                k: 100 * summary[k]
+                for k in (
+                    "modelled_uplink_saving",
+                    "modelled_symmetric_saving",
+                    "real_uplink_saving",
+                    "real_bidirectional_saving",
+                )
+            },
             "fresh_fraction": 100 * summary["fresh_fraction"],
-            "modelled_uplink_MB": summary["modelled_uplink"] / 1e6, "real_uplink_MB": summary["real_uplink"] / 1e6,
-            "real_downlink_MB": summary["real_downlink"] / 1e6, "wall_s": wall,
+            "modelled_uplink_MB": summary["modelled_uplink"] / 1e6,
+            "real_uplink_MB": summary["real_uplink"] / 1e6,
+            "real_downlink_MB": summary["real_downlink"] / 1e6,
+            "wall_s": wall,
             "gate_reasons": json.dumps(dict(sorted(reasons.items()))) if reasons else "",
         }
         if method == "dgfedreuse":
@@ -106,8 +143,11 @@ def run_dataset(name: str, args: argparse.Namespace) -> tuple[list[dict], list[d
             rep = s.repeatability(repeats=args.repeats, clients=clients_rep)
             repeat = {"dataset": name, **rep.summary(), "wall_s": time.perf_counter() - t1}
         summaries.append(out)
-        print(json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in out.items()}),
-              file=sys.stderr, flush=True)
+        print(
+            json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in out.items()}),
+            file=sys.stderr,
+            flush=True,
+        )
     by = {r["method"]: r for r in summaries}
     for r in summaries:
         r["acc_diff_vs_topk"] = r["accuracy"] - by["topk"]["accuracy"]
@@ -159,26 +199,78 @@ def plot(per_round: list[dict], path: Path) -> None:
 def markdown_body(summaries: list[dict], repeats: list[dict], args: argparse.Namespace) -> str:
     rows = []
     for r in summaries:
-        rows.append({
-            "dataset": r["dataset"], "method": LABELS[r["method"]], "acc": r["accuracy"],
-            "d_topk": r["acc_diff_vs_topk"] if r["method"] != "topk" else None,
-            "paper_d": paper_cell(r["method"], "acc_diff_vs_topk"),
-            "up": r["modelled_uplink_saving"], "paper_up": paper_cell(r["method"], "modelled_uplink_saving"),
-            "off_up": off_range(r["modelled_uplink_saving"], r["method"], "modelled_uplink_saving"),
-            "sym": r["modelled_symmetric_saving"], "paper_sym": paper_cell(r["method"], "modelled_symmetric_saving"),
-            "off_sym": off_range(r["modelled_symmetric_saving"], r["method"], "modelled_symmetric_saving"),
-            "real_up": r["real_uplink_saving"], "real_both": r["real_bidirectional_saving"],
-            "fresh": r["fresh_fraction"],
-        })
+        rows.append(
+            {
+                "dataset": r["dataset"],
+                "method": LABELS[r["method"]],
+                "acc": r["accuracy"],
+                "d_topk": r["acc_diff_vs_topk"] if r["method"] != "topk" else None,
+                "paper_d": paper_cell(r["method"], "acc_diff_vs_topk"),
+                "up": r["modelled_uplink_saving"],
+                "paper_up": paper_cell(r["method"], "modelled_uplink_saving"),
+                "off_up": off_range(r["modelled_uplink_saving"], r["method"], "modelled_uplink_saving"),
+                "sym": r["modelled_symmetric_saving"],
+                "paper_sym": paper_cell(r["method"], "modelled_symmetric_saving"),
+                "off_sym": off_range(r["modelled_symmetric_saving"], r["method"], "modelled_symmetric_saving"),
+                "real_up": r["real_uplink_saving"],
+                "real_both": r["real_bidirectional_saving"],
+                "fresh": r["fresh_fraction"],
+            }
+        )
     table = report.md_table(
-        rows, ["dataset", "method", "acc", "d_topk", "paper_d", "up", "paper_up", "off_up", "sym", "paper_sym",
-               "off_sym", "real_up", "real_both", "fresh"],
-        ["dataset", "method", "acc %", "acc - TopK (pts)", "paper", "modelled up saving %", "paper %",
-         "outside paper (pts)", "with dense downlink %", "paper %", "outside paper (pts)", "real up saving %",
-         "real both ways %", "fresh %"],
+        rows,
+        [
+            "dataset",
+            "method",
+            "acc",
+            "d_topk",
+            "paper_d",
+            "up",
+            "paper_up",
+            "off_up",
+            "sym",
+            "paper_sym",
+            "off_sym",
+            "real_up",
+            "real_both",
+            "fresh",
+        ],
+        [
+            "dataset",
+            "method",
+            "acc %",
+            "acc - TopK (pts)",
+            "paper",
+            "modelled up saving %",
+            "paper %",
+            "outside paper (pts)",
+            "with dense downlink %",
+            "paper %",
+            "outside paper (pts)",
+            "real up saving %",
+            "real both ways %",
+            "fresh %",
+        ],
     )
-    rep = report.md_table(repeats, ["dataset", "round", "tau", "clients", "repeats", "mean_score", "mean_score_sd",
-                                    "mean_flip_rate", "clients_with_flips"], digits=4) if repeats else "(none)"
+    rep = (
+        report.md_table(
+            repeats,
+            [
+                "dataset",
+                "round",
+                "tau",
+                "clients",
+                "repeats",
+                "mean_score",
+                "mean_score_sd",
+                "mean_flip_rate",
+                "clients_with_flips",
+            ],
+            digits=4,
+        )
+        if repeats
+        else "(none)"
+    )
     gates = "\n".join(f"- {r['dataset']}: {r['gate_reasons']}" for r in summaries if r["method"] == "dgfedreuse")
     notes = [
         "Paper values are seed 002's round-90 ranges over six datasets (its text gives no per-dataset rows); "
@@ -238,8 +330,15 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.max_train or 'all'} training samples, test {args.max_test or 'all'}, seed {args.seed} "
         f"(seed 002: 90 rounds, full training sets, weight decay 1e-4, seeds 101/202/303)"
     )
-    repro.publish(out, "seed002_fedreuse.md", "Seed 002: DG-FedReuse vs Top-K FedAvg (fixed rounds)",
-                  "seed002_fedreuse.py", argv, size, markdown_body(summaries, repeats, args))
+    repro.publish(
+        out,
+        "seed002_fedreuse.md",
+        "Seed 002: DG-FedReuse vs Top-K FedAvg (fixed rounds)",
+        "seed002_fedreuse.py",
+        argv,
+        size,
+        markdown_body(summaries, repeats, args),
+    )
     return 0
 
 

@@ -116,8 +116,15 @@ def mia_sets(target: ArrayDataset, test: ArrayDataset, rng: np.random.Generator)
 
 
 def run(args: argparse.Namespace) -> dict:
-    setup = OneShotSetup(dataset=args.dataset, num_clients=args.clients, alpha=args.alpha, model=args.model,
-                         seed=args.seed, max_train_samples=args.max_train, max_test_samples=args.max_test)
+    setup = OneShotSetup(
+        dataset=args.dataset,
+        num_clients=args.clients,
+        alpha=args.alpha,
+        model=args.model,
+        seed=args.seed,
+        max_train_samples=args.max_train,
+        max_test_samples=args.max_test,
+    )
     shape, classes = setup.train_set.input_shape, setup.train_set.num_classes
     if args.model == "mlp":
         model_fn = partial(build_model, "mlp", shape, classes, hidden=tuple(args.hidden))
@@ -133,16 +140,26 @@ def run(args: argparse.Namespace) -> dict:
     retained = [c for c in clients if c != target]
     members, nonmembers = mia_sets(flipped, test, setup.streams.numpy("mia", target))
     per_sample_flops = train_flops_per_sample(model_fn(), shape)
-    cfg = RoundConfig(rounds=args.rounds, clients_per_round=args.per_round, local_epochs=args.local_epochs,
-                      lr=args.lr, batch_size=args.batch_size, device=args.device)
+    cfg = RoundConfig(
+        rounds=args.rounds,
+        clients_per_round=args.per_round,
+        local_epochs=args.local_epochs,
+        lr=args.lr,
+        batch_size=args.batch_size,
+        device=args.device,
+    )
     pdf_cfg = PDFConfig(tau_clp=args.tau, lam=args.lam, k=args.k, unlearn_rounds=args.unlearn_rounds)
     eval_model = model_fn()
     curves: list[dict] = []
 
     def cost(reports: list[RoundReport]) -> dict:
         samples = sum(len(data[c]) for r in reports for c in r.completed) * args.local_epochs
-        return {"bytes": sum(r.total_bytes for r in reports), "samples": samples,
-                "flops": samples * per_sample_flops, "compute_s": sum(r.compute_s for r in reports)}
+        return {
+            "bytes": sum(r.total_bytes for r in reports),
+            "samples": samples,
+            "flops": samples * per_sample_flops,
+            "compute_s": sum(r.compute_s for r in reports),
+        }
 
     def measure(weights: torch.Tensor) -> dict:
         from fl_core.training import evaluate
@@ -156,6 +173,7 @@ def run(args: argparse.Namespace) -> dict:
             i = r.round - start + 1
             if i % args.eval_every == 0 or i == 1:
                 curves.append({"method": method, "round": i, **measure(strategy.weights)})
+
         return on_round
 
     t0 = time.perf_counter()
@@ -173,20 +191,30 @@ def run(args: argparse.Namespace) -> dict:
 
     rows = []
 
-    def add(method: str, weights: torch.Tensor, unlearn_reports: list[RoundReport], selected: list | None,
-            include_training: bool = True) -> None:
+    def add(
+        method: str,
+        weights: torch.Tensor,
+        unlearn_reports: list[RoundReport],
+        selected: list | None,
+        include_training: bool = True,
+    ) -> None:
         u = cost(unlearn_reports)
         total = {k: u[k] + (train_cost[k] if include_training else 0) for k in u}
-        rows.append({
-            "method": method, **measure(weights),
-            "MIA_AUC": 100 * mia_auc(eval_model, weights, members, nonmembers),
-            "unlearn_clients": len(selected) if selected is not None else None,
-            "unlearn_rounds": len(unlearn_reports),
-            "unlearn_GB": u["bytes"] / 1e9, "total_GB": total["bytes"] / 1e9,
-            "unlearn_TFLOPs": u["flops"] / 1e12, "total_TFLOPs": total["flops"] / 1e12,
-            "total_compute_s": total["compute_s"],
-            "selected": " ".join(map(str, selected)) if selected is not None else "",
-        })
+        rows.append(
+            {
+                "method": method,
+                **measure(weights),
+                "MIA_AUC": 100 * mia_auc(eval_model, weights, members, nonmembers),
+                "unlearn_clients": len(selected) if selected is not None else None,
+                "unlearn_rounds": len(unlearn_reports),
+                "unlearn_GB": u["bytes"] / 1e9,
+                "total_GB": total["bytes"] / 1e9,
+                "unlearn_TFLOPs": u["flops"] / 1e12,
+                "total_TFLOPs": total["flops"] / 1e12,
+                "total_compute_s": total["compute_s"],
+                "selected": " ".join(map(str, selected)) if selected is not None else "",
+            }
+        )
         print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
 
     add("trained (before)", pdf.weights, [], None)
@@ -210,8 +238,17 @@ def run(args: argparse.Namespace) -> dict:
             on(s, reps[-1])
         add("continue_fedavg", s.weights, reps, retained)
     retrain, retrain_reports = retrain_reference(
-        model_fn, w0, data, cfg, setup.streams, clients, [target], rounds=args.rounds,
-        per_round=args.retrain_per_round or None, on_round=tracker("retrain", 0))
+        model_fn,
+        w0,
+        data,
+        cfg,
+        setup.streams,
+        clients,
+        [target],
+        rounds=args.rounds,
+        per_round=args.retrain_per_round or None,
+        on_round=tracker("retrain", 0),
+    )
     add("retrain", retrain.weights, retrain_reports, retained)
     ref = next(r for r in rows if r["method"] == "retrain")
     for r in rows:
@@ -220,11 +257,21 @@ def run(args: argparse.Namespace) -> dict:
             r["comm_saving_pct"] = 100 * (1 - r["total_GB"] / ref["total_GB"])
             r["compute_saving_pct"] = 100 * (1 - r["total_TFLOPs"] / ref["total_TFLOPs"])
     return {
-        "rows": rows, "curves": curves, "target": target, "target_samples": len(flipped),
-        "target_classes": sorted(set(flipped.y.tolist())), "critical": critical, "history_bytes": history_bytes,
-        "history_dir": str(hist_dir), "params": int(w0.numel()), "d_cls": pdf.history.d_cls,
-        "flops_per_sample": per_sample_flops, "wall_s": time.perf_counter() - t0, "train_cost": train_cost,
-        "mia_pairs": len(members), "clients_min_max": (min(len(d) for d in data.values()), max(len(d) for d in data.values())),
+        "rows": rows,
+        "curves": curves,
+        "target": target,
+        "target_samples": len(flipped),
+        "target_classes": sorted(set(flipped.y.tolist())),
+        "critical": critical,
+        "history_bytes": history_bytes,
+        "history_dir": str(hist_dir),
+        "params": int(w0.numel()),
+        "d_cls": pdf.history.d_cls,
+        "flops_per_sample": per_sample_flops,
+        "wall_s": time.perf_counter() - t0,
+        "train_cost": train_cost,
+        "mia_pairs": len(members),
+        "clients_min_max": (min(len(d) for d in data.values()), max(len(d) for d in data.values())),
     }
 
 
@@ -262,16 +309,44 @@ def markdown(result: dict, args: argparse.Namespace) -> str:
         paper = PAPER.get(r["method"], {})
         r["paper_RA"] = paper.get("RA")
         r["RA_minus_paper"] = report.pct_diff(r["RA"], paper.get("RA"))
-    table = report.md_table(rows, ["method", "RA", "paper_RA", "RA_minus_paper", "FA", "MIA_AUC", "MIA_gap",
-                                   "unlearn_clients", "total_GB", "comm_saving_pct", "total_TFLOPs",
-                                   "compute_saving_pct", "total_compute_s"],
-                            ["method", "RA %", "paper RA %", "RA - paper", "FA %", "MIA AUC %", "gap to Retrain",
-                             "clients", "comm GB (train+unlearn)", "comm saving %", "TFLOPs", "compute saving %",
-                             "client s"])
+    table = report.md_table(
+        rows,
+        [
+            "method",
+            "RA",
+            "paper_RA",
+            "RA_minus_paper",
+            "FA",
+            "MIA_AUC",
+            "MIA_gap",
+            "unlearn_clients",
+            "total_GB",
+            "comm_saving_pct",
+            "total_TFLOPs",
+            "compute_saving_pct",
+            "total_compute_s",
+        ],
+        [
+            "method",
+            "RA %",
+            "paper RA %",
+            "RA - paper",
+            "FA %",
+            "MIA AUC %",
+            "gap to Retrain",
+            "clients",
+            "comm GB (train+unlearn)",
+            "comm saving %",
+            "TFLOPs",
+            "compute saving %",
+            "client s",
+        ],
+    )
     pdfs = [r for r in rows if r["method"].startswith("pdf_")]
     ref = next(r for r in rows if r["method"] == "retrain")
     lines = [
-        table, "",
+        table,
+        "",
         f"Target: client {result['target']} ({result['target_samples']} samples, classes {result['target_classes']}), "
         f"labels flipped y -> C-1-y. Model {args.model} ({result['params']:,} parameters, "
         f"{result['flops_per_sample'] / 1e6:.2f} MFLOPs per training sample), classification layer d_cls = {result['d_cls']}. "
@@ -285,18 +360,30 @@ def markdown(result: dict, args: argparse.Namespace) -> str:
         "88.20 %; forgetting-oriented variant FA 0 %; communication 15.62 GB (Retrain) vs 4.79 GB (PDF), about 69 % "
         "less; computation 57-61 % less; MIA AUC within 0.41 points of Retrain over the k sweep.",
         "",
-        "Ours: " + "; ".join(
+        "Ours: "
+        + "; ".join(
             f"{r['method']}: RA {r['RA']:.2f} % (Retrain {ref['RA']:.2f} %), FA {r['FA']:.2f} %, MIA gap "
             f"{r['MIA_gap']:+.2f} points, communication {r['comm_saving_pct']:.1f} % and computation "
-            f"{r['compute_saving_pct']:.1f} % below Retrain" for r in pdfs) + ".",
+            f"{r['compute_saving_pct']:.1f} % below Retrain"
+            for r in pdfs
+        )
+        + ".",
         "",
         "Setup choices (the seed leaves them open or this host cannot run them): "
-        f"model {args.model}" + (" instead of the paper's CNN (the CNN trains at a few hundred samples/s on one "
-                                 "shared core here)" if args.model == "mlp" else "")
+        f"model {args.model}"
+        + (
+            " instead of the paper's CNN (the CNN trains at a few hundred samples/s on one shared core here)"
+            if args.model == "mlp"
+            else ""
+        )
         + f"; {args.local_epochs} local epoch(s) (not given in the seed); T_learn = {args.rounds} "
         "(not given; with Retrain using every retained client each round, the paper's ~69 % communication saving "
         "corresponds to T_learn of about 60); Retrain = retraining from W0 for T_learn rounds with "
-        + (f"{args.retrain_per_round} clients a round" if args.retrain_per_round else "every retained client each round")
+        + (
+            f"{args.retrain_per_round} clients a round"
+            if args.retrain_per_round
+            else "every retained client each round"
+        )
         + "; the target is the largest client.",
         "",
         "Costs count training plus unlearning for every method (Retrain: the original training plus retraining), "
@@ -344,14 +431,22 @@ def main(argv: list[str] | None = None) -> int:
     report.write_csv(out / "seed003_pdf.csv", result["rows"])
     report.write_csv(out / "seed003_pdf_curves.csv", result["curves"])
     plot(result, out / "seed003_pdf.png")
-    size = (f"{args.dataset}, N = {args.clients}, {args.per_round} per round, alpha {args.alpha}, {args.model}"
-            f"{' ' + str(args.hidden) if args.model == 'mlp' else ''}, T_learn {args.rounds}, lr {args.lr}, batch "
-            f"{args.batch_size}, {args.local_epochs} local epoch(s), tau_CLP {args.tau}, lambda {args.lam}, k {args.k}, "
-            f"T_unlearn {args.unlearn_rounds}, betas {args.betas}, seed {args.seed}"
-            + (" (QUICK smoke size)" if args.quick else "") + f"; wall {result['wall_s']:.0f} s")
+    size = (
+        f"{args.dataset}, N = {args.clients}, {args.per_round} per round, alpha {args.alpha}, {args.model}"
+        f"{' ' + str(args.hidden) if args.model == 'mlp' else ''}, T_learn {args.rounds}, lr {args.lr}, batch "
+        f"{args.batch_size}, {args.local_epochs} local epoch(s), tau_CLP {args.tau}, lambda {args.lam}, k {args.k}, "
+        f"T_unlearn {args.unlearn_rounds}, betas {args.betas}, seed {args.seed}"
+        + (" (QUICK smoke size)" if args.quick else "")
+        + f"; wall {result['wall_s']:.0f} s"
+    )
     md = markdown(result, args)
-    report.write_markdown(out / "seed003_pdf.md", "Seed 003 (PDF): unlearning a label-flipping client",
-                          "python tools/seed003_pdf.py " + " ".join(sys.argv[1:] if argv is None else argv), size, md)
+    report.write_markdown(
+        out / "seed003_pdf.md",
+        "Seed 003 (PDF): unlearning a label-flipping client",
+        "python tools/seed003_pdf.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        size,
+        md,
+    )
     print(md)
     return 0
 

@@ -57,8 +57,14 @@ from fl_core.rounds import RoundConfig
 from fl_core.training import TrainConfig, evaluate
 from vmc_sim.reproduction import report
 
-LABELS = {"retrain": "Retrain", "federaser": "FedEraser", "fedrr": "FedRR", "fats": "FATS-CU", "fsosa": "F-SOSA-U",
-          "fsosa (before)": "F-SOSA before removal"}
+LABELS = {
+    "retrain": "Retrain",
+    "federaser": "FedEraser",
+    "fedrr": "FedRR",
+    "fats": "FATS-CU",
+    "fsosa": "F-SOSA-U",
+    "fsosa (before)": "F-SOSA before removal",
+}
 BASELINES = ("federaser", "fedrr", "fats")
 METRICS = ("accuracy", "precision", "auc")
 BEFORE = "fsosa (before)"
@@ -74,12 +80,16 @@ def _paper(values: str) -> dict[str, tuple[float, float]]:
 # Seed 000, Table IV (mean ± sd, %). The seed text prints the same numbers in the accuracy and
 # the AUC rows of each dataset (checked against the text: lines "Accuracy (%)" and "AUC (%)").
 PAPER = {
-    "cifar10": {"accuracy": _paper("48.99±0.78 45.17±2.33 53.54±0.88 51.64±1.67 51.63±1.80"),
-                "precision": _paper("40.75±7.83 42.29±2.87 61.29±2.99 52.04±2.09 52.17±2.72"),
-                "auc": _paper("48.99±0.78 45.17±2.33 53.54±0.88 51.64±1.67 51.63±1.80")},
-    "femnist": {"accuracy": _paper("50.01±0.02 50.45±0.49 50.47±0.25 50.45±0.21 50.92±0.33"),
-                "precision": _paper("51.08±3.23 50.37±0.41 50.33±0.18 50.31±0.15 50.63±0.23"),
-                "auc": _paper("50.01±0.02 50.45±0.49 50.47±0.25 50.45±0.21 50.92±0.33")},
+    "cifar10": {
+        "accuracy": _paper("48.99±0.78 45.17±2.33 53.54±0.88 51.64±1.67 51.63±1.80"),
+        "precision": _paper("40.75±7.83 42.29±2.87 61.29±2.99 52.04±2.09 52.17±2.72"),
+        "auc": _paper("48.99±0.78 45.17±2.33 53.54±0.88 51.64±1.67 51.63±1.80"),
+    },
+    "femnist": {
+        "accuracy": _paper("50.01±0.02 50.45±0.49 50.47±0.25 50.45±0.21 50.92±0.33"),
+        "precision": _paper("51.08±3.23 50.37±0.41 50.33±0.18 50.31±0.15 50.63±0.23"),
+        "auc": _paper("50.01±0.02 50.45±0.49 50.47±0.25 50.45±0.21 50.92±0.33"),
+    },
 }
 ALPHA = {"femnist": None}  # by writer; every other dataset uses --alpha
 
@@ -89,29 +99,43 @@ def run_dataset(dataset: str, args: argparse.Namespace, notes: list[str]) -> tup
     t0 = time.perf_counter()
     try:
         setup = OneShotSetup(
-            dataset=dataset, num_clients=args.clients, alpha=ALPHA.get(dataset, args.alpha), model=args.model,
-            seed=args.seed, train=TrainConfig(epochs=args.epochs, lr=args.lr, batch_size=args.batch_size,
-                                              fisher=args.fisher, threads=args.threads),
-            max_train_samples=args.max_train, max_test_samples=args.max_test,
+            dataset=dataset,
+            num_clients=args.clients,
+            alpha=ALPHA.get(dataset, args.alpha),
+            model=args.model,
+            seed=args.seed,
+            train=TrainConfig(
+                epochs=args.epochs, lr=args.lr, batch_size=args.batch_size, fisher=args.fisher, threads=args.threads
+            ),
+            max_train_samples=args.max_train,
+            max_test_samples=args.max_test,
         )
     except DatasetNotFoundError as e:
         notes.append(f"{dataset}: skipped, the data set is not present ({str(e).splitlines()[0]})")
         return [], []
     pool = setup.pool()
     projection = ProjectionConfig(tol=args.cg_tol, max_iter=args.cg_iter)
-    rounds = RoundConfig(rounds=args.rounds, clients_per_round=min(args.per_round, args.clients),
-                         local_epochs=args.round_epochs, lr=args.lr, batch_size=args.batch_size)
+    rounds = RoundConfig(
+        rounds=args.rounds,
+        clients_per_round=min(args.per_round, args.clients),
+        local_epochs=args.round_epochs,
+        lr=args.lr,
+        batch_size=args.batch_size,
+    )
     names = ["retrain"] + [b for b in BASELINES if b in EDITORS] + ["fsosa"]
     missing = [b for b in BASELINES if b not in EDITORS]
     if missing:
-        notes.append(f"{dataset}: {', '.join(LABELS[b] for b in missing)} not registered in fl_core.editors "
-                     f"(no {', '.join(missing)}): skipped")
+        notes.append(
+            f"{dataset}: {', '.join(LABELS[b] for b in missing)} not registered in fl_core.editors "
+            f"(no {', '.join(missing)}): skipped"
+        )
     editors, methods = {}, []
     for name in names:
         try:
             extra = {"rounds": rounds} if name in BASELINES else {}  # multi-round baselines only
-            editor = build_editor(name, pool, setup.streams.numpy("subset", name), FixedRatio(args.rho), projection,
-                                  **extra)
+            editor = build_editor(
+                name, pool, setup.streams.numpy("subset", name), FixedRatio(args.rho), projection, **extra
+            )
             t = time.perf_counter()
             editor.fit(range(args.clients))
             log(f"{dataset}: {name} fitted in {time.perf_counter() - t:.1f} s")
@@ -125,13 +149,25 @@ def run_dataset(dataset: str, args: argparse.Namespace, notes: list[str]) -> tup
         return [], methods
     test = setup.test_set
     perm = setup.streams.numpy("mia", "table4-split").permutation(len(test))
-    nonmember_pool, shadow_pool = test.subset(np.sort(perm[: len(test) // 2])), test.subset(np.sort(perm[len(test) // 2 :]))
+    nonmember_pool, shadow_pool = (
+        test.subset(np.sort(perm[: len(test) // 2])),
+        test.subset(np.sort(perm[len(test) // 2 :])),
+    )
     sizes = sorted(len(d) for d in setup.client_data.values())
     t = time.perf_counter()
-    attacker = train_shadow_attacker(setup.model_fn, shadow_pool, setup.train, num_shadows=args.shadows,
-                                     shadow_size=sizes[len(sizes) // 2], epochs=args.shadow_epochs, seed=args.seed)
-    log(f"{dataset}: {args.shadows} shadow models ({attacker.shadow_size} samples each) in "
-        f"{time.perf_counter() - t:.1f} s, attack fit accuracy {100 * attacker.shadow_train_accuracy:.1f} %")
+    attacker = train_shadow_attacker(
+        setup.model_fn,
+        shadow_pool,
+        setup.train,
+        num_shadows=args.shadows,
+        shadow_size=sizes[len(sizes) // 2],
+        epochs=args.shadow_epochs,
+        seed=args.seed,
+    )
+    log(
+        f"{dataset}: {args.shadows} shadow models ({attacker.shadow_size} samples each) in "
+        f"{time.perf_counter() - t:.1f} s, attack fit accuracy {100 * attacker.shadow_train_accuracy:.1f} %"
+    )
     config = AuditConfig(max_samples=args.max_samples, seed=args.seed)
     pick = setup.streams.numpy("mia", "table4-requests")
     rows = []
@@ -144,22 +180,34 @@ def run_dataset(dataset: str, args: argparse.Namespace, notes: list[str]) -> tup
             try:
                 rep = editors[name].remove(client)
             except Exception as e:
-                notes.append(f"{dataset}: {name} failed on removing client {client} and is left out "
-                             f"({type(e).__name__}: {e})")
+                notes.append(
+                    f"{dataset}: {name} failed on removing client {client} and is left out ({type(e).__name__}: {e})"
+                )
                 del editors[name]
                 continue
             models[name] = editors[name].model
             if name == "fsosa" and not rep.triggered:
                 raise RuntimeError(f"removing member {client} did not trigger F-SOSA-U")
-        result = audit(setup.model_fn, models, setup.client_data[client], nonmember_pool, setup.train, config,
-                       attacker=attacker)
+        result = audit(
+            setup.model_fn, models, setup.client_data[client], nonmember_pool, setup.train, config, attacker=attacker
+        )
         for row in result.rows():
-            rows.append({"dataset": dataset, "request": r + 1, "client": client, "model": row["model"],
-                         "attack": row["attack"], "n": row["n_members"],
-                         **{m: None if row[m] is None else round(100 * row[m], 2) for m in METRICS}})
+            rows.append(
+                {
+                    "dataset": dataset,
+                    "request": r + 1,
+                    "client": client,
+                    "model": row["model"],
+                    "attack": row["attack"],
+                    "n": row["n_members"],
+                    **{m: None if row[m] is None else round(100 * row[m], 2) for m in METRICS},
+                }
+            )
         aucs = {m: 100 * x.auc for m, rs in result.results.items() for x in rs if x.attack == "loss"}
-        log(f"{dataset}: request {r + 1}: client {client} removed, {result.n_members} members; loss AUC % "
-            + ", ".join(f"{m} {v:.1f}" for m, v in aucs.items()))
+        log(
+            f"{dataset}: request {r + 1}: client {client} removed, {result.n_members} members; loss AUC % "
+            + ", ".join(f"{m} {v:.1f}" for m, v in aucs.items())
+        )
     for m in methods:
         if m["method"] in editors:
             acc, _ = evaluate(setup.model_fn(), editors[m["method"]].model, test)
@@ -175,8 +223,14 @@ def summarize(rows: list[dict]) -> list[dict]:
         groups.setdefault((r["dataset"], r["model"], r["attack"]), []).append(r)
     out = []
     for (dataset, model, attack), rs in groups.items():
-        row: dict[str, Any] = {"dataset": dataset, "method": LABELS.get(model, model), "model": model,
-                               "attack": attack, "requests": len(rs), "n_mean": round(float(np.mean([r["n"] for r in rs])))}
+        row: dict[str, Any] = {
+            "dataset": dataset,
+            "method": LABELS.get(model, model),
+            "model": model,
+            "attack": attack,
+            "requests": len(rs),
+            "n_mean": round(float(np.mean([r["n"] for r in rs]))),
+        }
         for m in METRICS:
             vals = [r[m] for r in rs if r[m] is not None]
             row[m] = round(float(np.mean(vals)), 2) if vals else None
@@ -202,20 +256,30 @@ def markdown(summary: list[dict], methods: list[dict], notes: list[str], args: a
     for dataset in dict.fromkeys(r["dataset"] for r in summary):
         rows = [r for r in summary if r["dataset"] == dataset]
         n = rows[0]["n_mean"]
-        parts.append(f"## {dataset}\n\nMembers per request: about {n} (as many label-matched non-members); "
-                     f"AUC under no leakage: 50 ± {rows[0]['auc_null_2se']} (2 se).\n")
-        lines = ["| method | attack | acc % | prec % | AUC % | paper acc/AUC % | paper prec % | AUC - paper |",
-                 "|---|---|---|---|---|---|---|---|"]
+        parts.append(
+            f"## {dataset}\n\nMembers per request: about {n} (as many label-matched non-members); "
+            f"AUC under no leakage: 50 ± {rows[0]['auc_null_2se']} (2 se).\n"
+        )
+        lines = [
+            "| method | attack | acc % | prec % | AUC % | paper acc/AUC % | paper prec % | AUC - paper |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
         for r in rows:
-            lines.append(f"| {r['method']} | {r['attack']} | {_cell(r['accuracy'], r['accuracy_sd'])} | "
-                         f"{_cell(r['precision'], r['precision_sd'])} | {_cell(r['auc'], r['auc_sd'])} | "
-                         f"{report.fmt(r['paper_auc'])} | {report.fmt(r['paper_precision'])} | "
-                         f"{report.fmt(r['auc_minus_paper'])} |")
+            lines.append(
+                f"| {r['method']} | {r['attack']} | {_cell(r['accuracy'], r['accuracy_sd'])} | "
+                f"{_cell(r['precision'], r['precision_sd'])} | {_cell(r['auc'], r['auc_sd'])} | "
+                f"{report.fmt(r['paper_auc'])} | {report.fmt(r['paper_precision'])} | "
+                f"{report.fmt(r['auc_minus_paper'])} |"
+            )
         parts.append("\n".join(lines))
         fits = [m for m in methods if m["dataset"] == dataset]
         if fits:
-            parts.append("Final test accuracy after the requests: " + ", ".join(
-                f"{LABELS.get(m['method'], m['method'])} {report.fmt(m.get('final_test_accuracy'))} %" for m in fits))
+            parts.append(
+                "Final test accuracy after the requests: "
+                + ", ".join(
+                    f"{LABELS.get(m['method'], m['method'])} {report.fmt(m.get('final_test_accuracy'))} %" for m in fits
+                )
+            )
     if notes:
         parts.append("## Notes\n\n" + "\n".join(f"- {n}" for n in notes))
     parts.append(
@@ -245,8 +309,14 @@ def plot(summary: list[dict], path: Path) -> None:
         x = np.arange(len(models))
         for k, attack in enumerate(attacks):
             vals = {r["model"]: r for r in rows if r["attack"] == attack}
-            ax.bar(x + (k - 1) * 0.25, [vals[m]["auc"] if m in vals else 0 for m in models], 0.25,
-                   yerr=[(vals[m]["auc_sd"] or 0) if m in vals else 0 for m in models], label=attack, capsize=2)
+            ax.bar(
+                x + (k - 1) * 0.25,
+                [vals[m]["auc"] if m in vals else 0 for m in models],
+                0.25,
+                yerr=[(vals[m]["auc_sd"] or 0) if m in vals else 0 for m in models],
+                label=attack,
+                capsize=2,
+            )
         paper = [next((r["paper_auc"] for r in rows if r["model"] == m and r["paper_auc"]), None) for m in models]
         px = [i for i, p in enumerate(paper) if p is not None]
         if px:
@@ -307,9 +377,13 @@ def main(argv: list[str] | None = None) -> int:
     out = report.out_dir(args.out)
     if not rows:
         report.write_csv(out / "table4_mia.csv", [{"note": n} for n in notes] or [{"note": "no data set ran"}])
-        report.write_markdown(out / "table4_mia.md", "Table IV (seed 000): membership inference after unlearning",
-                              "python tools/table4_mia.py " + " ".join(map(shlex.quote, argv or sys.argv[1:])),
-                              "nothing ran", "\n".join(f"- {n}" for n in notes))
+        report.write_markdown(
+            out / "table4_mia.md",
+            "Table IV (seed 000): membership inference after unlearning",
+            "python tools/table4_mia.py " + " ".join(map(shlex.quote, argv or sys.argv[1:])),
+            "nothing ran",
+            "\n".join(f"- {n}" for n in notes),
+        )
         print("\n".join(notes), file=sys.stderr)
         return 1
     summary = summarize(rows)
@@ -317,17 +391,21 @@ def main(argv: list[str] | None = None) -> int:
     report.write_csv(out / "table4_mia.csv", summary)
     report.write_csv(out / "table4_mia_methods.csv", methods)
     plot(summary, out / "table4_mia.png")
-    size = (f"{', '.join(args.datasets)}; {args.model}, M={args.clients} clients"
-            f"{'' if args.max_train is None else f', {args.max_train}-sample training slice'}, K={args.epochs} epochs, "
-            f"lr {args.lr}, batch {args.batch_size}, rho {args.rho}, Fisher {args.fisher} (CG <= {args.cg_iter} "
-            f"iterations, tol {args.cg_tol}), {args.requests} removal requests, "
-            f"baselines {args.rounds} FedAvg rounds x {args.per_round} clients x {args.round_epochs} epoch(s), "
-            f"{args.shadows} shadow models, seed {args.seed}" + (" (QUICK)" if args.quick else "")
-            + f"; wall {time.perf_counter() - t0:.0f} s")
+    size = (
+        f"{', '.join(args.datasets)}; {args.model}, M={args.clients} clients"
+        f"{'' if args.max_train is None else f', {args.max_train}-sample training slice'}, K={args.epochs} epochs, "
+        f"lr {args.lr}, batch {args.batch_size}, rho {args.rho}, Fisher {args.fisher} (CG <= {args.cg_iter} "
+        f"iterations, tol {args.cg_tol}), {args.requests} removal requests, "
+        f"baselines {args.rounds} FedAvg rounds x {args.per_round} clients x {args.round_epochs} epoch(s), "
+        f"{args.shadows} shadow models, seed {args.seed}"
+        + (" (QUICK)" if args.quick else "")
+        + f"; wall {time.perf_counter() - t0:.0f} s"
+    )
     command = "python tools/table4_mia.py " + " ".join(map(shlex.quote, sys.argv[1:] if argv is None else argv))
     body = markdown(summary, methods, notes, args)
-    report.write_markdown(out / "table4_mia.md", "Table IV (seed 000): membership inference after unlearning",
-                          command.strip(), size, body)
+    report.write_markdown(
+        out / "table4_mia.md", "Table IV (seed 000): membership inference after unlearning", command.strip(), size, body
+    )
     print((out / "table4_mia.md").read_text())
     return 1 if any(" failed" in n for n in notes) else 0  # a method that failed fails the run
 

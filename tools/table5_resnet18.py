@@ -46,12 +46,24 @@ from vmc_sim.reproduction import common as repro
 from vmc_sim.reproduction import report
 
 PAPER_V = {  # seed 000, Table V, CIFAR-10 (ResNet-18, pretrained): (accuracy %, time s, MB)
-    0.1: {"fedfisher": (46.60, 361.02, 882.16), "fedlpa": (45.18, 2493.05, 8066.21),
-          "dense": (28.04, 479.82, 895.13), "fsosa": (35.17, 278.22, 462.44)},
-    0.5: {"fedfisher": (69.66, 362.14, 882.16), "fedlpa": (68.41, 2355.83, 8066.21),
-          "dense": (57.48, 474.14, 895.13), "fsosa": (65.98, 210.34, 462.44)},
-    0.8: {"fedfisher": (72.61, 365.50, 882.16), "fedlpa": (70.55, 1713.55, 8066.21),
-          "dense": (63.92, 473.76, 895.13), "fsosa": (69.87, 208.27, 462.44)},
+    0.1: {
+        "fedfisher": (46.60, 361.02, 882.16),
+        "fedlpa": (45.18, 2493.05, 8066.21),
+        "dense": (28.04, 479.82, 895.13),
+        "fsosa": (35.17, 278.22, 462.44),
+    },
+    0.5: {
+        "fedfisher": (69.66, 362.14, 882.16),
+        "fedlpa": (68.41, 2355.83, 8066.21),
+        "dense": (57.48, 474.14, 895.13),
+        "fsosa": (65.98, 210.34, 462.44),
+    },
+    0.8: {
+        "fedfisher": (72.61, 365.50, 882.16),
+        "fedlpa": (70.55, 1713.55, 8066.21),
+        "dense": (63.92, 473.76, 895.13),
+        "fsosa": (69.87, 208.27, 462.44),
+    },
 }
 SMOKE_ARGS = "--max-train 60 --max-test 50 --fisher-labels sampled"  # extra arguments of the CI smoke run (tests/test_reproductions.py)
 
@@ -66,8 +78,12 @@ def options(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--fisher", default="diagonal", choices=["diagonal", "kfac"])
-    p.add_argument("--fisher-labels", choices=[v.value for v in FisherLabels], default="expected",
-                   help="labels the true Fisher averages over: one drawn per input, or every class at its probability")
+    p.add_argument(
+        "--fisher-labels",
+        choices=[v.value for v in FisherLabels],
+        default="expected",
+        help="labels the true Fisher averages over: one drawn per input, or every class at its probability",
+    )
     p.add_argument("--validation-samples", type=int, default=500)
     p.add_argument("--dampings", type=repro.parse_damping, nargs="+", default=list(DEFAULT_DAMPINGS))
     p.add_argument("--cg-tol", type=float, default=1e-6)
@@ -86,7 +102,13 @@ def options(argv: list[str] | None) -> argparse.Namespace:
         args.alphas, args.clients, args.epochs = [0.5], 6, 1
         args.max_train, args.max_test = args.max_train or 600, args.max_test or 300
     # the fields vmc_sim/reproduction/common.py's run() reads, fixed to this table's setting
-    args.dataset, args.model, args.scheme, args.merge, args.weighting = "cifar10", "resnet18", "per_client", "auto", "samples"
+    args.dataset, args.model, args.scheme, args.merge, args.weighting = (
+        "cifar10",
+        "resnet18",
+        "per_client",
+        "auto",
+        "samples",
+    )
     args.damping, args.adam_lr, args.check_every = 1e-4, 1e-3, 100
     return args
 
@@ -111,8 +133,10 @@ def markdown(rows: list[dict], args: argparse.Namespace) -> str:
         paper = PAPER_V.get(r["alpha"], {}).get(r["method"])
         pa, ps, pmb = (f"{paper[0]:.2f}", f"{paper[1]:.2f}", f"{paper[2]:.2f}") if paper else ("-", "-", "-")
         val = "" if r["val_accuracy"] is None else f" ({r['val_accuracy']:.1f})"
-        lines.append(f"| {r['alpha']} | {r['method']} | {r['accuracy']:.2f} | {pa} | {r['damping']}{val} | {repro.solve_label(r)} | "
-                     f"{r['parallel_s']:.1f} | {ps} | {r['MB']:.2f} | {pmb} |")
+        lines.append(
+            f"| {r['alpha']} | {r['method']} | {r['accuracy']:.2f} | {pa} | {r['damping']}{val} | {repro.solve_label(r)} | "
+            f"{r['parallel_s']:.1f} | {ps} | {r['MB']:.2f} | {pmb} |"
+        )
     return "\n".join(lines) + "\n"
 
 

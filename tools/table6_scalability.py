@@ -24,9 +24,9 @@ Choices the paper leaves open, made here:
 Random streams: as in ``tools/fig3_sequences.py`` (``sequence`` keyed by ("table6", M)).
 
     python tools/table6_scalability.py --quick                  # digits, MLP, seconds
-    python tools/table6_scalability.py                          # full size (below)
+    python tools/table6_scalability.py                          # default size (reduced, below)
 
-Full size (the defaults, the committed ``reports/table6/``, about 25 minutes on this 2-core
+Default size (reduced against the paper; the committed ``reports/table6/``, about 25 minutes on this 2-core
 machine): populations 20, 50 and 100 (200 and 500 are beyond this machine's budget); a
 20,000-image MNIST training slice split among M + 15 clients, the two-layer CNN, diagonal Fisher,
 K = 10 local epochs at lr 0.05, accuracy on the first 2,000 test images (a 6,000-image slice with
@@ -46,30 +46,71 @@ from fl_core.store import MemoryStore
 from vmc_sim.reproduction import common as repro
 from vmc_sim.reproduction import report
 from vmc_sim.reproduction import sequences as fig3
+from vmc_sim.reproduction.sequences_report import summarize
 
 ROOT = Path(__file__).resolve().parents[1]
 
 # Seed 000, Table VI, MNIST columns: method -> {M: (Acc. %, T-save %, Comm. x)}.
 PAPER_MNIST = {
     "IL": {
-        "retrain": {20: (96.33, 0.00, 1.00), 50: (94.11, 0.00, 1.00), 100: (92.81, 0.00, 1.00),
-                    200: (91.30, 0.00, 1.00), 500: (85.38, 0.00, 1.00)},
-        "finetune": {20: (95.74, 79.68, 0.78), 50: (93.30, 79.67, 0.70), 100: (91.32, 72.55, 0.68),
-                     200: (81.98, 82.80, 0.67), 500: (75.52, 80.26, 0.67)},
-        "fsosa": {20: (95.62, 20.83, 0.75), 50: (94.35, 21.64, 0.72), 100: (92.94, 16.93, 0.87),
-                  200: (90.22, 18.25, 0.87), 500: (85.95, 24.17, 0.67)},
+        "retrain": {
+            20: (96.33, 0.00, 1.00),
+            50: (94.11, 0.00, 1.00),
+            100: (92.81, 0.00, 1.00),
+            200: (91.30, 0.00, 1.00),
+            500: (85.38, 0.00, 1.00),
+        },
+        "finetune": {
+            20: (95.74, 79.68, 0.78),
+            50: (93.30, 79.67, 0.70),
+            100: (91.32, 72.55, 0.68),
+            200: (81.98, 82.80, 0.67),
+            500: (75.52, 80.26, 0.67),
+        },
+        "fsosa": {
+            20: (95.62, 20.83, 0.75),
+            50: (94.35, 21.64, 0.72),
+            100: (92.94, 16.93, 0.87),
+            200: (90.22, 18.25, 0.87),
+            500: (85.95, 24.17, 0.67),
+        },
     },
     "UL": {
-        "retrain": {20: (95.73, 0.00, 1.00), 50: (94.87, 0.00, 1.00), 100: (92.26, 0.00, 1.00),
-                    200: (91.21, 0.00, 1.00), 500: (86.62, 0.00, 1.00)},
-        "federaser": {20: (93.95, 78.64, 1.35), 50: (93.21, 78.21, 1.34), 100: (91.31, 77.83, 1.34),
-                      200: (87.56, 77.34, 1.33), 500: (80.99, 76.82, 1.33)},
-        "fedrr": {20: (92.20, 64.18, 1.35), 50: (91.97, 63.76, 1.34), 100: (90.04, 61.21, 1.34),
-                  200: (86.95, 59.84, 1.33), 500: (80.71, 59.37, 1.33)},
-        "fats": {20: (88.72, 76.92, 1.00), 50: (90.87, 76.49, 1.00), 100: (90.24, 76.12, 1.00),
-                 200: (86.23, 75.67, 1.00), 500: (79.63, 75.13, 1.00)},
-        "fsosa": {20: (94.87, 44.73, 0.75), 50: (94.28, 44.16, 0.87), 100: (92.33, 43.58, 0.80),
-                  200: (90.28, 42.91, 0.67), 500: (85.73, 41.76, 0.53)},
+        "retrain": {
+            20: (95.73, 0.00, 1.00),
+            50: (94.87, 0.00, 1.00),
+            100: (92.26, 0.00, 1.00),
+            200: (91.21, 0.00, 1.00),
+            500: (86.62, 0.00, 1.00),
+        },
+        "federaser": {
+            20: (93.95, 78.64, 1.35),
+            50: (93.21, 78.21, 1.34),
+            100: (91.31, 77.83, 1.34),
+            200: (87.56, 77.34, 1.33),
+            500: (80.99, 76.82, 1.33),
+        },
+        "fedrr": {
+            20: (92.20, 64.18, 1.35),
+            50: (91.97, 63.76, 1.34),
+            100: (90.04, 61.21, 1.34),
+            200: (86.95, 59.84, 1.33),
+            500: (80.71, 59.37, 1.33),
+        },
+        "fats": {
+            20: (88.72, 76.92, 1.00),
+            50: (90.87, 76.49, 1.00),
+            100: (90.24, 76.12, 1.00),
+            200: (86.23, 75.67, 1.00),
+            500: (79.63, 75.13, 1.00),
+        },
+        "fsosa": {
+            20: (94.87, 44.73, 0.75),
+            50: (94.28, 44.16, 0.87),
+            100: (92.33, 43.58, 0.80),
+            200: (90.28, 42.91, 0.67),
+            500: (85.73, 41.76, 0.53),
+        },
     },
 }
 
@@ -85,10 +126,20 @@ def table_rows(summary: list[dict[str, Any]], population: int) -> list[dict[str,
         if s["method"] == "fsosa" and s["paper_style_MB_req_vs_retrain_pct"] is not None:
             pcomm = 1 + s["paper_style_MB_req_vs_retrain_pct"] / 100
         row = {
-            "population": population, "task": s["task"], "method": s["method"], "label": s["label"],
-            "mean_accuracy": s["mean_accuracy"], "t_save_pct": tsave, "comm_x": comm, "paper_style_comm_x": pcomm,
-            "triggered": s["triggered"], "requests": s["requests"], "time_req_s": s["time_req_s"], "MB_req": s["MB_req"],
-            "paper_mnist_accuracy": paper[0] if paper else None, "paper_mnist_t_save_pct": paper[1] if paper else None,
+            "population": population,
+            "task": s["task"],
+            "method": s["method"],
+            "label": s["label"],
+            "mean_accuracy": s["mean_accuracy"],
+            "t_save_pct": tsave,
+            "comm_x": comm,
+            "paper_style_comm_x": pcomm,
+            "triggered": s["triggered"],
+            "requests": s["requests"],
+            "time_req_s": s["time_req_s"],
+            "MB_req": s["MB_req"],
+            "paper_mnist_accuracy": paper[0] if paper else None,
+            "paper_mnist_t_save_pct": paper[1] if paper else None,
             "paper_mnist_comm_x": paper[2] if paper else None,
         }
         row["d_accuracy"] = report.pct_diff(row["mean_accuracy"], row["paper_mnist_accuracy"])
@@ -105,9 +156,11 @@ def plot(rows: list[dict[str, Any]], path: Path, title: str) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    metrics = (("mean_accuracy", "paper_mnist_accuracy", "Mean accuracy (%)"),
-               ("t_save_pct", "paper_mnist_t_save_pct", "T-save vs Retrain (%)"),
-               ("comm_x", "paper_mnist_comm_x", "Comm. (Retrain = 1)"))
+    metrics = (
+        ("mean_accuracy", "paper_mnist_accuracy", "Mean accuracy (%)"),
+        ("t_save_pct", "paper_mnist_t_save_pct", "T-save vs Retrain (%)"),
+        ("comm_x", "paper_mnist_comm_x", "Comm. (Retrain = 1)"),
+    )
     fig, axes = plt.subplots(2, 3, figsize=(13, 7))
     for r_i, task in enumerate(("IL", "UL")):
         methods = list(dict.fromkeys(r["method"] for r in rows if r["task"] == task))
@@ -116,13 +169,20 @@ def plot(rows: list[dict[str, Any]], path: Path, title: str) -> Path:
             for k, m in enumerate(methods):
                 rs = sorted((r for r in rows if r["task"] == task and r["method"] == m), key=lambda r: r["population"])
                 color = f"C{k}"
-                ax.plot([r["population"] for r in rs], [r[key] for r in rs], marker="o", color=color, label=rs[0]["label"])
+                ax.plot(
+                    [r["population"] for r in rs], [r[key] for r in rs], marker="o", color=color, label=rs[0]["label"]
+                )
                 pts = [(r["population"], r[pkey]) for r in rs if r[pkey] is not None]
                 if pts:
                     ax.plot(*zip(*pts), ls=":", marker="x", color=color, label=f"{rs[0]['label']} (paper MNIST)")
                 if key == "comm_x" and m == "fsosa":
-                    ax.plot([r["population"] for r in rs], [r["paper_style_comm_x"] for r in rs], ls="--",
-                            color="gray", label=f"{rs[0]['label']} (paper-style bytes)")
+                    ax.plot(
+                        [r["population"] for r in rs],
+                        [r["paper_style_comm_x"] for r in rs],
+                        ls="--",
+                        color="gray",
+                        label=f"{rs[0]['label']} (paper-style bytes)",
+                    )
             ax.set_xscale("log")
             ax.set_xlabel("clients M")
             ax.set_ylabel(ylabel)
@@ -168,11 +228,36 @@ def markdown_body(rows: list[dict[str, Any]], notes: dict, info: dict[str, Any])
         "re-collected the whole subset (the paper's implementation). `d` = ours minus the paper's MNIST value.",
         "",
     ]
-    cols = ["population", "label", "mean_accuracy", "paper_mnist_accuracy", "d_accuracy", "t_save_pct",
-            "paper_mnist_t_save_pct", "d_t_save", "comm_x", "paper_style_comm_x", "paper_mnist_comm_x", "d_comm",
-            "triggered"]
-    heads = ["M", "method", "Acc.", "paper Acc.", "d Acc.", "T-save", "paper T-save", "d T-save", "Comm.",
-             "paper-style Comm.", "paper Comm.", "d Comm.", "triggered"]
+    cols = [
+        "population",
+        "label",
+        "mean_accuracy",
+        "paper_mnist_accuracy",
+        "d_accuracy",
+        "t_save_pct",
+        "paper_mnist_t_save_pct",
+        "d_t_save",
+        "comm_x",
+        "paper_style_comm_x",
+        "paper_mnist_comm_x",
+        "d_comm",
+        "triggered",
+    ]
+    heads = [
+        "M",
+        "method",
+        "Acc.",
+        "paper Acc.",
+        "d Acc.",
+        "T-save",
+        "paper T-save",
+        "d T-save",
+        "Comm.",
+        "paper-style Comm.",
+        "paper Comm.",
+        "d Comm.",
+        "triggered",
+    ]
     for task, name in (("IL", "(a) Incremental learning"), ("UL", "(b) Unlearning")):
         L += [f"## {name}", "", report.md_table([r for r in rows if r["task"] == task], cols, heads), ""]
     L += ["## Findings beside the paper's", ""]
@@ -184,15 +269,19 @@ def markdown_body(rows: list[dict[str, Any]], notes: dict, info: dict[str, Any])
             f, rt = rs[ours], rs["retrain"]
             base = [rs[o] for o in others if o in rs]
             best = max(base, key=lambda r: r["mean_accuracy"]) if base else None
-            line = (f"- {task}, M = {m}: {f['label']} {f['mean_accuracy']:.2f} % vs Retrain {rt['mean_accuracy']:.2f} % "
-                    f"({f['mean_accuracy'] - rt['mean_accuracy']:+.2f} points")
+            line = (
+                f"- {task}, M = {m}: {f['label']} {f['mean_accuracy']:.2f} % vs Retrain {rt['mean_accuracy']:.2f} % "
+                f"({f['mean_accuracy'] - rt['mean_accuracy']:+.2f} points"
+            )
             p = PAPER_MNIST[task][ours].get(m), PAPER_MNIST[task]["retrain"].get(m)
             if p[0] and p[1]:
                 line += f"; paper MNIST {p[0][0] - p[1][0]:+.2f}"
             line += ")"
             if best:
-                line += f"; best other baseline {best['label']} {best['mean_accuracy']:.2f} % " \
-                        f"({f['mean_accuracy'] - best['mean_accuracy']:+.2f} points"
+                line += (
+                    f"; best other baseline {best['label']} {best['mean_accuracy']:.2f} % "
+                    f"({f['mean_accuracy'] - best['mean_accuracy']:+.2f} points"
+                )
                 pb = PAPER_MNIST[task].get(best["method"], {}).get(m)
                 if pb and p[0]:
                     line += f"; paper MNIST {p[0][0] - pb[0]:+.2f}"
@@ -208,7 +297,9 @@ def markdown_body(rows: list[dict[str, Any]], notes: dict, info: dict[str, Any])
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--quick", action="store_true", help="smoke size: digits, MLP, 20 epochs at lr 0.05, M = 8 and 16, 4 requests")
+    p.add_argument(
+        "--quick", action="store_true", help="smoke size: digits, MLP, 20 epochs at lr 0.05, M = 8 and 16, 4 requests"
+    )
     fig3.add_common_args(p)
     p.add_argument("--populations", type=int, nargs="+", default=[20, 50, 100])
     p.add_argument("--il-methods", nargs="+", default=list(fig3.IL_METHODS))
@@ -235,16 +326,27 @@ def main(argv: list[str] | None = None) -> int:
             runs += r
             notes.update({(task, k): why for k, why in n.items()})
         per_request += [{"population": m, **r} for r in runs]
-        rows += table_rows(fig3.summarize(runs), m)
-    size = ("quick (digits, MLP)" if args.quick else "full") + f": populations {args.populations}, " \
+        rows += table_rows(summarize(runs), m)
+    size = (
+        ("quick (digits, MLP)" if args.quick else "reduced") + f": populations {args.populations}, "
         f"{args.requests} IL + {args.requests} UL requests, {args.dataset}/{args.model}/{args.fisher}, K = {args.epochs}"
-    info = {**fig3.common_info(args, setup), "populations": args.populations, "requests": args.requests,
-            "wall_s": time.perf_counter() - t0}
+    )
+    info = {
+        **fig3.common_info(args, setup),
+        "populations": args.populations,
+        "requests": args.requests,
+        "wall_s": time.perf_counter() - t0,
+    }
     report.write_csv(out / "table6.csv", rows)
     report.write_csv(out / "table6_requests.csv", per_request)
     plot(rows, out / "table6.png", f"Table VI reproduction: {size}")
-    report.write_markdown(out / "table6.md", "Seed 000, Table VI: scalability of F-SOSA-I/U over client populations",
-                          fig3.command_line("table6_scalability.py", argv), size, markdown_body(rows, notes, info))
+    report.write_markdown(
+        out / "table6.md",
+        "Seed 000, Table VI: scalability of F-SOSA-I/U over client populations",
+        fig3.command_line("table6_scalability.py", argv),
+        size,
+        markdown_body(rows, notes, info),
+    )
     print((out / "table6.md").read_text())
     return repro.exit_code([f"{t} {m}: {why}" for (t, m), why in notes.items() if why.startswith("failed")])
 

@@ -17,6 +17,14 @@ from .scenario import Scenario, TimeModelKind, load_scenario
 from .sweep import SweepSpec, load_sweep, run_sweep
 
 __all__ = [
-    "CoSimulation", "RunDir", "Scenario", "SweepSpec", "TimeModelKind", "load_scenario", "load_sweep",
-    "replay_scenario", "run_scenario", "run_sweep",
+    "CoSimulation",
+    "RunDir",
+    "Scenario",
+    "SweepSpec",
+    "TimeModelKind",
+    "load_scenario",
+    "load_sweep",
+    "replay_scenario",
+    "run_scenario",
+    "run_sweep",
 ]

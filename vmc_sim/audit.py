@@ -94,9 +94,14 @@ def _load_models(run: Path, checkpoint: str, methods: list[str] | None) -> dict[
 
 
 def audit_run(
-    run: str | Path, clients: list[str] | None = None, methods: list[str] | None = None,
-    checkpoint: str = MODELS_FILE, config: AuditConfig = AuditConfig(), seed: int | None = None,
-    out: str | Path | None = None, say: Callable[[str], None] = print,
+    run: str | Path,
+    clients: list[str] | None = None,
+    methods: list[str] | None = None,
+    checkpoint: str = MODELS_FILE,
+    config: AuditConfig = AuditConfig(),
+    seed: int | None = None,
+    out: str | Path | None = None,
+    say: Callable[[str], None] = print,
 ) -> dict[str, Any]:
     """Audit ``run``'s stored models; returns what is written to ``out`` (default ``run/audit.json``).
 
@@ -118,13 +123,17 @@ def audit_run(
                 raise AuditError(f"{run}: client {text!r} appears in no request of records.jsonl")
             targets.append(known[text])
             if known[text] in final:
-                notes.append(f"client {text} is in the final client set (not removed): members may rightly be "
-                             f"in the model, so high attack scores are expected if it is a member")
+                notes.append(
+                    f"client {text} is in the final client set (not removed): members may rightly be "
+                    f"in the model, so high attack scores are expected if it is a member"
+                )
     else:
         targets = [c for c in removed if c not in final]
         if not targets:
-            raise AuditError(f"{run}: no removal to audit: records.jsonl shows no client removed and absent at "
-                             f"the end (give --client ID to audit a client anyway)")
+            raise AuditError(
+                f"{run}: no removal to audit: records.jsonl shows no client removed and absent at "
+                f"the end (give --client ID to audit a client anyway)"
+            )
     config = replace(config, seed=run_seed if seed is None else seed)
     setup = fed.setup(run_seed)
     shards = len(setup.client_data)
@@ -140,48 +149,77 @@ def audit_run(
                 targets.remove(c)
                 excluded.append(c)
         if excluded:
-            notes.append(f"left out {len(excluded)} removed vehicle(s) whose data shard is still held by a vehicle "
-                         f"in the final client set: {', '.join(map(str, excluded[:10]))}"
-                         + (" ..." if len(excluded) > 10 else ""))
+            notes.append(
+                f"left out {len(excluded)} removed vehicle(s) whose data shard is still held by a vehicle "
+                f"in the final client set: {', '.join(map(str, excluded[:10]))}"
+                + (" ..." if len(excluded) > 10 else "")
+            )
         if not targets:
-            raise AuditError(f"{run}: every removed vehicle's data shard is still held by a present vehicle; "
-                             f"nothing was truly removed (give --client ID to audit one anyway)")
+            raise AuditError(
+                f"{run}: every removed vehicle's data shard is still held by a present vehicle; "
+                f"nothing was truly removed (give --client ID to audit one anyway)"
+            )
     shard_ids = sorted({shard_of(c) for c in targets})
     members = concat([setup.client_data[s] for s in shard_ids])
     model_dim = setup.w0.numel()
     for m, w in models.items():
         if w.numel() != model_dim:
-            raise AuditError(f"{run}/{checkpoint}: model {m!r} has {w.numel()} values, the run's {fed.model} has "
-                             f"{model_dim}")
+            raise AuditError(
+                f"{run}/{checkpoint}: model {m!r} has {w.numel()} values, the run's {fed.model} has {model_dim}"
+            )
     report = audit(setup.model_fn, models, members, setup.test_set, setup.train, config)
     report.notes[:0] = notes
     result = {
-        "run": str(run), "checkpoint": checkpoint, "kind": kind, "dataset": fed.dataset, "model": fed.model,
-        "seed": run_seed, "clients": [str(c) for c in targets], "shards": shard_ids,
-        "excluded": [str(c) for c in excluded], "member_samples": len(members),
-        "config": {**asdict(config), "attacks": [a.value for a in config.attacks]}, **report.as_dict(),
+        "run": str(run),
+        "checkpoint": checkpoint,
+        "kind": kind,
+        "dataset": fed.dataset,
+        "model": fed.model,
+        "seed": run_seed,
+        "clients": [str(c) for c in targets],
+        "shards": shard_ids,
+        "excluded": [str(c) for c in excluded],
+        "member_samples": len(members),
+        "config": {**asdict(config), "attacks": [a.value for a in config.attacks]},
+        **report.as_dict(),
     }
     path = Path(out) if out else run / AUDIT_FILE
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(result, indent=2))
     os.replace(tmp, path)
     say(f"run {run} ({kind}, {fed.dataset}/{fed.model}, seed {run_seed}, audit seed {config.seed})")
-    say(f"audited client(s): {', '.join(result['clients'])} ({len(members)} training samples; "
+    say(
+        f"audited client(s): {', '.join(result['clients'])} ({len(members)} training samples; "
         f"{report.n_members} members vs {report.n_nonmembers} unseen test samples, label-matched: "
-        f"{config.match_labels})")
+        f"{config.match_labels})"
+    )
     say(report.table())
-    say("50 % = chance: the attack cannot tell the removed samples from unseen ones. "
-        "+-2se: twice the AUC's standard error under no leakage.")
+    say(
+        "50 % = chance: the attack cannot tell the removed samples from unseen ones. "
+        "+-2se: twice the AUC's standard error under no leakage."
+    )
     say(f"written: {path}")
     return result
 
 
 def _cmd(args: argparse.Namespace) -> int:
     attacks = tuple(AttackKind) if args.attack == "all" else (AttackKind(args.attack),)
-    config = AuditConfig(attacks=attacks, max_samples=args.max_samples, match_labels=not args.no_label_match,
-                         num_shadows=args.shadows, shadow_epochs=args.shadow_epochs)
-    audit_run(args.run, clients=args.client, methods=args.method, checkpoint=args.checkpoint, config=config,
-              seed=args.seed, out=args.out)
+    config = AuditConfig(
+        attacks=attacks,
+        max_samples=args.max_samples,
+        match_labels=not args.no_label_match,
+        num_shadows=args.shadows,
+        shadow_epochs=args.shadow_epochs,
+    )
+    audit_run(
+        args.run,
+        clients=args.client,
+        methods=args.method,
+        checkpoint=args.checkpoint,
+        config=config,
+        seed=args.seed,
+        out=args.out,
+    )
     return 0
 
 
@@ -189,8 +227,12 @@ def add_audit_parser(sub: argparse._SubParsersAction) -> None:
     """The ``vmc audit`` subcommand."""
     a = sub.add_parser("audit", help="membership inference on a run's models against its removed clients")
     a.add_argument("run", help="run directory (of vmc oneshot or vmc run)")
-    a.add_argument("--client", action="append", metavar="ID",
-                   help="audit this client (repeatable; default: every client removed and not back at the end)")
+    a.add_argument(
+        "--client",
+        action="append",
+        metavar="ID",
+        help="audit this client (repeatable; default: every client removed and not back at the end)",
+    )
     a.add_argument("--attack", choices=["loss", "confidence", "shadow", "all"], default="all")
     a.add_argument("--method", action="append", metavar="NAME", help="only this method's model (repeatable)")
     a.add_argument("--checkpoint", default=MODELS_FILE, help="safetensors file in RUN holding <method>.weights")

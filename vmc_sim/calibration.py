@@ -75,8 +75,11 @@ class Calibration:
 
     def costs(self) -> dict[str, float]:
         """The three costs alone (what ``compute.calibration`` takes)."""
-        return {"train_s_per_sample_epoch": self.train_s_per_sample_epoch,
-                "fisher_s_per_sample": self.fisher_s_per_sample, "solve_s_per_unit": self.solve_s_per_unit}
+        return {
+            "train_s_per_sample_epoch": self.train_s_per_sample_epoch,
+            "fisher_s_per_sample": self.fisher_s_per_sample,
+            "solve_s_per_unit": self.solve_s_per_unit,
+        }
 
 
 HOST_COLUMNS = ("compute_s", "max_client_compute_s", "client_compute_s", "solve_s", "wall_s")
@@ -103,8 +106,20 @@ def calibration_key(federated) -> str:
     the merge (not the seed, the number of epochs or the learning rate: the costs are per
     sample-epoch)."""
     d = federated.model_dump(mode="json")
-    keep = {k: d[k] for k in ("dataset", "data_root", "model", "projection", "num_clients", "alpha", "scheme",
-                              "max_train_samples", "validation_samples")}
+    keep = {
+        k: d[k]
+        for k in (
+            "dataset",
+            "data_root",
+            "model",
+            "projection",
+            "num_clients",
+            "alpha",
+            "scheme",
+            "max_train_samples",
+            "validation_samples",
+        )
+    }
     keep["train"] = {k: v for k, v in d["train"].items() if k not in ("epochs", "lr")}
     from fl_core.training import TRAINER_VERSION
 
@@ -129,8 +144,14 @@ def _host_key() -> dict[str, Any]:
     from .runs import cpu_model
 
     # the CPU model too: a container's node name can stay the same on another CPU
-    return {"node": platform.node(), "machine": platform.machine(), "cpu": cpu_model(), "cpus": os.cpu_count(),
-            "torch": torch.__version__, "threads": torch.get_num_threads()}
+    return {
+        "node": platform.node(),
+        "machine": platform.machine(),
+        "cpu": cpu_model(),
+        "cpus": os.cpu_count(),
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+    }
 
 
 def _cache_key(federated) -> str:
@@ -180,9 +201,11 @@ def calibrated(federated, setup, repeats: int = 5) -> Calibration:
             if cal.train_s_per_sample_epoch > 0:
                 busy = busy_host(cal, _host_key()["threads"])
                 if busy:
-                    warnings.warn(f"the cached calibration of {federated.dataset}/{federated.model} ({cache_file()}): "
-                                  f"{busy}; measure anew on an idle machine (VMC_RECALIBRATE=1 or `vmc calibrate`)",
-                                  stacklevel=2)
+                    warnings.warn(
+                        f"the cached calibration of {federated.dataset}/{federated.model} ({cache_file()}): "
+                        f"{busy}; measure anew on an idle machine (VMC_RECALIBRATE=1 or `vmc calibrate`)",
+                        stacklevel=2,
+                    )
                 _CACHE[key] = cal
                 return cal
         except TypeError:
@@ -190,8 +213,11 @@ def calibrated(federated, setup, repeats: int = 5) -> Calibration:
     cal = measure(setup, federated.projection_config(), repeats)
     busy = busy_host(cal, _host_key()["threads"])
     if busy:
-        warnings.warn(f"calibrating {federated.dataset}/{federated.model}: {busy} (simulated times inherit them; "
-                      "pin a quiet machine's costs with `vmc calibrate`)", stacklevel=2)
+        warnings.warn(
+            f"calibrating {federated.dataset}/{federated.model}: {busy} (simulated times inherit them; "
+            "pin a quiet machine's costs with `vmc calibrate`)",
+            stacklevel=2,
+        )
     _write_cache(key, cal)
     _CACHE[key] = cal
     return cal
@@ -230,7 +256,7 @@ def measure(setup, projection, repeats: int = 5) -> Calibration:
     shards = sorted((d for d in setup.client_data.values() if len(d)), key=len)
     mid = len(shards) // 2
     lo = max(0, mid - CALIBRATION_CLIENTS // 2)
-    parts = shards[lo:lo + CALIBRATION_CLIENTS]
+    parts = shards[lo : lo + CALIBRATION_CLIENTS]
     samples = sum(len(p) for p in parts)
     epochs = min(CALIBRATION_EPOCHS, setup.train.epochs)
     trainer = LocalTrainer(setup.model_fn, setup.w0, replace(setup.train, epochs=epochs), Streams(0))
@@ -261,9 +287,14 @@ def measure(setup, projection, repeats: int = 5) -> Calibration:
         torch.random.set_rng_state(rng_state)
     fisher_s = statistics.median(fisher) if FisherKind(setup.train.fisher) is not FisherKind.NONE else 0.0
     return Calibration(
-        train_s_per_sample_epoch=statistics.median(train), fisher_s_per_sample=fisher_s,
-        solve_s_per_unit=statistics.median(solve), source="measured", repeats=repeats, samples=samples,
-        seconds=time.perf_counter() - t_start, measured_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        train_s_per_sample_epoch=statistics.median(train),
+        fisher_s_per_sample=fisher_s,
+        solve_s_per_unit=statistics.median(solve),
+        source="measured",
+        repeats=repeats,
+        samples=samples,
+        seconds=time.perf_counter() - t_start,
+        measured_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         load=None if load_before is None else (load_before, _load_average()),
         others=_others_cores(cpu_before, _cpu_snapshot()),
     )
@@ -312,18 +343,23 @@ def busy_host(cal: Calibration, threads: int) -> str | None:
     if cal.others is not None:
         if cal.others <= 0.5:
             return None
-        return (f"other processes kept {cal.others:.2f} core(s) busy on average while measuring {cores}: "
-                "other work competed, so these costs are likely too high")
+        return (
+            f"other processes kept {cal.others:.2f} core(s) busy on average while measuring {cores}: "
+            "other work competed, so these costs are likely too high"
+        )
     if cal.load is None:
         return None
     before, after = cal.load
     if before <= 0.5 and after <= threads + 0.5:
         return None
-    return (f"the host's load average was {before:.2f} before and {after:.2f} after measuring {cores}: "
-            "other work competed, so these costs are likely too high")
+    return (
+        f"the host's load average was {before:.2f} before and {after:.2f} after measuring {cores}: "
+        "other work competed, so these costs are likely too high"
+    )
 
 
 def pinned(costs) -> Calibration:
     """A calibration given in the scenario (``compute.calibration``)."""
-    return Calibration(costs.train_s_per_sample_epoch, costs.fisher_s_per_sample, costs.solve_s_per_unit,
-                       source="pinned")
+    return Calibration(
+        costs.train_s_per_sample_epoch, costs.fisher_s_per_sample, costs.solve_s_per_unit, source="pinned"
+    )

@@ -116,10 +116,20 @@ class BroadcastResult(_Span):
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict with per-receiver results (records)."""
-        return {"ok": self.ok, "bytes_sent": self.bytes_sent, "start": self.start, "end": self.end,
-                "reason": self.reason, "nbytes": self.nbytes, "rsu": self.rsu, "tag": self.tag,
-                "direction": self.direction, "duration": self.duration, "mean_rate_bps": self.mean_rate_bps,
-                "receivers": {str(v): r.to_dict() for v, r in self.receivers.items()}}
+        return {
+            "ok": self.ok,
+            "bytes_sent": self.bytes_sent,
+            "start": self.start,
+            "end": self.end,
+            "reason": self.reason,
+            "nbytes": self.nbytes,
+            "rsu": self.rsu,
+            "tag": self.tag,
+            "direction": self.direction,
+            "duration": self.duration,
+            "mean_rate_bps": self.mean_rate_bps,
+            "receivers": {str(v): r.to_dict() for v, r in self.receivers.items()},
+        }
 
 
 class _Receiver:
@@ -136,8 +146,18 @@ class _Receiver:
 class _Flow:
     """One transmission on a channel: a unicast transfer (one receiver) or a broadcast."""
 
-    def __init__(self, env: simpy.Environment, direction: str, nbytes: int, start: float, receivers: list[Hashable],
-                 position_fn: PositionFn, coverage_fn: CoverageFn, broadcast: bool, tag: str | None) -> None:
+    def __init__(
+        self,
+        env: simpy.Environment,
+        direction: str,
+        nbytes: int,
+        start: float,
+        receivers: list[Hashable],
+        position_fn: PositionFn,
+        coverage_fn: CoverageFn,
+        broadcast: bool,
+        tag: str | None,
+    ) -> None:
         self.direction = direction
         self.nbytes = nbytes
         self.bits_total = 8.0 * nbytes
@@ -173,8 +193,15 @@ class RsuChannel:
     :attr:`records`.
     """
 
-    def __init__(self, cfg: ChannelConfig, position: Position, *, rng: np.random.Generator | None = None,
-                 rsu_id: str = "rsu", env: simpy.Environment | None = None) -> None:
+    def __init__(
+        self,
+        cfg: ChannelConfig,
+        position: Position,
+        *,
+        rng: np.random.Generator | None = None,
+        rsu_id: str = "rsu",
+        env: simpy.Environment | None = None,
+    ) -> None:
         if cfg.shadowing_sigma_db > 0 and rng is None:
             raise ValueError("channel.shadowing_sigma_db > 0 needs a numpy Generator (rng) for the channel stream")
         if len(position) != 2 or not all(is_number(c) for c in position):
@@ -197,8 +224,17 @@ class RsuChannel:
         pool = self._pools.get(self._pool_key(direction))
         return len(pool.flows) if pool else 0
 
-    def transfer(self, env: simpy.Environment, vehicle: Hashable, nbytes: int, direction: str,
-                 position_fn: PositionFn, coverage_fn: CoverageFn, *, tag: str | None = None) -> simpy.Process:
+    def transfer(
+        self,
+        env: simpy.Environment,
+        vehicle: Hashable,
+        nbytes: int,
+        direction: str,
+        position_fn: PositionFn,
+        coverage_fn: CoverageFn,
+        *,
+        tag: str | None = None,
+    ) -> simpy.Process:
         """Start sending ``nbytes`` to (downlink) or from (uplink) ``vehicle``.
 
         The returned process's value is a TransferResult; interrupting the process aborts it.
@@ -208,8 +244,16 @@ class RsuChannel:
         n = self._check_nbytes(nbytes)
         return env.process(self._run(env, direction, n, [vehicle], position_fn, coverage_fn, False, tag))
 
-    def broadcast(self, env: simpy.Environment, vehicles: Iterable[Hashable], nbytes: int,
-                  position_fn: PositionFn, coverage_fn: CoverageFn, *, tag: str | None = None) -> simpy.Process:
+    def broadcast(
+        self,
+        env: simpy.Environment,
+        vehicles: Iterable[Hashable],
+        nbytes: int,
+        position_fn: PositionFn,
+        coverage_fn: CoverageFn,
+        *,
+        tag: str | None = None,
+    ) -> simpy.Process:
         """Send ``nbytes`` once on the downlink to all ``vehicles`` at the worst receiver's rate.
 
         Receivers that leave are dropped (and reported); the transmission goes on for the rest.
@@ -257,9 +301,17 @@ class RsuChannel:
         if pool.wake is not None and not pool.wake.triggered:
             pool.wake.succeed()
 
-    def _run(self, env: simpy.Environment, direction: str, nbytes: int, receivers: list[Hashable],
-             position_fn: PositionFn, coverage_fn: CoverageFn, broadcast: bool,
-             tag: str | None) -> Generator[simpy.Event, Any, TransferResult | BroadcastResult]:
+    def _run(
+        self,
+        env: simpy.Environment,
+        direction: str,
+        nbytes: int,
+        receivers: list[Hashable],
+        position_fn: PositionFn,
+        coverage_fn: CoverageFn,
+        broadcast: bool,
+        tag: str | None,
+    ) -> Generator[simpy.Event, Any, TransferResult | BroadcastResult]:
         flow = _Flow(env, direction, nbytes, env.now, receivers, position_fn, coverage_fn, broadcast, tag)
         for v in list(flow.receivers):
             if not self._covered(flow, flow.receivers[v]):
@@ -385,8 +437,18 @@ class RsuChannel:
 
     def _result(self, flow: _Flow, vehicle: Hashable, ok: bool, reason: str, now: float) -> TransferResult:
         sent = flow.nbytes if ok else min(flow.nbytes, int(flow.bits_done // 8))
-        return TransferResult(ok=ok, bytes_sent=sent, start=flow.start, end=now, reason=reason, vehicle=vehicle,
-                              direction=flow.direction, nbytes=flow.nbytes, rsu=self.rsu_id, tag=flow.tag)
+        return TransferResult(
+            ok=ok,
+            bytes_sent=sent,
+            start=flow.start,
+            end=now,
+            reason=reason,
+            vehicle=vehicle,
+            direction=flow.direction,
+            nbytes=flow.nbytes,
+            rsu=self.rsu_id,
+            tag=flow.tag,
+        )
 
     def _complete(self, flow: _Flow, now: float) -> None:
         """Close ``flow`` at ``now``: receivers still attached got everything (if it all went out)."""
@@ -405,8 +467,16 @@ class RsuChannel:
                 reason = "aborted"
             sent = flow.nbytes if full else min(flow.nbytes, int(flow.bits_done // 8))
             out: TransferResult | BroadcastResult = BroadcastResult(
-                ok=ok or not results, bytes_sent=sent, start=flow.start, end=now, reason=reason,
-                receivers=dict(results), nbytes=flow.nbytes, rsu=self.rsu_id, tag=flow.tag)
+                ok=ok or not results,
+                bytes_sent=sent,
+                start=flow.start,
+                end=now,
+                reason=reason,
+                receivers=dict(results),
+                nbytes=flow.nbytes,
+                rsu=self.rsu_id,
+                tag=flow.tag,
+            )
         else:
             out = next(iter(flow.finished.values()))
         self.records.append(out)

@@ -28,8 +28,12 @@ def _oneshot(args: argparse.Namespace) -> int:
     config = load_model(OneShotConfig, args.config)
     if args.print_config:
         return _print_config(config)
-    run_oneshot(config, out=args.out, say=lambda s: print(s, flush=True),
-                progress=None if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True)))
+    run_oneshot(
+        config,
+        out=args.out,
+        say=lambda s: print(s, flush=True),
+        progress=None if args.quiet else (lambda s: print(s, file=sys.stderr, flush=True)),
+    )
     return 0
 
 
@@ -81,18 +85,27 @@ def _calibrate(args: argparse.Namespace) -> int:
 
     scenario = load_scenario(args.scenario)
     if scenario.compute.time_model is not TimeModelKind.CALIBRATED:
-        print(f"vmc: compute.time_model is {scenario.compute.time_model.value!r}; only the calibrated time model has "
-              "costs to measure", file=sys.stderr)
+        print(
+            f"vmc: compute.time_model is {scenario.compute.time_model.value!r}; only the calibrated time model has "
+            "costs to measure",
+            file=sys.stderr,
+        )
         return 2
     cal, saved = recalibrate(scenario, args.repeats, save_busy=args.force)
-    print(f"# {scenario.name}: {scenario.federated.dataset}, {scenario.federated.model}, "
-          f"{cal.samples} samples x {cal.repeats} repeats, {cal.seconds:.0f} s, {torch.get_num_threads()} thread(s), "
-          f"measured {cal.measured_at}" + ("" if cal.load is None else f", load average {cal.load[0]} -> {cal.load[1]}")
-          + ("" if cal.others is None else f", other processes {cal.others} core(s)"))
+    print(
+        f"# {scenario.name}: {scenario.federated.dataset}, {scenario.federated.model}, "
+        f"{cal.samples} samples x {cal.repeats} repeats, {cal.seconds:.0f} s, {torch.get_num_threads()} thread(s), "
+        f"measured {cal.measured_at}"
+        + ("" if cal.load is None else f", load average {cal.load[0]} -> {cal.load[1]}")
+        + ("" if cal.others is None else f", other processes {cal.others} core(s)")
+    )
     warning = busy_host(cal, torch.get_num_threads())
     if warning:
-        kept = ("saved to the machine's cache anyway (--force)" if saved
-                else "NOT saved to the machine's cache (--force saves them)")
+        kept = (
+            "saved to the machine's cache anyway (--force)"
+            if saved
+            else "NOT saved to the machine's cache (--force saves them)"
+        )
         print(f"# WARNING: {warning}; {kept}")
         print(f"vmc calibrate: {warning}; {kept}", file=sys.stderr)
     print("# pin these in the scenario to make simulated times the same on any machine:")
@@ -135,17 +148,22 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--print-config", action="store_true", help="print the fully resolved configuration and run nothing")
     o.set_defaults(func=_oneshot)
     r = sub.add_parser(
-        "run", help="run a co-simulation scenario (default: the embedded city)",
+        "run",
+        help="run a co-simulation scenario (default: the embedded city)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Run a co-simulation scenario: SUMO traffic drives join/leave requests, every method in "
-                    "federated.methods replays them, and a run directory records every request.",
-        epilog=SCENARIO_HELP)
+        "federated.methods replays them, and a run directory records every request.",
+        epilog=SCENARIO_HELP,
+    )
     r.add_argument("scenario", nargs="?", help="scenario YAML (default: embedded city, digits, F-SOSA vs Retrain)")
     r.add_argument("--out", default="runs", help="where run directories are created")
     r.add_argument("--quiet", action="store_true", help="no progress bar")
     r.add_argument("--resume", metavar="RUN", help="continue a failed run directory from its last record")
-    r.add_argument("--print-config", action="store_true",
-                   help="print the fully resolved scenario (every key, defaults filled in) as YAML and run nothing")
+    r.add_argument(
+        "--print-config",
+        action="store_true",
+        help="print the fully resolved scenario (every key, defaults filled in) as YAML and run nothing",
+    )
     r.set_defaults(func=_run)
     p_replay = sub.add_parser("replay", help="rerun a recorded trace without SUMO")
     p_replay.add_argument("trace", help="a trace file (trace.jsonl of a run directory)")
@@ -154,15 +172,22 @@ def build_parser() -> argparse.ArgumentParser:
     p_replay.add_argument("--quiet", action="store_true")
     p_replay.set_defaults(func=_replay)
     p_cal = sub.add_parser(
-        "calibrate", help="measure the calibrated time model's costs on this machine and print them to pin",
+        "calibrate",
+        help="measure the calibrated time model's costs on this machine and print them to pin",
         description="Measure the costs per unit of work (training, Fisher pass, solve) of a scenario's federated "
-                    "setup on this machine, replace the machine's cached entry, and print the compute.calibration "
-                    "block that pins them in the scenario. Measure on an otherwise idle machine: the load average "
-                    "before and after is printed, with a warning when other work competed.")
+        "setup on this machine, replace the machine's cached entry, and print the compute.calibration "
+        "block that pins them in the scenario. Measure on an otherwise idle machine: the load average "
+        "before and after is printed, with a warning when other work competed.",
+    )
     p_cal.add_argument("scenario", help="scenario YAML")
-    p_cal.add_argument("--repeats", type=_positive_int, default=5, help="timed repeats after the warm-up (the median is kept)")
-    p_cal.add_argument("--force", action="store_true",
-                       help="save the costs to the machine's cache even when other work competed while measuring")
+    p_cal.add_argument(
+        "--repeats", type=_positive_int, default=5, help="timed repeats after the warm-up (the median is kept)"
+    )
+    p_cal.add_argument(
+        "--force",
+        action="store_true",
+        help="save the costs to the machine's cache even when other work competed while measuring",
+    )
     p_cal.set_defaults(func=_calibrate)
     p_plot = sub.add_parser("plot", help="plot a run directory (accuracy, cumulative time and bytes)")
     p_plot.add_argument("run", help="run directory")

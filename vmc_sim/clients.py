@@ -40,9 +40,15 @@ def vehicle_pool(scenario: Scenario, setup: OneShotSetup, run: RunDir) -> Client
     shards = setup.client_data
     n = len(shards)
     trainer = LocalTrainer(setup.model_fn, setup.w0, setup.train, setup.streams)
-    store = ContributionStore(run.path / "contributions", store_fingerprint(scenario), setup.train.fisher,
-                              layer_specs(setup.model_fn()))
+    store = ContributionStore(
+        run.path / "contributions", store_fingerprint(scenario), setup.train.fisher, layer_specs(setup.model_fn())
+    )
     cache_dir = scenario.compute.contribution_cache
     cache = ContributionCache(cache_dir) if cache_dir else None
-    return ClientPool(trainer, lambda v: shards[vehicle_shard(scenario.seed, v, n)], store=store, cache=cache,
-                      validator=setup.validator())
+    return ClientPool(
+        trainer,
+        lambda v: shards[vehicle_shard(scenario.seed, v, n)],
+        store=store,
+        cache=cache,
+        validator=setup.validator(),
+    )

@@ -37,15 +37,24 @@ class TrainSection(Strict):
     lr: float = Field(0.01, gt=0)
     batch_size: int = Field(64, gt=0)
     momentum: float = Field(0.9, ge=0, lt=1, description="SGD momentum (seed 000 / FedFisher: 0.9)")
-    augment: Augment = Field(Augment.NONE, description="none, or crop_flip (FedFisher's CIFAR recipe: random crop of "
-                                                       "the 4-pixel padded image, horizontal flip)")
+    augment: Augment = Field(
+        Augment.NONE,
+        description="none, or crop_flip (FedFisher's CIFAR recipe: random crop of "
+        "the 4-pixel padded image, horizontal flip)",
+    )
     fisher: FisherKind = FisherKind.KFAC
     fisher_batch: int = Field(128, gt=0)
-    fisher_labels: FisherLabels = Field(FisherLabels.EXPECTED, description="sampled (one drawn label per input) or "
-                                        "expected (every class at its probability, as FedFisher's code)")
+    fisher_labels: FisherLabels = Field(
+        FisherLabels.EXPECTED,
+        description="sampled (one drawn label per input) or "
+        "expected (every class at its probability, as FedFisher's code)",
+    )
     upload_dtype: str = "float32"
-    fisher_rank: int | None = Field(None, gt=0, description="K-FAC uploads as top-r eigenpairs per factor (seed 000's "
-                                                           "compression); null = whole factors")
+    fisher_rank: int | None = Field(
+        None,
+        gt=0,
+        description="K-FAC uploads as top-r eigenpairs per factor (seed 000's compression); null = whole factors",
+    )
     device: str = "cpu"
     threads: int | None = Field(None, gt=0, description="torch threads; null = 1 for small models")
 
@@ -74,8 +83,10 @@ class ProjectionSection(Strict):
     max_iter: int = Field(1000, gt=0)
     damping: float = Field(1e-4, ge=0, description="fixed relative damping when no validation set selects one")
     dampings: list[float | Literal["mean"]] = Field(
-        default_factory=lambda: ["mean" if math.isinf(d) else d for d in DEFAULT_DAMPINGS], min_length=1,
-        description="candidate relative dampings selected on the validation set ('mean': the weighted mean)")
+        default_factory=lambda: ["mean" if math.isinf(d) else d for d in DEFAULT_DAMPINGS],
+        min_length=1,
+        description="candidate relative dampings selected on the validation set ('mean': the weighted mean)",
+    )
     weighting: Weighting = Field(Weighting.SAMPLES, description="members weighted by sample count, or uniformly")
     precondition: bool = True
     preconditioner: Preconditioner = Field(Preconditioner.KRONECKER, description="per-layer CG preconditioner")
@@ -85,10 +96,13 @@ class ProjectionSection(Strict):
     adam_lr: float = Field(1e-3, gt=0, description="method adam (FedFisher's server loop) only")
     check_every: int = Field(100, gt=0, description="method adam: validation check interval")
     iterates: list[Annotated[int, Field(gt=0)]] = Field(
-        default_factory=list, description="methods cg_f/cg_f2: CG iterates selected on the validation set "
-        "(early stopping at the fixed damping) instead of the dampings")
+        default_factory=list,
+        description="methods cg_f/cg_f2: CG iterates selected on the validation set "
+        "(early stopping at the fixed damping) instead of the dampings",
+    )
     device: Literal["cpu", "cuda", "auto"] | None = Field(
-        None, description="where a K-FAC solve's float32 products run; null = as federated.train.device")
+        None, description="where a K-FAC solve's float32 products run; null = as federated.train.device"
+    )
 
     @field_validator("dampings")
     @classmethod
@@ -127,16 +141,24 @@ class RoundsSection(Strict):
     prox_mu: float = Field(0.01, gt=0, description="FedProx proximal weight (fedprox only; 0 would be fedavg)")
     server_lr: float = Field(1.0, gt=0)
     weighted: bool = True
-    unlearn_on_departure: bool = Field(True, description="strategies that can unlearn (pdf) forget departing participants")
+    unlearn_on_departure: bool = Field(
+        True, description="strategies that can unlearn (pdf) forget departing participants"
+    )
 
     def build(self):
         """The :class:`fl_core.rounds.RoundConfig` of this section."""
         from fl_core.rounds import RoundConfig
 
         return RoundConfig(
-            rounds=self.rounds or 1, clients_per_round=self.clients_per_round, local_epochs=self.local_epochs,
-            lr=self.lr, batch_size=self.batch_size, momentum=self.momentum, prox_mu=self.prox_mu,
-            server_lr=self.server_lr, weighted=self.weighted,
+            rounds=self.rounds or 1,
+            clients_per_round=self.clients_per_round,
+            local_epochs=self.local_epochs,
+            lr=self.lr,
+            batch_size=self.batch_size,
+            momentum=self.momentum,
+            prox_mu=self.prox_mu,
+            server_lr=self.server_lr,
+            weighted=self.weighted,
         )
 
 
@@ -147,18 +169,23 @@ class FederatedSection(Strict):
     data_root: str | None = None
     num_clients: int = Field(12, gt=0, description="data shards; client i holds shard i")
     alpha: float | None = Field(0.5, gt=0, description="Dirichlet label skew; null = by writer")
-    scheme: DirichletScheme = Field(DirichletScheme.PER_CLASS,
-                                    description="per_class: a Dirichlet over clients per class; per_client: over classes per client")
+    scheme: DirichletScheme = Field(
+        DirichletScheme.PER_CLASS,
+        description="per_class: a Dirichlet over clients per class; per_client: over classes per client",
+    )
     validation_samples: int = Field(500, ge=0, description="held out for the server's merge selection (at most 10 %)")
     model: Literal["cnn", "mlp", "resnet18"] = "mlp"
     max_train_samples: int | None = Field(None, gt=0)
     max_test_samples: int | None = Field(None, gt=0)
     rho: float | None = Field(None, gt=0, le=1, description="fixed ratio P_t = floor(rho M(t)); default 0.5")
     subset_size: int | None = Field(None, gt=0, description="fixed P (theory); excludes rho")
-    methods: list[str] = Field(default_factory=lambda: ["fsosa", "retrain"],
-                               description="editors: one-shot methods driven by join/leave requests")
-    strategies: list[str] = Field(default_factory=list,
-                                  description="multi-round strategies driven by the vehicles in coverage")
+    methods: list[str] = Field(
+        default_factory=lambda: ["fsosa", "retrain"],
+        description="editors: one-shot methods driven by join/leave requests",
+    )
+    strategies: list[str] = Field(
+        default_factory=list, description="multi-round strategies driven by the vehicles in coverage"
+    )
     train: TrainSection = TrainSection()
     projection: ProjectionSection = ProjectionSection()
     rounds: RoundsSection = RoundsSection()
@@ -201,9 +228,16 @@ class FederatedSection(Strict):
         from fl_core.experiment import OneShotSetup
 
         return OneShotSetup(
-            dataset=self.dataset, num_clients=self.num_clients, alpha=self.alpha, model=self.model, seed=seed,
-            train=self.train.build(), max_train_samples=self.max_train_samples,
-            max_test_samples=self.max_test_samples, data_root=self.data_root, scheme=self.scheme,
+            dataset=self.dataset,
+            num_clients=self.num_clients,
+            alpha=self.alpha,
+            model=self.model,
+            seed=seed,
+            train=self.train.build(),
+            max_train_samples=self.max_train_samples,
+            max_test_samples=self.max_test_samples,
+            data_root=self.data_root,
+            scheme=self.scheme,
             validation_samples=self.validation_samples,
         )
 

@@ -56,8 +56,12 @@ class WorldContext:
         """One world's channel of every RSU. Shadowing draws from the run's channel stream, one
         generator per RSU and world, so every method's world starts from the same draws whatever
         order the worlds are built in."""
-        return {r.id: RsuChannel(self.channel, (r.x, r.y), rsu_id=r.id, env=self.env,
-                                 rng=self.setup.streams.numpy("channel", r.id)) for r in self.rsus}
+        return {
+            r.id: RsuChannel(
+                self.channel, (r.x, r.y), rsu_id=r.id, env=self.env, rng=self.setup.streams.numpy("channel", r.id)
+            )
+            for r in self.rsus
+        }
 
     def device(self) -> SharedDevice | None:
         """One world's shared accelerator (None: on-board training)."""
@@ -68,5 +72,11 @@ class WorldContext:
         subset-sampling stream."""
         fed = self.federated
         keys = (method,) if epoch == 0 else (method, "epoch", epoch)
-        return build_editor(method, self.pool, self.setup.streams.numpy("subset", *keys), fed.rule(),
-                            fed.projection_config(), rounds=fed.rounds.build())
+        return build_editor(
+            method,
+            self.pool,
+            self.setup.streams.numpy("subset", *keys),
+            fed.rule(),
+            fed.projection_config(),
+            rounds=fed.rounds.build(),
+        )

@@ -33,8 +33,9 @@ def _sumo_files(scenario: Scenario) -> dict[str, Any]:
     if m.source == "lust":
         from mobility import lust
 
-        return lust.sumo_inputs(m.lust, backend=m.sumo.backend, extra_args=list(m.sumo.extra_args),
-                                time_to_teleport=m.sumo.time_to_teleport)
+        return lust.sumo_inputs(
+            m.lust, backend=m.sumo.backend, extra_args=list(m.sumo.extra_args), time_to_teleport=m.sumo.time_to_teleport
+        )
     return {"config_file": m.config_file, "net_file": m.net_file, "route_files": list(m.route_files)}
 
 
@@ -54,14 +55,22 @@ def sumo_config(scenario: Scenario, duration: float | None = None) -> tuple[Sumo
     extra = inputs.pop("extra_args", None)
     span = scenario.duration if duration is None else duration
     sumo = SumoConfig(
-        backend=s.backend, step_length=s.step_length, seed=s.seed, begin=begin,
-        end=(begin or 0.0) + span + s.step_length, time_to_teleport=s.time_to_teleport, scale=m.density,
-        extra_args=list(s.extra_args) if extra is None else extra, **{k: v for k, v in inputs.items() if v},
+        backend=s.backend,
+        step_length=s.step_length,
+        seed=s.seed,
+        begin=begin,
+        end=(begin or 0.0) + span + s.step_length,
+        time_to_teleport=s.time_to_teleport,
+        scale=m.density,
+        extra_args=list(s.extra_args) if extra is None else extra,
+        **{k: v for k, v in inputs.items() if v},
     )
     return sumo, inputs
 
 
-def open_source(scenario: Scenario, trace_path: Path | None, overwrite: bool = False) -> tuple[MobilitySource, list[Rsu]]:
+def open_source(
+    scenario: Scenario, trace_path: Path | None, overwrite: bool = False
+) -> tuple[MobilitySource, list[Rsu]]:
     """The mobility source (recording to ``trace_path`` when live) and the RSUs it covers."""
     m = scenario.mobility
     if m.source == "trace":
@@ -77,8 +86,17 @@ def open_source(scenario: Scenario, trace_path: Path | None, overwrite: bool = F
         needed = float(sumo.begin or 0.0) + scenario.duration - sumo.step_length  # the last step a run advances to
         if cache.copy_to(key, needed, Path(trace_path), overwrite=overwrite):
             return CachedTraceSource(trace_path, key), rsus
-        return RecordingSumoSource(sumo, rsus, m.coverage_config(), cache=cache, key=key, needed_end=needed,
-                                   trace=trace_path, overwrite_trace=overwrite, metadata=meta), rsus
+        return RecordingSumoSource(
+            sumo,
+            rsus,
+            m.coverage_config(),
+            cache=cache,
+            key=key,
+            needed_end=needed,
+            trace=trace_path,
+            overwrite_trace=overwrite,
+            metadata=meta,
+        ), rsus
     return SumoSource(sumo, rsus, m.coverage_config(), trace=trace_path, overwrite_trace=overwrite, metadata=meta), rsus
 
 
@@ -123,8 +141,14 @@ def manifest_scenario(manifest: Path) -> Scenario:
         raise ConfigError(str(e).replace("<embedded default>", f"{manifest}: config")) from None
 
 
-def run_scenario(scenario: Scenario, out: str | Path = "runs", progress: bool = True, run_dir: Path | None = None,
-                 say=print, resume: bool = False) -> RunDir:
+def run_scenario(
+    scenario: Scenario,
+    out: str | Path = "runs",
+    progress: bool = True,
+    run_dir: Path | None = None,
+    say=print,
+    resume: bool = False,
+) -> RunDir:
     """Run ``scenario`` into a new run directory and return it (records are written as they come).
 
     Before anything runs, every file the scenario names is checked (:func:`vmc_sim.inputs.check_inputs`)
@@ -178,18 +202,34 @@ def pin_calibration(scenario: Scenario, calibration: dict | None) -> Scenario:
     from .config import load_model
 
     data = scenario.model_dump(mode="json")
-    data["compute"]["calibration"] = {k: calibration[k] for k in
-                                      ("train_s_per_sample_epoch", "fisher_s_per_sample", "solve_s_per_unit")}
+    data["compute"]["calibration"] = {
+        k: calibration[k] for k in ("train_s_per_sample_epoch", "fisher_s_per_sample", "solve_s_per_unit")
+    }
     return load_model(Scenario, None, data)
 
 
-def _write_running(run: RunDir, scenario: Scenario, sim: CoSimulation, source: MobilitySource, rsus: list[Rsu],
-                   resumed_after: dict[str, int] | None, previous: dict | None = None) -> None:
+def _write_running(
+    run: RunDir,
+    scenario: Scenario,
+    sim: CoSimulation,
+    source: MobilitySource,
+    rsus: list[Rsu],
+    resumed_after: dict[str, int] | None,
+    previous: dict | None = None,
+) -> None:
     seeds = sim.setup.streams.manifest()
     seeds["sumo"] = scenario.mobility.sumo.seed
-    run.write_manifest(scenario.model_dump(mode="json"), seeds, previous, kind="cosim", status="running",
-                       calibration=sim.calibration.as_dict() if sim.calibration else None,
-                       mobility=source.metadata, rsus=[r.to_dict() for r in rsus], resumed_after=resumed_after)
+    run.write_manifest(
+        scenario.model_dump(mode="json"),
+        seeds,
+        previous,
+        kind="cosim",
+        status="running",
+        calibration=sim.calibration.as_dict() if sim.calibration else None,
+        mobility=source.metadata,
+        rsus=[r.to_dict() for r in rsus],
+        resumed_after=resumed_after,
+    )
 
 
 def _finish(run: RunDir, sim: CoSimulation) -> None:
@@ -201,16 +241,18 @@ def _finish(run: RunDir, sim: CoSimulation) -> None:
             raise
         manifest = run.manifest()
         interrupted = isinstance(e, KeyboardInterrupt)
-        manifest.update(status="interrupted" if interrupted else "failed",
-                        error="interrupted" if interrupted else f"{type(e).__name__}: {e}", records=sim.records,
-                        hint=f"continue with: vmc run --resume {run.path}")
+        manifest.update(
+            status="interrupted" if interrupted else "failed",
+            error="interrupted" if interrupted else f"{type(e).__name__}: {e}",
+            records=sim.records,
+            hint=f"continue with: vmc run --resume {run.path}",
+        )
         run._atomic_json("manifest.json", manifest)
         if interrupted:
             raise KeyboardInterrupt(f"interrupted; {manifest['hint']}") from None
         raise
     manifest = run.manifest()
-    manifest.update(status="complete", summary=summary,
-                    unconverged_solves=unconverged_solves(run.records()) or None)
+    manifest.update(status="complete", summary=summary, unconverged_solves=unconverged_solves(run.records()) or None)
     if sim.pool.store.recomputed:
         manifest["contributions_recomputed"] = sim.pool.store.recomputed
     run._atomic_json("manifest.json", manifest)
@@ -226,8 +268,10 @@ def _resume(scenario: Scenario, path: Path, progress: bool, say) -> RunDir:
     previous = run.manifest()
     scenario = pin_calibration(scenario, previous.get("calibration"))
     if run.torn_tail():
-        say(f"{run.path / 'records.jsonl'}: its last line is incomplete (cut while being written); "
-            "it is dropped when the resumed run writes, every complete record is kept")
+        say(
+            f"{run.path / 'records.jsonl'}: its last line is incomplete (cut while being written); "
+            "it is dropped when the resumed run writes, every complete record is kept"
+        )
     existing: dict[str, list[dict]] = {}
     for r in run.records():
         existing.setdefault(r["method"], []).append(r)
@@ -243,8 +287,16 @@ def _resume(scenario: Scenario, path: Path, progress: bool, say) -> RunDir:
         _write_running(run, scenario, sim, source, rsus, {m: len(v) for m, v in existing.items()}, previous)
 
     try:
-        sim = CoSimulation(scenario, source, rsus, run, progress=progress, existing=existing,
-                           commit_after=_last_time(trace) if live else -math.inf, on_commit=commit)
+        sim = CoSimulation(
+            scenario,
+            source,
+            rsus,
+            run,
+            progress=progress,
+            existing=existing,
+            commit_after=_last_time(trace) if live else -math.inf,
+            on_commit=commit,
+        )
         say(f"run directory: {run.path} (resuming after {sum(map(len, existing.values()))} records)")
         _finish(run, sim)
     except Exception as e:
@@ -281,17 +333,31 @@ def contribution_cache_text(cache: dict) -> str:
     """A run's use of the contribution cache (its manifest's ``summary.contribution_cache``), in words."""
     reused, rejected = cache.get("weights_reused", 0), cache.get("rejected", 0)
     bad = f", {rejected} cached entries did not verify (not used; computed again)" if rejected else ""
-    return (f"contribution cache: {cache['hits']} of {cache['hits'] + cache['misses']} contributions loaded "
-            f"(hit rate {100 * cache['hit_rate']:.0f} %), {reused} computed at cached trained weights (Fisher only), "
-            f"{cache['misses'] - reused} trained{bad}; {cache['path']}")
+    return (
+        f"contribution cache: {cache['hits']} of {cache['hits'] + cache['misses']} contributions loaded "
+        f"(hit rate {100 * cache['hit_rate']:.0f} %), {reused} computed at cached trained weights (Fisher only), "
+        f"{cache['misses'] - reused} trained{bad}; {cache['path']}"
+    )
 
 
 def summarize(run: RunDir) -> str:
     """Totals per method: requests, triggered edits, bytes, simulated compute and latency, accuracy."""
     totals: dict[str, dict[str, float]] = {}
     for r in run.records():
-        t = totals.setdefault(r["method"], {"n": 0, "trig": 0, "MB": 0.0, "latency": 0.0, "compute": 0.0,
-                                             "acc": float("nan"), "failed": 0, "suspended": 0, "unreachable": 0})
+        t = totals.setdefault(
+            r["method"],
+            {
+                "n": 0,
+                "trig": 0,
+                "MB": 0.0,
+                "latency": 0.0,
+                "compute": 0.0,
+                "acc": float("nan"),
+                "failed": 0,
+                "suspended": 0,
+                "unreachable": 0,
+            },
+        )
         t["n"] += 1
         t["trig"] += int(bool(r.get("triggered")))
         t["MB"] += r.get("total_bytes", 0) / 1e6
@@ -309,67 +375,98 @@ def summarize(run: RunDir) -> str:
     federated = (manifest.get("config") or {}).get("federated") or {}
     listed = [m for m in federated.get("methods") or [] if m in totals]
     totals = {m: totals[m] for m in [*listed, *(m for m in totals if m not in listed)]}  # the scenario's order
-    lines = ["", f"{'method':<10} {'requests':>8} {'triggered':>9} {'MB':>10} {'sim compute s':>13} "
-                 f"{'sum latency s':>13} {'failed':>6} {'final acc %':>11}"]
+    lines = [
+        "",
+        f"{'method':<10} {'requests':>8} {'triggered':>9} {'MB':>10} {'sim compute s':>13} "
+        f"{'sum latency s':>13} {'failed':>6} {'final acc %':>11}",
+    ]
     for m, t in totals.items():
-        lines.append(f"{m:<10} {t['n']:>8} {t['trig']:>9} {t['MB']:>10.2f} {t['compute']:>13.1f} "
-                     f"{t['latency']:>13.1f} {t['failed']:>6} {100 * t['acc']:>11.2f}")
+        lines.append(
+            f"{m:<10} {t['n']:>8} {t['trig']:>9} {t['MB']:>10.2f} {t['compute']:>13.1f} "
+            f"{t['latency']:>13.1f} {t['failed']:>6} {100 * t['acc']:>11.2f}"
+        )
     for m, t in totals.items():
         if t["unreachable"]:
-            lines.append(f"note: {m}: {t['unreachable']} unlearning request(s) found no retained participant in "
-                         f"coverage and ranked every past participant instead, out of coverage ones included "
-                         f"(records' extra.unlearn)")
+            lines.append(
+                f"note: {m}: {t['unreachable']} unlearning request(s) found no retained participant in "
+                f"coverage and ranked every past participant instead, out of coverage ones included "
+                f"(records' extra.unlearn)"
+            )
         if t["suspended"]:
             end = "; it was withdrawn at the end (final acc nan)" if t["acc"] != t["acc"] else ""
-            lines.append(f"note: {m}: the model was withdrawn {t['suspended']} time(s) when coverage fell below "
-                         f"coordinator.min_clients (records of kind 'suspend'){end}")
+            lines.append(
+                f"note: {m}: the model was withdrawn {t['suspended']} time(s) when coverage fell below "
+                f"coordinator.min_clients (records of kind 'suspend'){end}"
+            )
     summary = manifest.get("summary") or {}
     held, asked = summary.get("validation_held"), federated.get("validation_samples")
     if held is not None and asked is not None and held < asked:
-        lines.append(f"note: the merges selected their damping on {held} held-out samples (federated.validation_samples "
-                     f"asks {asked}; at most 10 % of the training set is held out)")
+        lines.append(
+            f"note: the merges selected their damping on {held} held-out samples (federated.validation_samples "
+            f"asks {asked}; at most 10 % of the training set is held out)"
+        )
     repaired = summary.get("partition_repaired")
     if repaired:
-        lines.append(f"note: no Dirichlet draw of the split (of {repaired['attempts']}) gave every client a sample: "
-                     f"{repaired['samples_moved']} sample(s) were moved to empty clients, so the label skew is not "
-                     "exactly Dir(alpha) (federated.alpha)")
+        lines.append(
+            f"note: no Dirichlet draw of the split (of {repaired['attempts']}) gave every client a sample: "
+            f"{repaired['samples_moved']} sample(s) were moved to empty clients, so the label skew is not "
+            "exactly Dir(alpha) (federated.alpha)"
+        )
     ended = summary.get("traffic_ended_early")
     if ended:
-        how = ("" if ended.get("trace_complete") is None or ended.get("trace_status") == "finished" else
-               "; the replayed trace has no end record (its recorder stopped)" if not ended["trace_complete"] else
-               f"; the replayed trace ended with status '{ended.get('trace_status')}'"
-               + (f" ({ended['trace_message']})" if ended.get("trace_message") else ""))
-        lines.append(f"note: traffic ended at {ended['at']:.1f} s, {ended['scenario_end'] - ended['at']:.1f} s before "
-                     f"the scenario's end ({ended['scenario_end']:.1f} s): no arrival or departure after it{how}")
+        how = (
+            ""
+            if ended.get("trace_complete") is None or ended.get("trace_status") == "finished"
+            else "; the replayed trace has no end record (its recorder stopped)"
+            if not ended["trace_complete"]
+            else f"; the replayed trace ended with status '{ended.get('trace_status')}'"
+            + (f" ({ended['trace_message']})" if ended.get("trace_message") else "")
+        )
+        lines.append(
+            f"note: traffic ended at {ended['at']:.1f} s, {ended['scenario_end'] - ended['at']:.1f} s before "
+            f"the scenario's end ({ended['scenario_end']:.1f} s): no arrival or departure after it{how}"
+        )
     teleports = summary.get("teleports")
     if teleports:
-        lines.append(f"note: SUMO teleported {teleports} vehicle(s) stuck longer than sumo.time_to_teleport (a jam); "
-                     f"a teleport takes a vehicle out of coverage, so it may have sent departures and arrivals")
+        lines.append(
+            f"note: SUMO teleported {teleports} vehicle(s) stuck longer than sumo.time_to_teleport (a jam); "
+            f"a teleport takes a vehicle out of coverage, so it may have sent departures and arrivals"
+        )
     capped = summary.get("max_requests") or {}
     if capped.get("events_not_dispatched"):
-        lines.append(f"note: coordinator.max_requests = {capped['cap']} was reached: {capped['events_not_dispatched']} "
-                     f"later coverage event(s) (arrivals and departures) were not sent as requests, so the final "
-                     f"models still hold vehicles that left after it")
+        lines.append(
+            f"note: coordinator.max_requests = {capped['cap']} was reached: {capped['events_not_dispatched']} "
+            f"later coverage event(s) (arrivals and departures) were not sent as requests, so the final "
+            f"models still hold vehicles that left after it"
+        )
     traced = (manifest.get("mobility") or {}).get("trace_cache")
     if traced and traced.get("rejected"):
-        lines.append(f"mobility: the cached trace {traced['key'][:12]} did not verify (changed, truncated or too "
-                     f"short) and was not used; SUMO ran and recorded it again")
+        lines.append(
+            f"mobility: the cached trace {traced['key'][:12]} did not verify (changed, truncated or too "
+            f"short) and was not used; SUMO ran and recorded it again"
+        )
     if traced and traced.get("hit"):
-        lines.append(f"mobility: replayed the cached trace {traced['key'][:12]} (SUMO did not run; same traffic, "
-                     f"same records); {(manifest.get('config') or {}).get('mobility', {}).get('trace_cache')}")
+        lines.append(
+            f"mobility: replayed the cached trace {traced['key'][:12]} (SUMO did not run; same traffic, "
+            f"same records); {(manifest.get('config') or {}).get('mobility', {}).get('trace_cache')}"
+        )
     cache = summary.get("contribution_cache")
     if cache:
         lines.append(contribution_cache_text(cache))
     min_clients = ((manifest.get("config") or {}).get("coordinator") or {}).get("min_clients")
     for m in federated.get("methods") or []:
         if m not in totals:
-            lines.append(f"note: {m}: no record: no model was ever fitted (coverage never held "
-                         f"coordinator.min_clients = {min_clients} vehicles after the warm-up)")
+            lines.append(
+                f"note: {m}: no record: no model was ever fitted (coverage never held "
+                f"coordinator.min_clients = {min_clients} vehicles after the warm-up)"
+            )
     min_available = (federated.get("rounds") or {}).get("min_available")
     for m in federated.get("strategies") or []:
         if m not in totals:
-            lines.append(f"note: {m}: no record: no round ran (coverage never held coordinator.min_clients = "
-                         f"{min_clients} vehicles after the warm-up, then rounds.min_available = {min_available})")
+            lines.append(
+                f"note: {m}: no record: no round ran (coverage never held coordinator.min_clients = "
+                f"{min_clients} vehicles after the warm-up, then rounds.min_available = {min_available})"
+            )
     try:
         tol = float(manifest["config"]["federated"]["projection"]["tol"])
     except (KeyError, TypeError, ValueError):

@@ -65,7 +65,7 @@ class SharedDevice:
         env = self.env
         while self._waiting:
             yield env.timeout(0)  # let every job submitted at this instant join the batch
-            batch, self._waiting = self._waiting[: self.max_jobs], self._waiting[self.max_jobs:]
+            batch, self._waiting = self._waiting[: self.max_jobs], self._waiting[self.max_jobs :]
             start = env.now
             self.batches.append(len(batch))
             yield env.timeout(batch_seconds([j.seconds for j in batch], self.overlap))

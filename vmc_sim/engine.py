@@ -43,8 +43,13 @@ class CoSimulation:
     """Couples a mobility source to one world per method and records every request."""
 
     def __init__(
-        self, scenario: Scenario, source: MobilitySource, rsus: list[Rsu], run: RunDir,
-        setup: OneShotSetup | None = None, progress: bool = True,
+        self,
+        scenario: Scenario,
+        source: MobilitySource,
+        rsus: list[Rsu],
+        run: RunDir,
+        setup: OneShotSetup | None = None,
+        progress: bool = True,
         on_record: Callable[[dict], None] | None = None,
         existing: dict[str, list[dict]] | None = None,
         commit_after: float | None = None,
@@ -58,16 +63,31 @@ class CoSimulation:
         self.time = time_model(scenario, self.setup)
         # a resume holds every write back (records, contributions; the caller's trace and
         # manifest) until it has re-verified the recorded run and got past ``commit_after``
-        self.writer = RecordWriter(run, self.pool.store, progress_lines=progress and not sys.stderr.isatty(),
-                                   on_record=on_record, existing=existing, commit_after=commit_after,
-                                   on_commit=on_commit)
+        self.writer = RecordWriter(
+            run,
+            self.pool.store,
+            progress_lines=progress and not sys.stderr.isatty(),
+            on_record=on_record,
+            existing=existing,
+            commit_after=commit_after,
+            on_commit=on_commit,
+        )
         self.vehicles = Vehicles(scenario.coordinator.withdrawal_grace)
         self.env = simpy.Environment(initial_time=source.time)
         self.end_time = source.time + scenario.duration
         ctx = WorldContext(
-            env=self.env, vehicles=self.vehicles, pool=self.pool, setup=self.setup, time=self.time,
-            writer=self.writer, federated=fed, coordinator=scenario.coordinator, compute=scenario.compute,
-            channel=scenario.channel_config(), rsus=tuple(rsus), step_length=scenario.mobility.sumo.step_length,
+            env=self.env,
+            vehicles=self.vehicles,
+            pool=self.pool,
+            setup=self.setup,
+            time=self.time,
+            writer=self.writer,
+            federated=fed,
+            coordinator=scenario.coordinator,
+            compute=scenario.compute,
+            channel=scenario.channel_config(),
+            rsus=tuple(rsus),
+            step_length=scenario.mobility.sumo.step_length,
             end_time=self.end_time,
         )
         self.worlds = [World(ctx, m) for m in fed.methods]
@@ -114,8 +134,10 @@ class CoSimulation:
                 self.vehicles.now = self.env.now
                 self.vehicles.apply(events, src.members())
                 if not fitted:
-                    if self.env.now - (end - sc.duration) >= sc.coordinator.warmup and \
-                            len(self.vehicles.covered) >= sc.coordinator.min_clients:
+                    if (
+                        self.env.now - (end - sc.duration) >= sc.coordinator.warmup
+                        and len(self.vehicles.covered) >= sc.coordinator.min_clients
+                    ):
                         fitted = True
                         self.dispatch(Request(0, self.env.now, RequestKind.FIT, added=sorted(self.vehicles.covered)))
                         self.requests = 1
@@ -124,9 +146,13 @@ class CoSimulation:
                         if sc.coordinator.max_requests and self.requests >= sc.coordinator.max_requests:
                             self.not_dispatched += len(events) - i
                             break
-                        req = Request(self.requests, e.time, RequestKind.EDIT,
-                                      removed=[e.vehicle] if e.kind == "leave" else [],
-                                      added=[e.vehicle] if e.kind == "join" else [])
+                        req = Request(
+                            self.requests,
+                            e.time,
+                            RequestKind.EDIT,
+                            removed=[e.vehicle] if e.kind == "leave" else [],
+                            added=[e.vehicle] if e.kind == "join" else [],
+                        )
                         self.dispatch(req)
                         self.requests += 1
                 if bar is not None:
@@ -136,10 +162,13 @@ class CoSimulation:
                 yield self.env.timeout(step)
             if src.finished and end - src.time > step + 1e-9:
                 ended = getattr(src, "end_record", None)
-                self.traffic_ended = {"at": src.time, "scenario_end": end,
-                                      "trace_status": None if ended is None else ended.get("status"),
-                                      "trace_message": None if ended is None else ended.get("message"),
-                                      "trace_complete": getattr(src, "complete", None)}
+                self.traffic_ended = {
+                    "at": src.time,
+                    "scenario_end": end,
+                    "trace_status": None if ended is None else ended.get("status"),
+                    "trace_message": None if ended is None else ended.get("message"),
+                    "trace_complete": getattr(src, "complete", None),
+                }
         finally:
             if bar is not None:
                 bar.close()
@@ -155,9 +184,14 @@ class CoSimulation:
             self.writer.flush()
         self.writer.maybe_commit(self.env.now, final=True)
         self.save_models()
-        summary = {"requests": self.requests, "records": self.records, "wall_s": time.perf_counter() - t0,
-                   "sim_end": self.env.now, "trainings": self.pool.trainings,
-                   "validation_held": len(self.setup.validation_set)}
+        summary = {
+            "requests": self.requests,
+            "records": self.records,
+            "wall_s": time.perf_counter() - t0,
+            "sim_end": self.env.now,
+            "trainings": self.pool.trainings,
+            "validation_held": len(self.setup.validation_set),
+        }
         if self.setup.partition_repair:
             summary["partition_repaired"] = self.setup.partition_repair
         if self.traffic_ended is not None:
@@ -168,9 +202,11 @@ class CoSimulation:
         if teleports:
             summary["teleports"] = teleports
         if self.scenario.coordinator.max_requests:
-            summary["max_requests"] = {"cap": self.scenario.coordinator.max_requests,
-                                       "reached": self.requests >= self.scenario.coordinator.max_requests,
-                                       "events_not_dispatched": self.not_dispatched}
+            summary["max_requests"] = {
+                "cap": self.scenario.coordinator.max_requests,
+                "reached": self.requests >= self.scenario.coordinator.max_requests,
+                "events_not_dispatched": self.not_dispatched,
+            }
         if self.cache is not None:
             summary["contribution_cache"] = {"path": str(self.cache.root), **self.cache.stats.as_dict()}
         return summary

@@ -19,9 +19,18 @@ from typing import Any
 from .config import ConfigError
 
 FILE_FIELDS = ("net_file", "config_file", "trace")
-EXPECTED = {"net_file": ("net",), "route_files": ("routes", "additional"), "config_file": ("configuration", "sumoConfiguration")}
-KIND = {"net": "a SUMO network (<net>)", "routes": "a route file (<routes>)", "additional": "an additional file",
-        "configuration": "a SUMO configuration (.sumocfg)", "sumoConfiguration": "a SUMO configuration (.sumocfg)"}
+EXPECTED = {
+    "net_file": ("net",),
+    "route_files": ("routes", "additional"),
+    "config_file": ("configuration", "sumoConfiguration"),
+}
+KIND = {
+    "net": "a SUMO network (<net>)",
+    "routes": "a route file (<routes>)",
+    "additional": "an additional file",
+    "configuration": "a SUMO configuration (.sumocfg)",
+    "sumoConfiguration": "a SUMO configuration (.sumocfg)",
+}
 
 
 def _resolve(path: str, base: Path) -> str:
@@ -111,11 +120,14 @@ def check_inputs(scenario, where: str = "scenario") -> None:
         if not m.net_file:
             if not named["net_file"]:
                 if m.rsu_config().placement == "auto":
-                    raise ConfigError(f"{where}: mobility.config_file: {m.config_file} names no net-file, and "
-                                      "mobility.rsus.placement 'auto' needs the network: give mobility.net_file")
+                    raise ConfigError(
+                        f"{where}: mobility.config_file: {m.config_file} names no net-file, and "
+                        "mobility.rsus.placement 'auto' needs the network: give mobility.net_file"
+                    )
             elif not Path(named["net_file"]).is_file():
-                raise ConfigError(f"{where}: mobility.config_file: the net-file it names does not exist: "
-                                  f"{named['net_file']}")
+                raise ConfigError(
+                    f"{where}: mobility.config_file: the net-file it names does not exist: {named['net_file']}"
+                )
         for r in named["route_files"]:
             if not Path(r).is_file():
                 raise ConfigError(f"{where}: mobility.config_file: a route file it names does not exist: {r}")

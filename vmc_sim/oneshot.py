@@ -14,16 +14,22 @@ from .runs import RunDir, new_run_dir
 from .solves import unconverged_solves, warning_lines
 
 
-def run_oneshot(config: OneShotConfig, out: str | Path = "runs", say: Callable[[str], None] = print,
-                progress: Callable[[str], None] | None = None) -> RunDir:
+def run_oneshot(
+    config: OneShotConfig,
+    out: str | Path = "runs",
+    say: Callable[[str], None] = print,
+    progress: Callable[[str], None] | None = None,
+) -> RunDir:
     """Fit every method, replay the requests, record each; ``progress`` (e.g. a stderr writer)
     gets a line before every fit or edit starts, so long work shows even when output is piped."""
     fed = config.federated
     setup = fed.setup(config.seed)
     run = RunDir(new_run_dir(out, config.name))
     pool = setup.pool()
-    editors = {m: build_editor(m, pool, setup.streams.numpy("subset", m), fed.rule(), fed.projection_config())
-               for m in fed.methods}
+    editors = {
+        m: build_editor(m, pool, setup.streams.numpy("subset", m), fed.rule(), fed.projection_config())
+        for m in fed.methods
+    }
     run.write_manifest(config.model_dump(mode="json"), setup.streams.manifest(), kind="oneshot")
     requests = [("fit", list(range(config.initial_clients)), [])] + [
         ("edit", *parse_request(r, fed.num_clients, where=f"requests[{i}]")) for i, r in enumerate(config.requests)
@@ -38,14 +44,25 @@ def run_oneshot(config: OneShotConfig, out: str | Path = "runs", say: Callable[[
                 progress(f"[{index + 1}/{len(requests)}] {label}: {method}: {what} ...")
             report = editor.fit(removed) if kind == "fit" else editor.batch(removed, added, kind=_kind(removed, added))
             acc, loss = evaluate(setup.model_fn(), editor.model, setup.test_set)
-            record = {"index": index, "request": label, **report.as_dict(), "accuracy": acc, "loss": loss,
-                      "members": sorted(editor.members)}
+            record = {
+                "index": index,
+                "request": label,
+                **report.as_dict(),
+                "accuracy": acc,
+                "loss": loss,
+                "members": sorted(editor.members),
+            }
             record.pop("transfers")
             run.append_record(record)
-            solve = "" if report.solve is None or report.solve.converged else \
-                f"  solve stopped at residual {report.solve.residual:.1e}"
-            say(f"{index:>3} {label:<12} {method:<10} {str(report.triggered):<5} {100 * acc:>6.2f} "
-                f"{report.total_bytes / 1e6:>8.3f} {report.compute_s:>9.2f} {report.solve_s:>8.3f}{solve}")
+            solve = (
+                ""
+                if report.solve is None or report.solve.converged
+                else f"  solve stopped at residual {report.solve.residual:.1e}"
+            )
+            say(
+                f"{index:>3} {label:<12} {method:<10} {str(report.triggered):<5} {100 * acc:>6.2f} "
+                f"{report.total_bytes / 1e6:>8.3f} {report.compute_s:>9.2f} {report.solve_s:>8.3f}{solve}"
+            )
     run.save_tensors("models.safetensors", {f"{m}.weights": e.model for m, e in editors.items()})
     found = unconverged_solves(run.records())
     manifest = run.manifest()
@@ -76,6 +93,8 @@ def _summary(run: RunDir) -> str:
         t["acc"] = r["accuracy"]
     lines = ["", "method      final acc %   total MB   compute s   triggered/requests"]
     for m, t in totals.items():
-        lines.append(f"{m:<11} {100 * t['acc']:>11.2f} {t['MB']:>10.3f} {t['compute_s']:>11.2f}   "
-                     f"{int(t['triggered'])}/{int(t['requests'])}")
+        lines.append(
+            f"{m:<11} {100 * t['acc']:>11.2f} {t['MB']:>10.3f} {t['compute_s']:>11.2f}   "
+            f"{int(t['triggered'])}/{int(t['requests'])}"
+        )
     return "\n".join(lines)

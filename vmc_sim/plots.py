@@ -38,8 +38,11 @@ def plot_run(path: str | Path, out: str | Path | None = None) -> Path:
         axes[0].plot(s["index"], s["acc"], label=method, lw=1)
         axes[1].plot(s["index"], s["time"], label=method)
         axes[2].plot(s["index"], s["bytes"], label=method)
-    for ax, title, ylabel in zip(axes, ("Test accuracy per request", "Cumulative edit time (simulated)",
-                                        "Cumulative communication"), ("accuracy %", "seconds", "MB")):
+    for ax, title, ylabel in zip(
+        axes,
+        ("Test accuracy per request", "Cumulative edit time (simulated)", "Cumulative communication"),
+        ("accuracy %", "seconds", "MB"),
+    ):
         ax.set_title(title)
         ax.set_xlabel("request")
         ax.set_ylabel(ylabel)

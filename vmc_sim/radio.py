@@ -90,12 +90,26 @@ class ChannelConfig:
             raise ValueError(f"channel.path_loss_model must be one of {PATH_LOSS_MODELS}, got {self.path_loss_model!r}")
         if self.duplex not in DUPLEX_MODES:
             raise ValueError(f"channel.duplex must be one of {DUPLEX_MODES}, got {self.duplex!r}")
-        for name in ("tx_power_dbm_downlink", "tx_power_dbm_uplink", "antenna_gain_db", "noise_figure_db",
-                     "noise_density_dbm_hz"):
+        for name in (
+            "tx_power_dbm_downlink",
+            "tx_power_dbm_uplink",
+            "antenna_gain_db",
+            "noise_figure_db",
+            "noise_density_dbm_hz",
+        ):
             if not is_number(getattr(self, name)):
                 raise ValueError(f"channel.{name} must be a finite number (dB), got {getattr(self, name)!r}")
-        for name in ("carrier_ghz", "rsu_height_m", "vehicle_height_m", "bandwidth_hz", "path_loss_exponent",
-                     "log_distance_ref_m", "shadowing_decorrelation_m", "update_interval", "min_distance_m"):
+        for name in (
+            "carrier_ghz",
+            "rsu_height_m",
+            "vehicle_height_m",
+            "bandwidth_hz",
+            "path_loss_exponent",
+            "log_distance_ref_m",
+            "shadowing_decorrelation_m",
+            "update_interval",
+            "min_distance_m",
+        ):
             if not is_positive(getattr(self, name)):
                 raise ValueError(f"channel.{name} must be a positive number, got {getattr(self, name)!r}")
         for name in ("rate_cap_bps", "spectral_efficiency_cap"):
@@ -103,13 +117,16 @@ class ChannelConfig:
             if v is not None and not is_positive(v):
                 raise ValueError(f"channel.{name} must be a positive number or null, got {v!r}")
         if not is_number(self.shadowing_sigma_db) or self.shadowing_sigma_db < 0:
-            raise ValueError("channel.shadowing_sigma_db must be a non-negative number, "
-                             f"got {self.shadowing_sigma_db!r}")
+            raise ValueError(
+                f"channel.shadowing_sigma_db must be a non-negative number, got {self.shadowing_sigma_db!r}"
+            )
         if self.path_loss_model == "tr38901_umi_los":
             for name in ("rsu_height_m", "vehicle_height_m"):
                 if getattr(self, name) <= 1.0:
-                    raise ValueError(f"channel.{name} must exceed 1 m for tr38901_umi_los "
-                                     f"(effective height h - 1 m), got {getattr(self, name)!r}")
+                    raise ValueError(
+                        f"channel.{name} must exceed 1 m for tr38901_umi_los "
+                        f"(effective height h - 1 m), got {getattr(self, name)!r}"
+                    )
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict (run manifests)."""
@@ -165,8 +182,9 @@ def snr_db(distance_m: float, direction: str, cfg: ChannelConfig, shadowing_db: 
     return p_tx + cfg.antenna_gain_db - path_loss_db(distance_m, cfg) - shadowing_db - noise_dbm(cfg)
 
 
-def rate_bps(distance_m: float, share_hz: float, direction: str, cfg: ChannelConfig,
-             shadowing_db: float = 0.0) -> float:
+def rate_bps(
+    distance_m: float, share_hz: float, direction: str, cfg: ChannelConfig, shadowing_db: float = 0.0
+) -> float:
     """Shannon rate (bit/s) of a transfer holding ``share_hz`` of the channel, with both caps applied."""
     if not is_number(share_hz) or share_hz < 0:
         raise ValueError(f"share_hz must be a non-negative number, got {share_hz!r}")

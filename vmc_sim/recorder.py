@@ -40,9 +40,14 @@ class RecordWriter:
     """Orders, verifies (on resume) and appends the records of one run."""
 
     def __init__(
-        self, run: RunDir, store: ContributionStore, progress_lines: bool = False,
-        on_record: Callable[[dict], None] | None = None, existing: dict[str, list[dict]] | None = None,
-        commit_after: float | None = None, on_commit: Callable[[], None] | None = None,
+        self,
+        run: RunDir,
+        store: ContributionStore,
+        progress_lines: bool = False,
+        on_record: Callable[[dict], None] | None = None,
+        existing: dict[str, list[dict]] | None = None,
+        commit_after: float | None = None,
+        on_commit: Callable[[], None] | None = None,
     ) -> None:
         self.run_dir, self.store = run, store
         self.progress_lines, self.on_record = progress_lines, on_record
@@ -100,11 +105,15 @@ class RecordWriter:
         ``commit_after`` (or the run is over), write what was held back."""
         if self._held is None:
             return
-        short = {m: (self._written.get(m, 0), len(v)) for m, v in self.existing.items() if self._written.get(m, 0) < len(v)}
+        short = {
+            m: (self._written.get(m, 0), len(v)) for m, v in self.existing.items() if self._written.get(m, 0) < len(v)
+        }
         if short:
             if final:
                 m, (got, want) = next(iter(short.items()))
-                raise RuntimeError(f"resume diverged from the recorded run: {m} produced {got} records, {want} are on disk")
+                raise RuntimeError(
+                    f"resume diverged from the recorded run: {m} produced {got} records, {want} are on disk"
+                )
             return
         if not final and now <= self.commit_after:
             return

@@ -66,8 +66,9 @@ class RoundWorld:
 
     def _new_strategy(self) -> RoundStrategy:
         setup = self.ctx.setup
-        return build_strategy(self.name, setup.model_fn, setup.w0, self.ctx.pool.data_of, self.section.build(),
-                              setup.streams)
+        return build_strategy(
+            self.name, setup.model_fn, setup.w0, self.ctx.pool.data_of, self.section.build(), setup.streams
+        )
 
     # -- processes -----------------------------------------------------------------------------
     def requests(self):
@@ -104,13 +105,24 @@ class RoundWorld:
         """Withdraw the model: record it and restart the strategy from W0 (a fresh fit)."""
         withdrawn = sorted(self.participants, key=str)
         row: dict[str, Any] = {
-            "method": self.name, "kind": "suspend", "index": self.strategy.round, "request": req.index,
-            "request_time": req.time, "done_time": self.env.now, "latency_s": self.env.now - req.time,
-            "model_epoch": self.epoch, "triggered": True, "withdrawn": withdrawn,
-            "removed": list(req.removed), "added": list(req.added), "population": len(self.present),
-            "accuracy": None, "makespan_s": 0.0, "total_bytes": 0,
+            "method": self.name,
+            "kind": "suspend",
+            "index": self.strategy.round,
+            "request": req.index,
+            "request_time": req.time,
+            "done_time": self.env.now,
+            "latency_s": self.env.now - req.time,
+            "model_epoch": self.epoch,
+            "triggered": True,
+            "withdrawn": withdrawn,
+            "removed": list(req.removed),
+            "added": list(req.added),
+            "population": len(self.present),
+            "accuracy": None,
+            "makespan_s": 0.0,
+            "total_bytes": 0,
             "note": f"model withdrawn: {len(self.present)} vehicle(s) present, fewer than coordinator.min_clients = "
-                    f"{min_clients}; rounds start again from W0 once enough vehicles are present",
+            f"{min_clients}; rounds start again from W0 once enough vehicles are present",
         }
         self.ctx.writer.emit(self.name, row)
         self.strategy = self._new_strategy()
@@ -128,8 +140,11 @@ class RoundWorld:
         limit = self.section.rounds
         while self.env.now < self.ctx.end_time:
             available = sorted(self.ctx.vehicles.covered)
-            if self.suspended or len(available) < self.section.min_available or \
-                    (limit is not None and self.rounds_done >= limit):
+            if (
+                self.suspended
+                or len(available) < self.section.min_available
+                or (limit is not None and self.rounds_done >= limit)
+            ):
                 yield self.env.timeout(step)
                 continue
             t0 = self.env.now
@@ -162,8 +177,11 @@ class RoundWorld:
 
     def _seconds(self, update) -> float:
         """Simulated device time of one local update (a reused DG-FedReuse update trains nothing)."""
-        return self.ctx.time.local_update(update.num_samples * self.section.local_epochs, update.compute_s,
-                                          reused=update.extra.get("path") == "reused")
+        return self.ctx.time.local_update(
+            update.num_samples * self.section.local_epochs,
+            update.compute_s,
+            reused=update.extra.get("path") == "reused",
+        )
 
     def _train_upload(self, client: Hashable, timing: dict, dropped: set):
         report = self.strategy._require_open()
@@ -187,14 +205,19 @@ class RoundWorld:
             for report in result.reports:
                 size = {t["client"]: t["bytes"] for t in report.transfers if t["kind"] == "broadcast"}
                 got = yield from self._broadcast(list(report.selected), size, timing)
-                procs = [self.env.process(self._replay_client(report, c, self._unlearn_seconds(report, c), timing))
-                         for c in sorted(got, key=str)]
+                procs = [
+                    self.env.process(self._replay_client(report, c, self._unlearn_seconds(report, c), timing))
+                    for c in sorted(got, key=str)
+                ]
                 if procs:
                     yield simpy.AllOf(self.env, procs)
             self.participants.difference_update(targets)
             merged = _merge(result.reports, self.strategy.name, self.strategy.round)
-            merged.extra["unlearn"] = {"targets": list(targets), "selected": list(result.selected),
-                                       "retained_in_coverage": len(available)}
+            merged.extra["unlearn"] = {
+                "targets": list(targets),
+                "selected": list(result.selected),
+                "retained_in_coverage": len(available),
+            }
             if not available:  # nobody reachable: the strategy ranked every past participant instead
                 merged.extra["unlearn"]["ranked_out_of_coverage"] = True
             self._record("unlearn", merged, timing, t0, request=req.index, request_time=req.time)
@@ -213,14 +236,28 @@ class RoundWorld:
         yield from upload(self.env, self.channels, self.ctx.vehicles, client, uplink, timing)
 
     # -- records ---------------------------------------------------------------------------------
-    def _record(self, kind: str, report: RoundReport, timing: dict, t0: float,
-                request: int | None = None, request_time: float | None = None) -> None:
+    def _record(
+        self,
+        kind: str,
+        report: RoundReport,
+        timing: dict,
+        t0: float,
+        request: int | None = None,
+        request_time: float | None = None,
+    ) -> None:
         d = host_columns(report.as_dict())
         d.pop("transfers")
         d.pop("method")
-        row: dict[str, Any] = {"method": self.name, "kind": kind, "index": report.round, "request": request,
-                               "request_time": t0 if request_time is None else request_time,
-                               "done_time": self.env.now, "latency_s": self.env.now - t0, "model_epoch": self.epoch}
+        row: dict[str, Any] = {
+            "method": self.name,
+            "kind": kind,
+            "index": report.round,
+            "request": request,
+            "request_time": t0 if request_time is None else request_time,
+            "done_time": self.env.now,
+            "latency_s": self.env.now - t0,
+            "model_epoch": self.epoch,
+        }
         row.update(d)
         if self.ctx.coordinator.evaluate:
             acc, loss = evaluate(self.eval_model, self.strategy.weights, self.ctx.test_set)

@@ -89,24 +89,43 @@ class RunDir:
             return
         self.path.mkdir(parents=True, exist_ok=True)
 
-    def write_manifest(self, config: dict[str, Any], seeds: dict[str, Any], previous: dict[str, Any] | None = None,
-                       **extra: Any) -> None:
+    def write_manifest(
+        self, config: dict[str, Any], seeds: dict[str, Any], previous: dict[str, Any] | None = None, **extra: Any
+    ) -> None:
         """Write the manifest: configuration, seeds, package versions and host, with ``extra``.
 
         ``previous`` (a resume: the manifest the run had) keeps when and where the run began and
         with which versions, and adds this resume to its ``resumes`` list with how the attempt
         before it ended, so nothing a resume writes hides the run's origin or its failures."""
-        now = {"at": datetime.now(timezone.utc).isoformat(), "versions": versions(),
-               "host": {"machine": platform.machine(), "processor": platform.processor(), "cpu": cpu_model(),
-                        "cpus": os.cpu_count(),
-                        "cuda": torch.cuda.is_available()}}
-        manifest = {"created": now["at"], "config": config, "seeds": seeds, "versions": now["versions"],
-                    "host": now["host"], **extra}
+        now = {
+            "at": datetime.now(timezone.utc).isoformat(),
+            "versions": versions(),
+            "host": {
+                "machine": platform.machine(),
+                "processor": platform.processor(),
+                "cpu": cpu_model(),
+                "cpus": os.cpu_count(),
+                "cuda": torch.cuda.is_available(),
+            },
+        }
+        manifest = {
+            "created": now["at"],
+            "config": config,
+            "seeds": seeds,
+            "versions": now["versions"],
+            "host": now["host"],
+            **extra,
+        }
         if previous is not None:
             manifest.update({k: previous[k] for k in ("created", "versions", "host") if k in previous})
-            manifest["resumes"] = [*previous.get("resumes", []), {
-                **now, "after": extra.get("resumed_after"),
-                "ended": {k: previous[k] for k in ("status", "error") if k in previous}}]
+            manifest["resumes"] = [
+                *previous.get("resumes", []),
+                {
+                    **now,
+                    "after": extra.get("resumed_after"),
+                    "ended": {k: previous[k] for k in ("status", "error") if k in previous},
+                },
+            ]
         self._atomic_json("manifest.json", manifest)
 
     def manifest(self) -> dict[str, Any]:
@@ -183,5 +202,3 @@ def _jsonable(o: Any) -> Any:
     if isinstance(o, (set, frozenset, tuple)):
         return list(o)
     return str(o)
-
-

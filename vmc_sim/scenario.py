@@ -26,9 +26,15 @@ from .config import FederatedSection, Strict, TrainSection, load_model
 from .radio import ChannelConfig
 
 SCENARIO_DEFAULTS: dict[str, Any] = {
-    "federated": {"dataset": "digits", "num_clients": 16, "alpha": 0.5, "model": "mlp", "rho": 0.5,
-                  "methods": ["fsosa", "retrain"],
-                  "train": {"epochs": 20, "lr": 0.05, "batch_size": 32, "fisher": "diagonal"}},
+    "federated": {
+        "dataset": "digits",
+        "num_clients": 16,
+        "alpha": 0.5,
+        "model": "mlp",
+        "rho": 0.5,
+        "methods": ["fsosa", "retrain"],
+        "train": {"epochs": 20, "lr": 0.05, "batch_size": 32, "fisher": "diagonal"},
+    },
     "mobility": {"rsus": {"placement": "auto", "count": 1, "radius": 200.0}, "coverage": {"state_interval": 5.0}},
 }
 """The documented defaults of a scenario where they differ from a section's own defaults (the
@@ -91,10 +97,12 @@ class MobilitySection(Strict):
     rsus: dict[str, Any] = Field(default_factory=lambda: dict(SCENARIO_DEFAULTS["mobility"]["rsus"]))
     coverage: dict[str, Any] = Field(default_factory=lambda: dict(SCENARIO_DEFAULTS["mobility"]["coverage"]))
     trace_cache: str | None = Field(
-        None, description="directory of the content-addressed trace cache (mobility.trace_cache): a live run whose "
-                          "traffic was recorded before (same SUMO inputs by content, seed, window, RSUs, coverage, SUMO "
-                          "and mobility code) replays that trace instead of running SUMO, with identical records; "
-                          "null = off (vmc sweep and tools/lust_case_study.py turn it on)")
+        None,
+        description="directory of the content-addressed trace cache (mobility.trace_cache): a live run whose "
+        "traffic was recorded before (same SUMO inputs by content, seed, window, RSUs, coverage, SUMO "
+        "and mobility code) replays that trace instead of running SUMO, with identical records; "
+        "null = off (vmc sweep and tools/lust_case_study.py turn it on)",
+    )
 
     _city = field_validator("city")(lambda cls, v: _dataclass_checker(CityConfig, "mobility.city")(v))
     _rsus = field_validator("rsus")(lambda cls, v: _dataclass_checker(RsuConfig, "mobility.rsus")(v))
@@ -120,9 +128,13 @@ class MobilitySection(Strict):
 
 class CoordinatorSection(Strict):
     warmup: float = Field(60.0, ge=0, description="simulated seconds before the first fit")
-    min_clients: int = Field(4, ge=1, description="clients needed in coverage for a model: the first fit, and a "
-                                                  "fresh fit after a suspension; a request that would leave fewer "
-                                                  "withdraws the model (kind: suspend) and the run goes on")
+    min_clients: int = Field(
+        4,
+        ge=1,
+        description="clients needed in coverage for a model: the first fit, and a "
+        "fresh fit after a suspension; a request that would leave fewer "
+        "withdraws the model (kind: suspend) and the run goes on",
+    )
     window: float = Field(0.0, ge=0, description="0: one request at a time; > 0: gather a batch over this window")
     evaluate: bool = True
     max_requests: int | None = Field(None, gt=0, description="stop after this many requests")
@@ -150,20 +162,27 @@ class TimeModelKind(str, Enum):
 class ComputeSection(Strict):
     mode: Literal["shared_gpu", "onboard"] = "shared_gpu"
     time_model: TimeModelKind = Field(
-        TimeModelKind.CALIBRATED, description="calibrated: per-sample costs measured once per process after a warm-up "
-                                  "(deterministic); measured: each job's host time; device: the fixed model below")
+        TimeModelKind.CALIBRATED,
+        description="calibrated: per-sample costs measured once per process after a warm-up "
+        "(deterministic); measured: each job's host time; device: the fixed model below",
+    )
     calibration: CalibrationCosts | None = Field(
-        None, description="calibrated: pin the costs (e.g. from a manifest's 'calibration'); null = measure them")
+        None, description="calibrated: pin the costs (e.g. from a manifest's 'calibration'); null = measure them"
+    )
     seconds_per_sample_epoch: float = Field(2.3e-4, gt=0, description="device model: s per sample per epoch")
     fisher_factor: float = Field(1.0, ge=0, description="device model: Fisher pass cost in epochs")
     seconds_per_solve_iteration: float = Field(1e-3, ge=0, description="device model: coordinator CG iteration")
     batch_max_jobs: int = Field(1, ge=1, description="shared_gpu: queued jobs run together, at most this many")
-    batch_overlap: float = Field(0.0, ge=0, le=1, description="shared_gpu: 0 = a batch costs its jobs' sum, 1 = its longest")
+    batch_overlap: float = Field(
+        0.0, ge=0, le=1, description="shared_gpu: 0 = a batch costs its jobs' sum, 1 = its longest"
+    )
     contribution_cache: str | None = Field(
-        None, description="directory of the content-addressed contribution cache shared by runs and sweep points "
-                          "(fl_core.cache): a contribution trained the same way before is loaded, not trained, and "
-                          "charged the same simulated compute; one trained before with other Fisher or upload "
-                          "settings gets only its Fisher computed; null = off (vmc sweep turns it on)")
+        None,
+        description="directory of the content-addressed contribution cache shared by runs and sweep points "
+        "(fl_core.cache): a contribution trained the same way before is loaded, not trained, and "
+        "charged the same simulated compute; one trained before with other Fisher or upload "
+        "settings gets only its Fisher computed; null = off (vmc sweep turns it on)",
+    )
 
     @property
     def measures_costs(self) -> bool:
@@ -232,23 +251,31 @@ MEANINGS: dict[str, str] = {
     "mobility.sumo.begin": "SUMO begin time in seconds (null: 0, or the LuST window's start)",
     "mobility.sumo.time_to_teleport": "SUMO --time-to-teleport (null: SUMO's default)",
     "mobility.sumo.extra_args": "more SUMO command-line options",
-    "mobility.city.junctions_x": "grid junctions along x", "mobility.city.junctions_y": "grid junctions along y",
-    "mobility.city.spacing": "metres between junctions", "mobility.city.lanes": "lanes per direction",
-    "mobility.city.max_speed": "m/s", "mobility.city.traffic_lights": "signalised junctions",
+    "mobility.city.junctions_x": "grid junctions along x",
+    "mobility.city.junctions_y": "grid junctions along y",
+    "mobility.city.spacing": "metres between junctions",
+    "mobility.city.lanes": "lanes per direction",
+    "mobility.city.max_speed": "m/s",
+    "mobility.city.traffic_lights": "signalised junctions",
     "mobility.city.period": "seconds between departures (randomTrips period)",
     "mobility.city.demand_scale": "departures x this factor ('density' in sweeps)",
-    "mobility.city.duration": "seconds of generated demand", "mobility.city.min_distance": "metres, shortest trip",
+    "mobility.city.duration": "seconds of generated demand",
+    "mobility.city.min_distance": "metres, shortest trip",
     "mobility.city.fringe_factor": "preference for trips starting at the fringe",
     "mobility.city.seed": "seed of the generated demand",
     "mobility.rsus.placement": "auto (road-graph centrality) or explicit (positions)",
     "mobility.rsus.positions": "explicit: [{id, x, y, radius}] in network metres, or {lon, lat}",
-    "mobility.rsus.count": "auto: how many RSUs", "mobility.rsus.region": "auto: [xmin, ymin, xmax, ymax] to place in",
+    "mobility.rsus.count": "auto: how many RSUs",
+    "mobility.rsus.region": "auto: [xmin, ymin, xmax, ymax] to place in",
     "mobility.rsus.central_fraction": "auto: share of the network's central region considered",
     "mobility.rsus.min_spacing": "auto: metres between RSUs (null: twice the radius)",
-    "mobility.rsus.radius": "metres of coverage", "mobility.rsus.centrality_samples": "auto: sampled sources for centrality",
-    "mobility.rsus.seed": "auto: sampling seed", "mobility.rsus.id_prefix": "RSU ids are <prefix><k>",
+    "mobility.rsus.radius": "metres of coverage",
+    "mobility.rsus.centrality_samples": "auto: sampled sources for centrality",
+    "mobility.rsus.seed": "auto: sampling seed",
+    "mobility.rsus.id_prefix": "RSU ids are <prefix><k>",
     "mobility.coverage.membership": "union: a vehicle in any RSU's range is covered",
-    "mobility.coverage.v2v_range": "metres of V2V relaying (null: none)", "mobility.coverage.v2v_max_hops": "V2V hops",
+    "mobility.coverage.v2v_range": "metres of V2V relaying (null: none)",
+    "mobility.coverage.v2v_max_hops": "V2V hops",
     "mobility.coverage.precision": "decimals kept for positions and speeds",
     "mobility.coverage.state_interval": "simulated seconds between recorded member positions",
     "federated.dataset": "digits (built in), mnist, fashion_mnist, femnist, cifar10, cifar100, svhn, emnist[-split]",
@@ -256,22 +283,29 @@ MEANINGS: dict[str, str] = {
     "federated.model": "mlp (one hidden layer of 32), cnn (the paper's), resnet18",
     "federated.max_train_samples": "a random slice of the training set (null: all)",
     "federated.max_test_samples": "the first N test images (null: all)",
-    "federated.train.epochs": "local epochs K", "federated.train.lr": "local SGD learning rate",
+    "federated.train.epochs": "local epochs K",
+    "federated.train.lr": "local SGD learning rate",
     "federated.train.batch_size": "local mini-batch",
-    "federated.train.augment": "none or crop_flip (random crop of the 4-pixel padded image + horizontal flip)", "federated.train.fisher": "diagonal, kfac, full or none",
+    "federated.train.augment": "none or crop_flip (random crop of the 4-pixel padded image + horizontal flip)",
+    "federated.train.fisher": "diagonal, kfac, full or none",
     "federated.train.fisher_batch": "samples per Fisher batch",
-    "federated.train.fisher_labels": "sampled or expected (labels the true Fisher averages over)", "federated.train.upload_dtype": "float32, float16 or bfloat16",
+    "federated.train.fisher_labels": "sampled or expected (labels the true Fisher averages over)",
+    "federated.train.upload_dtype": "float32, float16 or bfloat16",
     "federated.train.device": "cpu, cuda or auto",
     "federated.projection.method": "auto (closed form for diagonal, else CG on F), closed_form, cg_f, cg_f2, adam",
     "federated.projection.tol": "relative residual at which a CG solve stops",
     "federated.projection.max_iter": "CG iterations at most (a solve stopped here is reported)",
     "federated.projection.precondition": "precondition CG on F (per layer)",
     "federated.projection.preconditioner": "kronecker (default) or eigen_diagonal (EKFAC-style; measured slower)",
-    "federated.projection.warm_start": "start CG from the previous solve", "federated.projection.fast_products":
-        "float32 K-FAC products, finished in float64", "federated.projection.curvature_floor": "curvature below this is zero",
-    "federated.rounds.clients_per_round": "participants drawn per round", "federated.rounds.local_epochs": "epochs per round",
-    "federated.rounds.lr": "local learning rate", "federated.rounds.batch_size": "local mini-batch",
-    "federated.rounds.momentum": "local SGD momentum", "federated.rounds.server_lr": "server step size",
+    "federated.projection.warm_start": "start CG from the previous solve",
+    "federated.projection.fast_products": "float32 K-FAC products, finished in float64",
+    "federated.projection.curvature_floor": "curvature below this is zero",
+    "federated.rounds.clients_per_round": "participants drawn per round",
+    "federated.rounds.local_epochs": "epochs per round",
+    "federated.rounds.lr": "local learning rate",
+    "federated.rounds.batch_size": "local mini-batch",
+    "federated.rounds.momentum": "local SGD momentum",
+    "federated.rounds.server_lr": "server step size",
     "federated.rounds.weighted": "aggregate weighted by sample count",
     "coordinator.evaluate": "record test accuracy and loss after every request",
     "compute.mode": "shared_gpu: each method's jobs queue for one device; onboard: every vehicle trains on its own unit",
@@ -290,11 +324,19 @@ def scenario_reference() -> str:
 
     defaults = Scenario().model_dump(mode="json")
     sections: list[tuple[str, type]] = [
-        ("", Scenario), ("mobility", MobilitySection), ("mobility.sumo", SumoSection),
-        ("mobility.city", CityConfig), ("mobility.rsus", RsuConfig), ("mobility.coverage", CoverageConfig),
-        ("federated", FederatedSection), ("federated.train", TrainSection),
-        ("federated.projection", ProjectionSection), ("federated.rounds", RoundsSection),
-        ("coordinator", CoordinatorSection), ("channel", ChannelConfig), ("compute", ComputeSection),
+        ("", Scenario),
+        ("mobility", MobilitySection),
+        ("mobility.sumo", SumoSection),
+        ("mobility.city", CityConfig),
+        ("mobility.rsus", RsuConfig),
+        ("mobility.coverage", CoverageConfig),
+        ("federated", FederatedSection),
+        ("federated.train", TrainSection),
+        ("federated.projection", ProjectionSection),
+        ("federated.rounds", RoundsSection),
+        ("coordinator", CoordinatorSection),
+        ("channel", ChannelConfig),
+        ("compute", ComputeSection),
         ("compute.calibration", CalibrationCosts),
     ]
 
@@ -337,8 +379,11 @@ def scenario_reference() -> str:
                     default, meaning = show(f.get_default(call_default_factory=True)), f.description or ""
                 if name in ("city", "rsus", "coverage", "lust") and path == "mobility":
                     default = "(section)" if name != "lust" else show(base.get(name, {}))
-                    meaning = f"see `mobility.{name}` below" if name != "lust" else \
-                        "LuST rebuild options (`mobility.lust.LustConfig`); source lust only"
+                    meaning = (
+                        f"see `mobility.{name}` below"
+                        if name != "lust"
+                        else "LuST rebuild options (`mobility.lust.LustConfig`); source lust only"
+                    )
                 if name == "calibration" and path == "compute":
                     default, meaning = "`null`", (f.description or "") + "; see `compute.calibration` below"
                 key = (path + "." if path else "") + name

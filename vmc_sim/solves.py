@@ -16,8 +16,9 @@ def unconverged_solves(records: Iterable[dict[str, Any]]) -> dict[str, dict[str,
         s = r.get("solve")
         if not isinstance(s, dict):
             continue
-        e = out.setdefault(r.get("method"), {"solves": 0, "unconverged": 0, "worst_residual": 0.0,
-                                            "stop_reasons": {}, "requests": []})
+        e = out.setdefault(
+            r.get("method"), {"solves": 0, "unconverged": 0, "worst_residual": 0.0, "stop_reasons": {}, "requests": []}
+        )
         e["solves"] += 1
         if s.get("converged", True):
             continue
@@ -39,7 +40,9 @@ def warning_lines(found: dict[str, dict[str, Any]], tol: float) -> list[str]:
     for m, e in found.items():
         req = ", ".join(str(i) for i in e["requests"][:8]) + (", ..." if len(e["requests"]) > 8 else "")
         reasons = ", ".join(f"{k} x{v}" for k, v in sorted(e["stop_reasons"].items()))
-        lines.append(f"warning: {m}: {e['unconverged']} of {e['solves']} solves stopped before their tolerance "
-                     f"{tol:.0e} (worst relative residual reached {e['worst_residual']:.2e}; {reasons}; "
-                     f"requests {req}); raise federated.projection.max_iter or see the records' 'solve'")
+        lines.append(
+            f"warning: {m}: {e['unconverged']} of {e['solves']} solves stopped before their tolerance "
+            f"{tol:.0e} (worst relative residual reached {e['worst_residual']:.2e}; {reasons}; "
+            f"requests {req}); raise federated.projection.max_iter or see the records' 'solve'"
+        )
     return lines

@@ -89,11 +89,15 @@ class MeasuredTime(TimeModel):
 class DeviceTime(TimeModel):
     kind = TimeModelKind.DEVICE
 
-    def __init__(self, epochs: int, fisher: bool, per_sample_epoch: float, fisher_factor: float,
-                 per_solve_iteration: float) -> None:
+    def __init__(
+        self, epochs: int, fisher: bool, per_sample_epoch: float, fisher_factor: float, per_solve_iteration: float
+    ) -> None:
         super().__init__(epochs, fisher)
         self.per_sample_epoch, self.fisher_factor, self.per_solve_iteration = (
-            per_sample_epoch, fisher_factor, per_solve_iteration)
+            per_sample_epoch,
+            fisher_factor,
+            per_solve_iteration,
+        )
 
     def contribution(self, samples: int, work: int | None, host_s: Callable[[], float] | None) -> float:
         return self.per_sample_epoch * samples * (self.epochs + self.fisher_factor)
@@ -121,11 +125,14 @@ def _device(scenario: Scenario, setup: OneShotSetup, epochs: int, fisher: bool) 
     return DeviceTime(epochs, fisher, c.seconds_per_sample_epoch, c.fisher_factor, c.seconds_per_solve_iteration)
 
 
-TIME_MODELS: Registry[Callable[[Scenario, OneShotSetup, int, bool], TimeModel]] = Registry("time model", {
-    TimeModelKind.CALIBRATED.value: _calibrated,
-    TimeModelKind.MEASURED.value: _measured,
-    TimeModelKind.DEVICE.value: _device,
-})
+TIME_MODELS: Registry[Callable[[Scenario, OneShotSetup, int, bool], TimeModel]] = Registry(
+    "time model",
+    {
+        TimeModelKind.CALIBRATED.value: _calibrated,
+        TimeModelKind.MEASURED.value: _measured,
+        TimeModelKind.DEVICE.value: _device,
+    },
+)
 
 
 def time_model(scenario: Scenario, setup: OneShotSetup) -> TimeModel:

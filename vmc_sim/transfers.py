@@ -15,8 +15,14 @@ from .channel import RsuChannel
 from .device import SharedDevice
 
 
-def broadcast(env: simpy.Environment, channels: dict[str, RsuChannel], vehicles, clients: Iterable[Hashable],
-              nbytes: int, timing: dict):
+def broadcast(
+    env: simpy.Environment,
+    channels: dict[str, RsuChannel],
+    vehicles,
+    clients: Iterable[Hashable],
+    nbytes: int,
+    timing: dict,
+):
     """Send ``nbytes`` once per RSU to its ``clients`` still in coverage (worst receiver's rate);
     returns the set of clients that received everything."""
     by_rsu: dict[str, list[Hashable]] = {}
@@ -39,8 +45,16 @@ def broadcast(env: simpy.Environment, channels: dict[str, RsuChannel], vehicles,
     return got
 
 
-def upload(env: simpy.Environment, channels: dict[str, RsuChannel], vehicles, client: Hashable, nbytes: int,
-           timing: dict, tag: str = "upload", reachable: Callable[[Hashable], bool] | None = None):
+def upload(
+    env: simpy.Environment,
+    channels: dict[str, RsuChannel],
+    vehicles,
+    client: Hashable,
+    nbytes: int,
+    timing: dict,
+    tag: str = "upload",
+    reachable: Callable[[Hashable], bool] | None = None,
+):
     """Send ``nbytes`` from ``client`` to its RSU while ``reachable`` holds; returns success."""
     reachable = reachable or vehicles.reachable
     rsu = vehicles.rsu_of(client)

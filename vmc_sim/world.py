@@ -93,20 +93,31 @@ class World:
             self.editor = self.ctx.new_editor(self.name, self.epoch)
             report = self.editor.fit(sorted(present))
             self.suspended = False
-            extra = {"refit": True, "note": f"fresh fit: {len(present)} vehicles present again "
-                                             f"(coordinator.min_clients = {min_clients})"}
+            extra = {
+                "refit": True,
+                "note": f"fresh fit: {len(present)} vehicles present again (coordinator.min_clients = {min_clients})",
+            }
         else:
             if len(present) < min_clients:
                 self.present = present
-                self.suspend(batch, t_request, f"{len(present)} vehicle(s) would remain, fewer than "
-                                                f"coordinator.min_clients = {min_clients}")
+                self.suspend(
+                    batch,
+                    t_request,
+                    f"{len(present)} vehicle(s) would remain, fewer than coordinator.min_clients = {min_clients}",
+                )
                 return
             removed, added = self._net(batch)
             if not removed and not added:
                 self.present = present
                 self.record(batch, None, {"note": "requests cancel out"}, t_request)
                 return
-            kind = "remove" if (len(removed) == 1 and not added) else "add" if (len(added) == 1 and not removed) else "batch"
+            kind = (
+                "remove"
+                if (len(removed) == 1 and not added)
+                else "add"
+                if (len(added) == 1 and not removed)
+                else "batch"
+            )
             try:
                 report = self.editor.batch(removed, added, kind=kind)
             except UnsupportedRequestError as e:  # e.g. fine-tuning cannot remove: recorded, state unchanged
@@ -133,17 +144,34 @@ class World:
         self.epoch += 1
         self.suspended = True
         self.editor = self.ctx.new_editor(self.name, self.epoch)  # unfitted until the fresh fit
-        self.record(batch, None, {
-            "kind": "suspend", "triggered": True, "withdrawn": withdrawn, "population": len(self.present),
-            "removed": sorted(departed, key=str), "added": sorted({v for r in batch for v in r.added}, key=str),
-            "accuracy": None, "makespan_s": 0.0, **_no_bytes(),
-            "note": f"model withdrawn: {reason}; a fresh fit follows once enough vehicles are present",
-        }, t_request)
+        self.record(
+            batch,
+            None,
+            {
+                "kind": "suspend",
+                "triggered": True,
+                "withdrawn": withdrawn,
+                "population": len(self.present),
+                "removed": sorted(departed, key=str),
+                "added": sorted({v for r in batch for v in r.added}, key=str),
+                "accuracy": None,
+                "makespan_s": 0.0,
+                **_no_bytes(),
+                "note": f"model withdrawn: {reason}; a fresh fit follows once enough vehicles are present",
+            },
+            t_request,
+        )
 
     def _suspended_note(self, present: set, min_clients: int) -> dict[str, Any]:
-        return {"kind": "suspended", "triggered": False, "population": len(present), "accuracy": None,
-                "makespan_s": 0.0, **_no_bytes(),
-                "note": f"model withdrawn: {len(present)} vehicle(s) present, coordinator.min_clients = {min_clients}"}
+        return {
+            "kind": "suspended",
+            "triggered": False,
+            "population": len(present),
+            "accuracy": None,
+            "makespan_s": 0.0,
+            **_no_bytes(),
+            "note": f"model withdrawn: {len(present)} vehicle(s) present, coordinator.min_clients = {min_clients}",
+        }
 
     def _net(self, batch: list[Request]) -> tuple[list[str], list[str]]:
         clients = set(self.editor.clients)
@@ -176,12 +204,19 @@ class World:
             elif t["kind"] == "broadcast":
                 broadcast_bytes += t["bytes"]
         trained = set(report.trained)
-        procs = [env.process(self._withdraw(c, sum(per_client[c].values()), timing)) for c in per_client if c not in trained]
+        procs = [
+            env.process(self._withdraw(c, sum(per_client[c].values()), timing)) for c in per_client if c not in trained
+        ]
         if trained:
             got = yield from broadcast(env, self.channels, vehicles, trained, broadcast_bytes, timing)
             for c in sorted(got):
-                procs.append(env.process(self._train_upload(c, sum(per_client.get(c, {}).values()), timing,
-                                                            self.compute_seconds(c, report))))
+                procs.append(
+                    env.process(
+                        self._train_upload(
+                            c, sum(per_client.get(c, {}).values()), timing, self.compute_seconds(c, report)
+                        )
+                    )
+                )
         if procs:
             yield simpy.AllOf(env, procs)
         solve = self.ctx.time.solve(report)
@@ -193,8 +228,16 @@ class World:
 
     def _withdraw(self, client: str, nbytes: int, timing: dict):
         vehicles = self.ctx.vehicles
-        yield from upload(self.env, self.channels, vehicles, client, nbytes, timing, tag="withdrawal",
-                          reachable=vehicles.reachable_for_withdrawal)
+        yield from upload(
+            self.env,
+            self.channels,
+            vehicles,
+            client,
+            nbytes,
+            timing,
+            tag="withdrawal",
+            reachable=vehicles.reachable_for_withdrawal,
+        )
 
     def _train_upload(self, client: str, nbytes: int, timing: dict, seconds: float):
         yield from device_job(self.env, self.device, seconds, timing)

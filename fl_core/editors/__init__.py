@@ -35,7 +35,29 @@ from .multiround import FedAvgRetrainEditor, MultiRoundEditor, UnsupportedReques
 from .registry import EDITORS, EditorInputs, build_editor
 from .retrain import RetrainEditor
 
-__all__ = ["Editor", "EditReport", "EditorInputs", "FSOSAEditor", "RetrainEditor", "FedLPAEditor", "FedLPAConfig",
-           "DenseEditor", "DenseConfig", "build_editor", "EDITORS", "FixedRatio", "FixedSize", "MultiRoundEditor",
-           "FedAvgRetrainEditor", "FedEraserEditor", "FedEraserConfig", "FedRREditor", "FedRRConfig", "FATSEditor",
-           "FATSConfig", "FineTuneEditor", "FineTuneConfig", "UnsupportedRequestError"]
+__all__ = [
+    "Editor",
+    "EditReport",
+    "EditorInputs",
+    "FSOSAEditor",
+    "RetrainEditor",
+    "FedLPAEditor",
+    "FedLPAConfig",
+    "DenseEditor",
+    "DenseConfig",
+    "build_editor",
+    "EDITORS",
+    "FixedRatio",
+    "FixedSize",
+    "MultiRoundEditor",
+    "FedAvgRetrainEditor",
+    "FedEraserEditor",
+    "FedEraserConfig",
+    "FedRREditor",
+    "FedRRConfig",
+    "FATSEditor",
+    "FATSConfig",
+    "FineTuneEditor",
+    "FineTuneConfig",
+    "UnsupportedRequestError",
+]

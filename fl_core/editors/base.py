@@ -51,7 +51,9 @@ class EditReport:
     compute_s: float = 0.0  # local training + Fisher, summed over the clients that trained
     max_client_compute_s: float = 0.0  # the slowest client (parallel on-board training)
     client_compute_s: dict = field(default_factory=dict)  # client -> its measured compute (when not pool-based)
-    client_work: dict = field(default_factory=dict)  # client -> its local training in sample-epochs (when not pool-based)
+    client_work: dict = field(
+        default_factory=dict
+    )  # client -> its local training in sample-epochs (when not pool-based)
     solve_s: float = 0.0
     wall_s: float = 0.0
     solve: SolveInfo | None = None

@@ -96,8 +96,15 @@ class DenseConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "targets", TargetRule(self.targets))
-        for name in ("rounds", "generator_steps", "distill_steps", "synthesis_batch", "distill_batch",
-                     "latent_dim", "generator_width"):
+        for name in (
+            "rounds",
+            "generator_steps",
+            "distill_steps",
+            "synthesis_batch",
+            "distill_batch",
+            "latent_dim",
+            "generator_width",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"dense.{name} must be >= 1, got {getattr(self, name)}")
         for name in ("generator_lr", "distill_lr", "temperature"):
@@ -218,7 +225,7 @@ def distill(
         pool_x, pool_t = torch.cat(kept_x), torch.cat(kept_t)
         for _ in range(config.distill_steps):
             idx = torch.randint(0, pool_x.shape[0], (min(config.distill_batch, pool_x.shape[0]),), generator=generator)
-            loss = _kl(pool_t[idx], student(pool_x[idx]), config.temperature).mean() * config.temperature ** 2
+            loss = _kl(pool_t[idx], student(pool_x[idx]), config.temperature).mean() * config.temperature**2
             opt_s.zero_grad(set_to_none=True)
             loss.backward()
             opt_s.step()

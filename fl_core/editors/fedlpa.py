@@ -214,8 +214,13 @@ class FedLPAEditor(Editor):
             means = [u.weights[span].view(spec.out_features, spec.in_features) for u in uploads]
             if self.kind is FisherKind.KFAC:
                 layer, iterations, residual = kfac_posterior_mean(
-                    means, [u.fisher.factors[i][0] for u in uploads], [u.fisher.factors[i][1] for u in uploads],
-                    weights, self.config.prior_precision, self.config.tol, self.config.max_iter,
+                    means,
+                    [u.fisher.factors[i][0] for u in uploads],
+                    [u.fisher.factors[i][1] for u in uploads],
+                    weights,
+                    self.config.prior_precision,
+                    self.config.tol,
+                    self.config.max_iter,
                 )
                 info.iterations += iterations
                 info.residual = max(info.residual, residual)
@@ -229,8 +234,12 @@ class FedLPAEditor(Editor):
             out[span] = layer.reshape(-1)
         info.converged = not short
         if short:
-            warnings.warn(f"fedlpa: the posterior-mean solve stopped above its tolerance {self.config.tol:.0e} in "
-                          f"{len(short)} layer(s): {'; '.join(short)}; raise fedlpa max_iter (now "
-                          f"{self.config.max_iter})", SolveWarning, stacklevel=2)
+            warnings.warn(
+                f"fedlpa: the posterior-mean solve stopped above its tolerance {self.config.tol:.0e} in "
+                f"{len(short)} layer(s): {'; '.join(short)}; raise fedlpa max_iter (now "
+                f"{self.config.max_iter})",
+                SolveWarning,
+                stacklevel=2,
+            )
         info.seconds = time.perf_counter() - t0
         return out.float(), info

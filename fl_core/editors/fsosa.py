@@ -112,8 +112,9 @@ class FSOSAEditor(Editor):
         for c in removed:
             self.pool.forget(c)
 
-    def _apply_quarantining(self, change: SubsetChange, report: EditReport, removed: list[Hashable],
-                            before: set[Hashable]) -> None:
+    def _apply_quarantining(
+        self, change: SubsetChange, report: EditReport, removed: list[Hashable], before: set[Hashable]
+    ) -> None:
         """:meth:`_apply_change`, with a joining client whose upload is unusable quarantined: it
         leaves the subset just drawn by the departure coupling (exact for that uniform subset),
         and the net change from ``before`` is applied instead. The random state is not rewound:
@@ -132,7 +133,7 @@ class FSOSAEditor(Editor):
                 self._restore(snapshot)
                 self.sampler.clients, self.sampler.members, self.sampler.rng.bit_generator.state = drawn
                 report.bytes, report.compute_s, report.max_client_compute_s = sent[0], sent[2], sent[3]
-                del report.transfers[sent[1]:]
+                del report.transfers[sent[1] :]
                 try:
                     self.sampler.remove(c)
                 except EditError as err:
@@ -191,11 +192,21 @@ class FSOSAEditor(Editor):
         if self.stats is not None:
             st = self.stats
             stats_copy = (
-                st.weight_sum.clone(), st.total_weight, None if st.b is None else st.b.clone(), dict(st.fingerprints),
+                st.weight_sum.clone(),
+                st.total_weight,
+                None if st.b is None else st.b.clone(),
+                dict(st.fingerprints),
                 _copy_sum(st.fisher_sum),
             )
-        return (set(s.clients), set(s.members), s.rng.bit_generator.state, stats_copy, self.model, self._previous_mean,
-                set(self.holders))
+        return (
+            set(s.clients),
+            set(s.members),
+            s.rng.bit_generator.state,
+            stats_copy,
+            self.model,
+            self._previous_mean,
+            set(self.holders),
+        )
 
     def _restore(self, snap) -> None:
         clients, members, rng_state, stats_copy, model, self._previous_mean, self.holders = snap
@@ -205,8 +216,13 @@ class FSOSAEditor(Editor):
         if stats_copy is None:
             self.stats = None
         else:
-            (self.stats.weight_sum, self.stats.total_weight, self.stats.b, self.stats.fingerprints,
-             self.stats.fisher_sum) = stats_copy
+            (
+                self.stats.weight_sum,
+                self.stats.total_weight,
+                self.stats.b,
+                self.stats.fingerprints,
+                self.stats.fisher_sum,
+            ) = stats_copy
 
     def state_bytes(self) -> int:
         """Sufficient statistics plus the member list; independent of past clients."""

@@ -58,8 +58,9 @@ def _retrain(i: EditorInputs) -> Editor:
 def _fedfisher(i: EditorInputs) -> Editor:
     if i.fisher_kind is FisherKind.NONE:
         raise ValueError("fedfisher needs a Fisher representation (train.fisher)")
-    return FSOSAEditor(i.pool, FixedRatio(1.0), i.rng, i.fisher_sum, i.projection, name="fedfisher",
-                       validator=i.validator)
+    return FSOSAEditor(
+        i.pool, FixedRatio(1.0), i.rng, i.fisher_sum, i.projection, name="fedfisher", validator=i.validator
+    )
 
 
 def _fedavg(i: EditorInputs) -> Editor:
@@ -78,19 +79,22 @@ def _finetune(i: EditorInputs) -> Editor:
     return FineTuneEditor.from_pool(i.pool, _fsosa(i), i.model_fn, i.options)
 
 
-EDITORS: Registry[Callable[[EditorInputs], Editor]] = Registry("editor", {
-    "fsosa": _fsosa,
-    "retrain": _retrain,
-    "fedfisher": _fedfisher,
-    "fedavg": _fedavg,
-    "fedlpa": lambda i: FedLPAEditor(i.pool),
-    "dense": lambda i: DenseEditor(i.pool),
-    "retrain_fedavg": _multiround(FedAvgRetrainEditor),
-    "federaser": _multiround(FedEraserEditor),
-    "fedrr": _multiround(FedRREditor),
-    "fats": _multiround(FATSEditor),
-    "finetune": _finetune,
-})
+EDITORS: Registry[Callable[[EditorInputs], Editor]] = Registry(
+    "editor",
+    {
+        "fsosa": _fsosa,
+        "retrain": _retrain,
+        "fedfisher": _fedfisher,
+        "fedavg": _fedavg,
+        "fedlpa": lambda i: FedLPAEditor(i.pool),
+        "dense": lambda i: DenseEditor(i.pool),
+        "retrain_fedavg": _multiround(FedAvgRetrainEditor),
+        "federaser": _multiround(FedEraserEditor),
+        "fedrr": _multiround(FedRREditor),
+        "fats": _multiround(FATSEditor),
+        "finetune": _finetune,
+    },
+)
 
 
 def build_editor(
@@ -112,5 +116,6 @@ def build_editor(
     factory = EDITORS[name]
     if validator is None:
         validator = getattr(pool, "validator", None)
-    return factory(EditorInputs(pool, rng, rule, projection, model_fn or pool.trainer.model_fn, rounds, options,
-                                validator))
+    return factory(
+        EditorInputs(pool, rng, rule, projection, model_fn or pool.trainer.model_fn, rounds, options, validator)
+    )

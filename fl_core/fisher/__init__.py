@@ -24,15 +24,24 @@ class Representation:
     new_sum: Callable[[Sequence[LayerSpec]], FisherSum]
 
 
-REPRESENTATIONS: Registry[Representation] = Registry("Fisher representation", {
-    FisherKind.DIAGONAL.value: Representation(DiagonalFisher, lambda specs: DiagonalSum(sum(s.size for s in specs))),
-    FisherKind.KFAC.value: Representation(KFACFisher, lambda specs: KFACSum(list(specs))),
-    FisherKind.FULL.value: Representation(FullFisher, lambda specs: FullSum(sum(s.size for s in specs))),
-})
+REPRESENTATIONS: Registry[Representation] = Registry(
+    "Fisher representation",
+    {
+        FisherKind.DIAGONAL.value: Representation(
+            DiagonalFisher, lambda specs: DiagonalSum(sum(s.size for s in specs))
+        ),
+        FisherKind.KFAC.value: Representation(KFACFisher, lambda specs: KFACSum(list(specs))),
+        FisherKind.FULL.value: Representation(FullFisher, lambda specs: FullSum(sum(s.size for s in specs))),
+    },
+)
 
 
 def compute_fisher(
-    kind: FisherKind | str, model: nn.Module, x: torch.Tensor, generator: torch.Generator, batch_size: int = 128,
+    kind: FisherKind | str,
+    model: nn.Module,
+    x: torch.Tensor,
+    generator: torch.Generator,
+    batch_size: int = 128,
     labels: FisherLabels | str = FisherLabels.EXPECTED,
 ) -> FisherRep | None:
     """The true Fisher of ``model`` on inputs ``x`` in representation ``kind`` (None for NONE),
@@ -52,6 +61,20 @@ def new_sum(kind: FisherKind | str, model: nn.Module) -> FisherSum | None:
 
 
 __all__ = [
-    "FisherKind", "FisherLabels", "FisherRep", "FisherSum", "LayerSpec", "layer_specs", "DiagonalFisher", "DiagonalSum",
-    "FullFisher", "FullSum", "KFACFisher", "KFACSum", "compute_fisher", "new_sum", "REPRESENTATIONS", "Representation",
+    "FisherKind",
+    "FisherLabels",
+    "FisherRep",
+    "FisherSum",
+    "LayerSpec",
+    "layer_specs",
+    "DiagonalFisher",
+    "DiagonalSum",
+    "FullFisher",
+    "FullSum",
+    "KFACFisher",
+    "KFACSum",
+    "compute_fisher",
+    "new_sum",
+    "REPRESENTATIONS",
+    "Representation",
 ]

@@ -147,14 +147,18 @@ class FisherSum(ABC):
         them, returned in float64; the default block is the whole vector)."""
         return self.matvec(v)
 
-    def block_preconditioner(self, block: int, damping: float,
-                             kind: Preconditioner = Preconditioner.KRONECKER):
+    def block_preconditioner(self, block: int, damping: float, kind: Preconditioner = Preconditioner.KRONECKER):
         """An approximate inverse of ``F_bb + damping I`` of the given ``kind`` for preconditioned
         CG, or None where the sum has none."""
         return None
 
-    def block_rotated(self, block: int, damping: float, kind: Preconditioner = Preconditioner.KRONECKER,
-                      device: torch.device | None = None) -> RotatedBlock | None:
+    def block_rotated(
+        self,
+        block: int,
+        damping: float,
+        kind: Preconditioner = Preconditioner.KRONECKER,
+        device: torch.device | None = None,
+    ) -> RotatedBlock | None:
         """The block's fast products in the eigenbasis of its ``kind`` preconditioner
         (:class:`RotatedBlock`), computed on ``device`` (None: the CPU; vectors stay on the CPU),
         or None where the sum has no such basis."""

@@ -69,7 +69,10 @@ class LayerBatch:
 
 
 def iterate_layer_batches(
-    model: nn.Module, x: torch.Tensor, batch_size: int, generator: torch.Generator,
+    model: nn.Module,
+    x: torch.Tensor,
+    batch_size: int,
+    generator: torch.Generator,
     labels: FisherLabels | str = FisherLabels.EXPECTED,
 ) -> Iterator[list[LayerBatch]]:
     """Yield, per mini-batch of ``x``, the captured (a, g) of every layer in flat order.
@@ -77,7 +80,7 @@ def iterate_layer_batches(
 
     The gradients are taken with respect to the layer outputs only (no weight gradients), and
     for expected labels all C cotangents go through one batched backward pass
-    (``is_grads_batched``) instead of C passes (bench/RESULTS.md, "The expected-label Fisher in
+    (``is_grads_batched``) instead of C passes (the git history of bench/RESULTS.md, "The expected-label Fisher in
     one backward pass")."""
     labels = FisherLabels(labels)
     specs = layer_specs(model)
@@ -89,8 +92,10 @@ def iterate_layer_batches(
     def make_hook(name: str, mod: nn.Module):
         def hook(_m, inputs, output):
             if name in store:
-                raise ValueError(f"layer {name!r} runs twice in one forward pass; the Fisher needs each "
-                                 "Linear/Conv2d layer applied once")
+                raise ValueError(
+                    f"layer {name!r} runs twice in one forward pass; the Fisher needs each "
+                    "Linear/Conv2d layer applied once"
+                )
             inp = inputs[0].detach()
             if isinstance(mod, nn.Conv2d):
                 a = F.unfold(inp, mod.kernel_size, mod.dilation, mod.padding, mod.stride)
@@ -112,8 +117,10 @@ def iterate_layer_batches(
                 logits = model(xb)
             for s in specs:
                 if store[s.name][1]._version != store[s.name][2]:
-                    raise ValueError(f"the model changes the output of layer {s.name!r} in place (e.g. an "
-                                     "inplace ReLU right after it); the Fisher needs that output unchanged")
+                    raise ValueError(
+                        f"the model changes the output of layer {s.name!r} in place (e.g. an "
+                        "inplace ReLU right after it); the Fisher needs that output unchanged"
+                    )
             outputs = [store[s.name][1] for s in specs]
             cotangents = _cotangents(logits, labels, generator)
             grads = _output_grads(logits, outputs, cotangents, batched)
@@ -164,8 +171,13 @@ def _output_grads(
             raise
         except RuntimeError as e:
             batched[0] = False
-            warnings.warn(f"the Fisher's batched backward pass failed ({str(e).splitlines()[0][:200]}); "
-                          "this pass goes on with one backward pass per class, slower", RuntimeWarning, stacklevel=3)
-    per = [torch.autograd.grad(logits, outputs, v, retain_graph=k < len(cotangents) - 1)
-           for k, v in enumerate(cotangents)]
+            warnings.warn(
+                f"the Fisher's batched backward pass failed ({str(e).splitlines()[0][:200]}); "
+                "this pass goes on with one backward pass per class, slower",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+    per = [
+        torch.autograd.grad(logits, outputs, v, retain_graph=k < len(cotangents) - 1) for k, v in enumerate(cotangents)
+    ]
     return [torch.stack(gs) for gs in zip(*per)]

@@ -32,8 +32,14 @@ class DiagonalFisher(FisherRep):
         return cls(tensors["diag"])
 
     @classmethod
-    def compute(cls, model: nn.Module, x: torch.Tensor, batch_size: int, generator: torch.Generator,
-                labels: FisherLabels | str = FisherLabels.EXPECTED) -> "DiagonalFisher":
+    def compute(
+        cls,
+        model: nn.Module,
+        x: torch.Tensor,
+        batch_size: int,
+        generator: torch.Generator,
+        labels: FisherLabels | str = FisherLabels.EXPECTED,
+    ) -> "DiagonalFisher":
         """Exact per-sample squared gradients, without materialising them for linear layers."""
         specs = layer_specs(model)
         total = torch.zeros(sum(s.size for s in specs), dtype=torch.float64, device=x.device)

@@ -34,8 +34,14 @@ class FullFisher(FisherRep):
         return cls(tensors["full"])
 
     @classmethod
-    def compute(cls, model: nn.Module, x: torch.Tensor, batch_size: int, generator: torch.Generator,
-                labels: FisherLabels | str = FisherLabels.EXPECTED) -> "FullFisher":
+    def compute(
+        cls,
+        model: nn.Module,
+        x: torch.Tensor,
+        batch_size: int,
+        generator: torch.Generator,
+        labels: FisherLabels | str = FisherLabels.EXPECTED,
+    ) -> "FullFisher":
         """``E[g g^T]`` from per-sample (and per-label) flat gradients."""
         specs = layer_specs(model)
         d = sum(s.size for s in specs)

@@ -10,7 +10,6 @@ many clients ever took part, and no dense d x d matrix is ever formed.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, fields, replace
 from typing import Hashable
 
@@ -19,67 +18,19 @@ from torch import nn
 
 from .base import FisherKind, FisherLabels, FisherRep, FisherSum, Preconditioner, RotatedBlock
 from .capture import LayerSpec, iterate_layer_batches, layer_specs
-
-
-def _pack(m: torch.Tensor) -> torch.Tensor:
-    i, j = torch.triu_indices(m.shape[0], m.shape[0])
-    return m[i, j]
-
-
-def _unpack(v: torch.Tensor, n: int) -> torch.Tensor:
-    i, j = torch.triu_indices(n, n)
-    m = torch.zeros(n, n, dtype=v.dtype)
-    m[i, j] = v
-    m[j, i] = v
-    return m
-
-
-def _psd(m: torch.Tensor) -> torch.Tensor | None:
-    """None if ``m`` passes a Cholesky test (with a jitter of 1e-9 of its largest diagonal entry),
-    else ``m`` with its negative eigenvalues set to zero (computed in float64, stored float32)."""
-    d = m.double()
-    scale = float(torch.diagonal(d).abs().max()) if d.numel() else 0.0
-    if scale == 0.0 or int(torch.linalg.cholesky_ex(d + 1e-9 * scale * torch.eye(d.shape[0], dtype=d.dtype)).info) == 0:
-        return None
-    e, q = torch.linalg.eigh(d)
-    return ((q * e.clamp_min(0)) @ q.T).float()
-
-
-def _low_rank(m: torch.Tensor, rank: int) -> dict[str, torch.Tensor]:
-    """``m``'s top-``rank`` eigenpairs and the mean of its other eigenvalues (float64 eigh)."""
-    e, q = torch.linalg.eigh(m.double())
-    e = e.clamp_min(0)
-    return {"U": q[:, -rank:].contiguous(), "s": e[-rank:].contiguous(), "tail": e[:-rank].mean().reshape(1)}
-
-
-def _from_low_rank(u: torch.Tensor, s: torch.Tensor, tail: torch.Tensor) -> torch.Tensor:
-    """``U diag(s) U^T + tail (I - U U^T)``: the factor a low-rank upload stands for (float32)."""
-    u, s, tail = u.double(), s.double(), tail.double()
-    eye = torch.eye(u.shape[0], dtype=torch.float64)
-    return _symmetric((u * s) @ u.T + tail * (eye - u @ u.T)).float()
-
-
-#: Upload dtypes whose exponent range is narrower than float32's: a K-FAC factor pair is balanced
-#: before it is cast to one of these.
-NARROW_RANGE = (torch.float16,)
-
-
-def _balanced(a: torch.Tensor, g: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(A / 2^k, G * 2^k)`` with ``2^k`` the power of two nearest ``sqrt(max|A| / max|G|)``: the
-    same Kronecker product (a power-of-two scaling is exact), with both factors' largest entries
-    near their geometric mean. A trained model's G entries are tiny (1e-8 to 1e-5 on MNIST, most
-    below float16's smallest normal number, 6e-5) while A's are O(1-100): cast as they are, G
-    underflows and the merge is ruined; balanced, both sit well inside float16's range."""
-    amax, gmax = float(a.abs().max()), float(g.abs().max())
-    if amax == 0.0 or gmax == 0.0:
-        return a, g
-    k = round(0.5 * (math.log2(amax) - math.log2(gmax)))
-    return torch.ldexp(a, torch.tensor(-k)), torch.ldexp(g, torch.tensor(k))
-
-
-def low_rank_pays(n: int, rank: int) -> bool:
-    """Whether ``rank`` eigenpairs plus a tail value are fewer numbers than an n x n triangle."""
-    return rank < n and n * rank + rank + 1 < n * (n + 1) // 2
+from .kfac_factors import (
+    NARROW_RANGE,
+    balanced,
+    from_low_rank,
+    gram,
+    low_rank_factors,
+    low_rank_pays,
+    pack,
+    psd,
+    symmetric,
+    symmetric_batch,
+    unpack,
+)
 
 
 class KFACFisher(FisherRep):
@@ -91,8 +42,12 @@ class KFACFisher(FisherRep):
 
     kind = FisherKind.KFAC
 
-    def __init__(self, specs: list[LayerSpec], factors: list[tuple[torch.Tensor, torch.Tensor]],
-                 upload: dict[str, torch.Tensor] | None = None) -> None:
+    def __init__(
+        self,
+        specs: list[LayerSpec],
+        factors: list[tuple[torch.Tensor, torch.Tensor]],
+        upload: dict[str, torch.Tensor] | None = None,
+    ) -> None:
         self.specs = specs
         self.factors = factors  # per layer (A: in x in, G: out x out)
         self._upload = upload  # the compressed upload the factors were rebuilt from, if any
@@ -114,15 +69,15 @@ class KFACFisher(FisherRep):
             return dict(self._upload)
         t = {}
         for s, (a, g) in zip(self.specs, self.factors):
-            t[f"{s.name}.A"] = _pack(a)
-            t[f"{s.name}.G"] = _pack(g)
+            t[f"{s.name}.A"] = pack(a)
+            t[f"{s.name}.G"] = pack(g)
         return t
 
     def cast(self, dtype: torch.dtype) -> "KFACFisher":
         """The factors stored in ``dtype``; for a float16 upload each layer's pair is first
-        balanced by a power of two (:func:`_balanced`), which leaves ``G (x) A`` unchanged."""
+        balanced by a power of two (:func:`balanced`), which leaves ``G (x) A`` unchanged."""
         if dtype in NARROW_RANGE and self._upload is None:
-            return KFACFisher(self.specs, [_balanced(a, g) for a, g in self.factors]).cast_as_is(dtype)
+            return KFACFisher(self.specs, [balanced(a, g) for a, g in self.factors]).cast_as_is(dtype)
         return self.cast_as_is(dtype)
 
     def cast_as_is(self, dtype: torch.dtype) -> "KFACFisher":
@@ -133,13 +88,15 @@ class KFACFisher(FisherRep):
     def from_tensors(cls, tensors: dict[str, torch.Tensor], like: FisherRep) -> "KFACFisher":
         def factor(key: str, n: int) -> torch.Tensor:
             if key in tensors:
-                return _unpack(tensors[key], n)
-            return _from_low_rank(tensors[f"{key}.U"], tensors[f"{key}.s"], tensors[f"{key}.tail"])
+                return unpack(tensors[key], n)
+            return from_low_rank(tensors[f"{key}.U"], tensors[f"{key}.s"], tensors[f"{key}.tail"])
 
         compressed = any(k.endswith(".U") for k in tensors)
-        return cls(like.specs, [
-            (factor(f"{s.name}.A", s.in_features), factor(f"{s.name}.G", s.out_features)) for s in like.specs
-        ], upload=dict(tensors) if compressed else None)
+        return cls(
+            like.specs,
+            [(factor(f"{s.name}.A", s.in_features), factor(f"{s.name}.G", s.out_features)) for s in like.specs],
+            upload=dict(tensors) if compressed else None,
+        )
 
     def compress(self, rank: int | None) -> "KFACFisher":
         """The low-rank upload of rank ``rank`` (None: unchanged). A factor is sent as its top-r
@@ -155,9 +112,9 @@ class KFACFisher(FisherRep):
                 key = f"{s.name}.{name}"
                 if low_rank_pays(m.shape[0], rank):
                     dtype = m.dtype
-                    t.update({f"{key}.{k}": v.to(dtype) for k, v in _low_rank(m, rank).items()})
+                    t.update({f"{key}.{k}": v.to(dtype) for k, v in low_rank_factors(m, rank).items()})
                 else:
-                    t[key] = _pack(m)
+                    t[key] = pack(m)
         return KFACFisher.from_tensors(t, self)
 
     def psd(self) -> "KFACFisher":
@@ -172,20 +129,30 @@ class KFACFisher(FisherRep):
         A low-rank upload stays the repaired Fisher's upload: its form ``U diag(s) U^T + t (I -
         U U^T)`` is PSD exactly (``s, t >= 0``), only the float32 rebuild can dip below zero
         (where ``t`` is tiny), so float32 products may still go through it (:class:`KFACSum`)."""
-        fixed = [tuple(_psd(m) for m in pair) for pair in self.factors]
+        fixed = [tuple(psd(m) for m in pair) for pair in self.factors]
         if all(f is None for pair in fixed for f in pair):
             return self
-        return KFACFisher(self.specs, [
-            tuple(m if f is None else f for m, f in zip(pair, fpair)) for pair, fpair in zip(self.factors, fixed)
-        ], upload=self._upload)
+        return KFACFisher(
+            self.specs,
+            [tuple(m if f is None else f for m, f in zip(pair, fpair)) for pair, fpair in zip(self.factors, fixed)],
+            upload=self._upload,
+        )
 
     @classmethod
-    def compute(cls, model: nn.Module, x: torch.Tensor, batch_size: int, generator: torch.Generator,
-                labels: FisherLabels | str = FisherLabels.EXPECTED) -> "KFACFisher":
+    def compute(
+        cls,
+        model: nn.Module,
+        x: torch.Tensor,
+        batch_size: int,
+        generator: torch.Generator,
+        labels: FisherLabels | str = FisherLabels.EXPECTED,
+    ) -> "KFACFisher":
         specs = layer_specs(model)
         acc = [
-            (torch.zeros(s.in_features, s.in_features, dtype=torch.float64, device=x.device),
-             torch.zeros(s.out_features, s.out_features, dtype=torch.float64, device=x.device))
+            (
+                torch.zeros(s.in_features, s.in_features, dtype=torch.float64, device=x.device),
+                torch.zeros(s.out_features, s.out_features, dtype=torch.float64, device=x.device),
+            )
             for s in specs
         ]
         positions = [1] * len(specs)
@@ -193,28 +160,14 @@ class KFACFisher(FisherRep):
             for i, lb in enumerate(layers):
                 a, g = lb.a, lb.g  # per-batch contractions in the model's dtype, running sums in float64
                 positions[i] = a.shape[-1]
-                acc[i][0].add_(_gram(a.transpose(0, 1).reshape(a.shape[1], -1)).double())
-                acc[i][1].add_(_gram(g.permute(2, 0, 1, 3).reshape(g.shape[2], -1)).double())
+                acc[i][0].add_(gram(a.transpose(0, 1).reshape(a.shape[1], -1)).double())
+                acc[i][1].add_(gram(g.permute(2, 0, 1, 3).reshape(g.shape[2], -1)).double())
         n = x.shape[0]
-        factors = [(_symmetric(a / (n * pos)).float().cpu(), _symmetric(g / n).float().cpu()) for (a, g), pos in zip(acc, positions)]
+        factors = [
+            (symmetric(a / (n * pos)).float().cpu(), symmetric(g / n).float().cpu())
+            for (a, g), pos in zip(acc, positions)
+        ]
         return cls(specs, factors)
-
-
-def _gram(m: torch.Tensor) -> torch.Tensor:
-    """``m m^T`` (rows x columns in, rows x rows out) as one matrix product: the same contraction
-    written as ``einsum("nil,njl->ij")`` (and ``"snol,snpl->op"`` for G) made a whole K-FAC capture
-    of the MNIST CNN 1.5-2.1x slower on one CPU thread (bench/RESULTS.md)."""
-    return m @ m.T
-
-
-def _symmetric(m: torch.Tensor) -> torch.Tensor:
-    """``m``'s symmetric part: float32 batch products are symmetric only to rounding, uploads pack a triangle."""
-    return 0.5 * (m + m.T)
-
-
-def _symmetric_batch(m: torch.Tensor) -> torch.Tensor:
-    """The symmetric part of each matrix of a stack (members, n, n)."""
-    return 0.5 * (m + m.transpose(-2, -1))
 
 
 @dataclass(frozen=True)
@@ -243,7 +196,8 @@ class _LowRankLayer:
         p = (v @ self.ua_cat).view(out, m, r) * self.da  # P_i, side by side
         q = (self.ug_cat.T @ v).view(m, r, n_in)  # Ug_i^T V
         total = (self.ug_cat @ ((self.dg * self.ta.view(m, 1)).view(m, r, 1) * q).view(m * r, n_in)).add_(
-            v, alpha=float((self.tg * self.ta).sum()))
+            v, alpha=float((self.tg * self.ta).sum())
+        )
         p_m = p.transpose(0, 1)  # (m, out, r)
         inner = torch.matmul(self.ug, self.dg.view(m, r, 1) * torch.matmul(self.ug.transpose(1, 2), p_m))
         left = (p_m * self.tg.view(m, 1, 1) + inner).transpose(0, 1).reshape(out, m * r)
@@ -254,8 +208,12 @@ class _LowRankLayer:
         ``Qa^T A_i Qa`` keeps the tail and the spectrum, with the members' bases rotated."""
         m, out, r = self.ug.shape
         ug = torch.matmul(qg.T, self.ug)
-        return replace(self, ug=ug, ua_cat=(qa.T @ self.ua_cat).contiguous(),
-                       ug_cat=ug.permute(1, 0, 2).reshape(out, m * r).contiguous())
+        return replace(
+            self,
+            ug=ug,
+            ua_cat=(qa.T @ self.ua_cat).contiguous(),
+            ug_cat=ug.permute(1, 0, 2).reshape(out, m * r).contiguous(),
+        )
 
     def to(self, device: torch.device) -> "_LowRankLayer":
         """The same factors on ``device``."""
@@ -283,12 +241,20 @@ def _low_rank_layer(reps: list[KFACFisher], spec: LayerSpec, weights: torch.Tens
     ua, da, ta = side(keys[0], torch.ones_like(weights))
     ug, dg, tg = side(keys[1], weights)
     m, r = da.shape
-    return _LowRankLayer(ug, da, dg, ta, tg,
-                         ua.permute(1, 0, 2).reshape(spec.in_features, m * r).contiguous(),
-                         ug.permute(1, 0, 2).reshape(spec.out_features, m * r).contiguous())
+    return _LowRankLayer(
+        ug,
+        da,
+        dg,
+        ta,
+        tg,
+        ua.permute(1, 0, 2).reshape(spec.in_features, m * r).contiguous(),
+        ug.permute(1, 0, 2).reshape(spec.out_features, m * r).contiguous(),
+    )
 
 
-def _times(factors: tuple[torch.Tensor, torch.Tensor] | _LowRankLayer, v: torch.Tensor, spec: LayerSpec) -> torch.Tensor:
+def _times(
+    factors: tuple[torch.Tensor, torch.Tensor] | _LowRankLayer, v: torch.Tensor, spec: LayerSpec
+) -> torch.Tensor:
     """``sum_i w_i G_i V A_i`` for the flat ``v`` in the factors' precision, summed over members
     in float64 (flat float64; a float32 sum is 6 % faster a product but cost the solve more float64
     finishing work than it saved, bench/RESULTS.md)."""
@@ -358,11 +324,17 @@ class KFACSum(FisherSum):
             order = self._order()
             w = torch.tensor([self.weights[k] for k in order], dtype=torch.float64).view(-1, 1, 1)
             reps = [self.members[k] for k in order]
-            self._stacked = [
-                (torch.stack([r.factors[i][0] for r in reps]).double(),
-                 torch.stack([r.factors[i][1] for r in reps]).double() * w)
-                for i in range(len(self.specs))
-            ] if reps else []
+            self._stacked = (
+                [
+                    (
+                        torch.stack([r.factors[i][0] for r in reps]).double(),
+                        torch.stack([r.factors[i][1] for r in reps]).double() * w,
+                    )
+                    for i in range(len(self.specs))
+                ]
+                if reps
+                else []
+            )
         return self._stacked
 
     def _stack32(self) -> list[tuple[torch.Tensor, torch.Tensor] | _LowRankLayer]:
@@ -419,8 +391,7 @@ class KFACSum(FisherSum):
             self._eig_diag[block] = (dg.T @ da).clamp_min(0)
         return self._eig_diag[block]
 
-    def block_preconditioner(self, block: int, damping: float,
-                             kind: Preconditioner = Preconditioner.KRONECKER):
+    def block_preconditioner(self, block: int, damping: float, kind: Preconditioner = Preconditioner.KRONECKER):
         """Inverse of ``D + damping I`` in the eigenbases of ``mean_i(A_i)`` and ``sum_i(w_i G_i)``
         for the layer. ``kronecker``: ``D`` is the product of those factors' eigenvalues, i.e.
         ``F~ = mean_i(A_i) (x) sum_i(w_i G_i)`` (exact when all members share their A factor);
@@ -445,8 +416,13 @@ class KFACSum(FisherSum):
         _, _, ea, eg = self._eigenbasis(block)
         return eg.unsqueeze(1) * ea.unsqueeze(0) + damping
 
-    def block_rotated(self, block: int, damping: float, kind: Preconditioner = Preconditioner.KRONECKER,
-                      device: torch.device | None = None) -> RotatedBlock | None:
+    def block_rotated(
+        self,
+        block: int,
+        damping: float,
+        kind: Preconditioner = Preconditioner.KRONECKER,
+        device: torch.device | None = None,
+    ) -> RotatedBlock | None:
         """The layer's float32 products in the eigenbases ``Qa``, ``Qg`` of its preconditioner:
         ``V -> sum_i (Qg^T w_i G_i Qg) V (Qa^T A_i Qa)`` on ``Y = Qg^T V Qa``. The rotated factors
         are computed once in float32 on the CPU (cached per device, one more float32 rounding of the
@@ -464,7 +440,10 @@ class KFACSum(FisherSum):
                 rotated = factors.rotated(qa32, qg32).to(device)
             else:
                 a, g = factors
-                rotated = (_symmetric_batch(qa32.T @ a @ qa32).to(device), _symmetric_batch(qg32.T @ g @ qg32).to(device))
+                rotated = (
+                    symmetric_batch(qa32.T @ a @ qa32).to(device),
+                    symmetric_batch(qg32.T @ g @ qg32).to(device),
+                )
             self._rotated[(block, str(device))] = rotated
         factors = self._rotated[(block, str(device))]
 
@@ -474,14 +453,21 @@ class KFACSum(FisherSum):
         def unrotate(y: torch.Tensor) -> torch.Tensor:
             return (qg @ y.view(s.out_features, s.in_features) @ qa.T).reshape(-1)
 
-        return RotatedBlock(rotate, unrotate, lambda y: _times(factors, y, s),
-                            self._denominator(block, damping, kind).reshape(-1))
+        return RotatedBlock(
+            rotate, unrotate, lambda y: _times(factors, y, s), self._denominator(block, damping, kind).reshape(-1)
+        )
 
     def trace(self) -> float:
-        return float(sum(
-            (torch.diagonal(a, dim1=-2, dim2=-1).sum(-1) * torch.diagonal(g, dim1=-2, dim2=-1).sum(-1)).sum()
-            for a, g in self._stack()
-        )) if self.members else 0.0
+        return (
+            float(
+                sum(
+                    (torch.diagonal(a, dim1=-2, dim2=-1).sum(-1) * torch.diagonal(g, dim1=-2, dim2=-1).sum(-1)).sum()
+                    for a, g in self._stack()
+                )
+            )
+            if self.members
+            else 0.0
+        )
 
     def state_tensors(self) -> dict[str, torch.Tensor]:
         t = {}

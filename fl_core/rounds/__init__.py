@@ -23,6 +23,17 @@ from .server import AdamServer, AvgServer, ServerOptimizer, build_server
 from .strategy import RoundReport, RoundStrategy
 
 __all__ = [
-    "ClientAlgo", "RoundConfig", "ServerOpt", "ClientUpdate", "local_update", "AdamServer", "AvgServer",
-    "ServerOptimizer", "build_server", "RoundReport", "RoundStrategy", "STRATEGIES", "build_strategy",
+    "ClientAlgo",
+    "RoundConfig",
+    "ServerOpt",
+    "ClientUpdate",
+    "local_update",
+    "AdamServer",
+    "AvgServer",
+    "ServerOptimizer",
+    "build_server",
+    "RoundReport",
+    "RoundStrategy",
+    "STRATEGIES",
+    "build_strategy",
 ]

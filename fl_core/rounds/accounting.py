@@ -141,8 +141,9 @@ class RoundAccount:
         b0 = dense_update_bytes(sizes)
         acct = report.extra.get("accounting")
         broadcast = report.bytes[ByteKind.BROADCAST.value]
-        per_broadcast = next((t["bytes"] for t in report.transfers if t["kind"] == ByteKind.BROADCAST.value),
-                             real_dense_bytes(numel))
+        per_broadcast = next(
+            (t["bytes"] for t in report.transfers if t["kind"] == ByteKind.BROADCAST.value), real_dense_bytes(numel)
+        )
         up_payload = report.bytes[ByteKind.MODEL_UPLOAD.value] + report.bytes[ByteKind.FISHER_UPLOAD.value]
         if acct is None:
             fresh, reused = len(report.completed), 0
@@ -153,10 +154,16 @@ class RoundAccount:
             modelled = acct["modelled_uplink"]
             ctrl_up, ctrl_down = acct["control_uplink"], acct["control_downlink"]
         return cls(
-            round=report.round, selected=m, fresh=fresh, reused=reused,
-            modelled_uplink=modelled, modelled_dense_uplink=dense_round_bytes(m, b0),
-            real_uplink=up_payload + ctrl_up, real_downlink=broadcast + ctrl_down,
-            real_dense_uplink=m * real_dense_bytes(numel), real_dense_downlink=m * per_broadcast,
+            round=report.round,
+            selected=m,
+            fresh=fresh,
+            reused=reused,
+            modelled_uplink=modelled,
+            modelled_dense_uplink=dense_round_bytes(m, b0),
+            real_uplink=up_payload + ctrl_up,
+            real_downlink=broadcast + ctrl_down,
+            real_dense_uplink=m * real_dense_bytes(numel),
+            real_dense_downlink=m * per_broadcast,
         )
 
 

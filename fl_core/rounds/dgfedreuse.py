@@ -86,7 +86,9 @@ class FedReuseConfig:
     def __post_init__(self) -> None:
         object.__setattr__(self, "head_keys", tuple(self.head_keys))
         if not 0 < self.tau_min <= self.tau0 <= 2:
-            raise ValueError(f"reuse.tau_min/tau0 must satisfy 0 < tau_min <= tau0 <= 2, got {self.tau_min}, {self.tau0}")
+            raise ValueError(
+                f"reuse.tau_min/tau0 must satisfy 0 < tau_min <= tau0 <= 2, got {self.tau_min}, {self.tau0}"
+            )
         if self.gamma < 0:
             raise ValueError(f"reuse.gamma must be >= 0, got {self.gamma}")
         if int(self.max_age) < 1:
@@ -146,8 +148,13 @@ class GateDecision:
         return self.reason is not GateReason.REUSED
 
     def as_dict(self) -> dict[str, Any]:
-        return {"client": self.client, "score": self.score, "age": self.age, "active": self.active,
-                "reason": self.reason.value}
+        return {
+            "client": self.client,
+            "score": self.score,
+            "age": self.age,
+            "active": self.active,
+            "reason": self.reason.value,
+        }
 
 
 @dataclass
@@ -177,9 +184,16 @@ class Repeatability:
         return float(np.mean([c["flip_rate"] > 0 for c in self.clients]))
 
     def summary(self) -> dict[str, Any]:
-        return {"round": self.round, "tau": self.tau, "repeats": self.repeats, "clients": len(self.clients),
-                "mean_score": self.mean_score, "mean_score_sd": self.mean_score_sd, "mean_flip_rate": self.mean_flip_rate,
-                "clients_with_flips": self.clients_with_flips}
+        return {
+            "round": self.round,
+            "tau": self.tau,
+            "repeats": self.repeats,
+            "clients": len(self.clients),
+            "mean_score": self.mean_score,
+            "mean_score_sd": self.mean_score_sd,
+            "mean_flip_rate": self.mean_flip_rate,
+            "clients_with_flips": self.clients_with_flips,
+        }
 
 
 class DGFedReuseStrategy(TopKStrategy):
@@ -256,8 +270,9 @@ class DGFedReuseStrategy(TopKStrategy):
                 continue
             score, proxy_s = self._score(c, "gate")
             age = self.round - self.cache_round[c]
-            reason = GateReason.AGE if age >= cfg.max_age else (
-                GateReason.THRESHOLD if score >= tau else GateReason.REUSED)
+            reason = (
+                GateReason.AGE if age >= cfg.max_age else (GateReason.THRESHOLD if score >= tau else GateReason.REUSED)
+            )
             gate[c] = GateDecision(c, score, age, reason, proxy_s)
             self._charge_control(report, c, score_message(score), "control_uplink")
         need = cfg.quota(len(report.selected))
@@ -287,11 +302,20 @@ class DGFedReuseStrategy(TopKStrategy):
             age = decision.age
             delta = (self.reuse.decay**age) * self.cache[client]
             n = len(self.data_of(client))
-            return ClientUpdate(client, self.round, delta, n, float("nan"), decision.proxy_s,
-                                extra={"path": "reused", "age": age})
+            return ClientUpdate(
+                client, self.round, delta, n, float("nan"), decision.proxy_s, extra={"path": "reused", "age": age}
+            )
         gen = self.streams.torch("train", client, self.round)
-        update = local_update(self.model(), self.weights, self.data_of(client), self.config, gen, client,
-                              self.round, prox_mu=self.reuse.prox_mu)
+        update = local_update(
+            self.model(),
+            self.weights,
+            self.data_of(client),
+            self.config,
+            gen,
+            client,
+            self.round,
+            prox_mu=self.reuse.prox_mu,
+        )
         t0 = time.perf_counter()
         ref = self.proxy(client, "refresh")
         h = self.signature.get(client)
@@ -343,10 +367,15 @@ class DGFedReuseStrategy(TopKStrategy):
         for c in clients:
             scores = np.array([self._score(c, "repeat", j)[0] for j in range(repeats)])
             a = int((scores >= tau).sum())
-            out.clients.append({
-                "client": c, "score_mean": float(scores.mean()), "score_sd": float(scores.std(ddof=1)),
-                "active_share": a / repeats, "flip_rate": 2 * a * (repeats - a) / (repeats * (repeats - 1)),
-            })
+            out.clients.append(
+                {
+                    "client": c,
+                    "score_mean": float(scores.mean()),
+                    "score_sd": float(scores.std(ddof=1)),
+                    "active_share": a / repeats,
+                    "flip_rate": 2 * a * (repeats - a) / (repeats * (repeats - 1)),
+                }
+            )
         return out
 
 
@@ -354,4 +383,3 @@ def build_dgfedreuse(model_fn, w0, data, config, streams, **options: Any) -> DGF
     """Strategy ``dgfedreuse`` (options: those of ``topk`` and ``reuse``)."""
     opts = strategy_options("dgfedreuse", options, {"topk", "ratio", "error_feedback", "schedule", "reuse"})
     return DGFedReuseStrategy(model_fn, w0, data, config, streams, **opts)
-

@@ -192,7 +192,9 @@ class PathHistory:
         g = global_cls.reshape(-1).double()
         for client, u in updates:
             if u.numel() != self.d_cls:
-                raise ValueError(f"pdf history: update of client {client!r} has {u.numel()} values, expected {self.d_cls}")
+                raise ValueError(
+                    f"pdf history: update of client {client!r} has {u.numel()} values, expected {self.d_cls}"
+                )
             i = self.register(client)
             u = u.reshape(-1).double()
             nu = float(u.norm())
@@ -231,8 +233,9 @@ class PathHistory:
                 units.append(h / n)
         return torch.stack(units).mean(0) if units else None
 
-    def scores(self, targets: Iterable[Hashable], beta: float | None = None,
-               candidates: Iterable[Hashable] | None = None) -> dict[Hashable, float]:
+    def scores(
+        self, targets: Iterable[Hashable], beta: float | None = None, candidates: Iterable[Hashable] | None = None
+    ) -> dict[Hashable, float]:
         """``beta * alignment + (1 - beta) * (1 - coherence)`` of every candidate with history
         (default candidates: every known client that is not a target)."""
         targets = list(dict.fromkeys(targets))
@@ -252,8 +255,13 @@ class PathHistory:
             out[c] = beta * a + (1.0 - beta) * (1.0 - coherence)
         return out
 
-    def select(self, targets: Iterable[Hashable], k: int | None = None, beta: float | None = None,
-               candidates: Iterable[Hashable] | None = None) -> list[Hashable]:
+    def select(
+        self,
+        targets: Iterable[Hashable],
+        k: int | None = None,
+        beta: float | None = None,
+        candidates: Iterable[Hashable] | None = None,
+    ) -> list[Hashable]:
         """The top-``k`` retained candidates by score (clients without history rank last)."""
         targets = list(dict.fromkeys(targets))
         k = self.config.k if k is None else int(k)
@@ -305,8 +313,10 @@ class PathHistory:
         t = load_file(str(d / HISTORY_TENSORS))
         n = len(meta["clients"])
         if t["directions"].shape != (n, meta["d_cls"]):
-            raise ValueError(f"{d / HISTORY_TENSORS}: directions have shape {tuple(t['directions'].shape)}, "
-                             f"expected ({n}, {meta['d_cls']})")
+            raise ValueError(
+                f"{d / HISTORY_TENSORS}: directions have shape {tuple(t['directions'].shape)}, "
+                f"expected ({n}, {meta['d_cls']})"
+            )
         h = cls([], meta["d_cls"], PDFConfig(**meta["config"]))
         h.clients = list(meta["clients"])
         h._row = {c: i for i, c in enumerate(h.clients)}
@@ -365,10 +375,16 @@ class PDFStrategy(RoundStrategy):
         critical = self.history.record_round(norm, realized, [(u.client, u.delta[self.cls_slice]) for u in arrived])
         report.extra["pdf"] = {"critical": critical, "fgn": norm}
 
-    def unlearn(self, targets: Iterable[Hashable], available: Iterable[Hashable] | None = None,
-                beta: float | None = None, k: int | None = None, rounds: int | None = None,
-                clients: Sequence[Hashable] | None = None,
-                on_round: Callable[[RoundStrategy, RoundReport], None] | None = None) -> UnlearnResult:
+    def unlearn(
+        self,
+        targets: Iterable[Hashable],
+        available: Iterable[Hashable] | None = None,
+        beta: float | None = None,
+        k: int | None = None,
+        rounds: int | None = None,
+        clients: Sequence[Hashable] | None = None,
+        on_round: Callable[[RoundStrategy, RoundReport], None] | None = None,
+    ) -> UnlearnResult:
         """Forget ``targets``: rank the retained ``available`` clients (default: every known
         client), keep the top ``k`` and retrain from W0 with them for ``rounds`` rounds.
         ``clients`` replaces the ranking by a given selection (for ablations); ``on_round(self, report)``
@@ -436,12 +452,16 @@ def retrain_reference(
     return s, reports
 
 
-def build_pdf(model_fn: Callable[[], nn.Module], w0: torch.Tensor,
-              data: Mapping[Hashable, ArrayDataset] | Callable[[Hashable], ArrayDataset],
-              config: RoundConfig, streams: Streams, **options: Any) -> PDFStrategy:
+def build_pdf(
+    model_fn: Callable[[], nn.Module],
+    w0: torch.Tensor,
+    data: Mapping[Hashable, ArrayDataset] | Callable[[Hashable], ArrayDataset],
+    config: RoundConfig,
+    streams: Streams,
+    **options: Any,
+) -> PDFStrategy:
     """Strategy ``pdf``: ``pdf=PDFConfig(...)`` or its fields as keyword options."""
     pdf = options.pop("pdf", None) or PDFConfig()
     if options:
         pdf = replace(pdf, **options)
     return PDFStrategy(model_fn, w0, data, config, streams, pdf)
-

@@ -21,14 +21,18 @@ from .topk import build_topk
 
 StrategyFactory = Callable[..., RoundStrategy]
 
-STRATEGIES: Registry[StrategyFactory] = Registry("multi-round strategy", plural="multi-round strategies", entries={
-    "fedavg": build_fedavg,
-    "fedprox": build_fedprox,
-    "fedadam": build_fedadam,
-    "topk": build_topk,
-    "dgfedreuse": build_dgfedreuse,
-    "pdf": build_pdf,
-})
+STRATEGIES: Registry[StrategyFactory] = Registry(
+    "multi-round strategy",
+    plural="multi-round strategies",
+    entries={
+        "fedavg": build_fedavg,
+        "fedprox": build_fedprox,
+        "fedadam": build_fedadam,
+        "topk": build_topk,
+        "dgfedreuse": build_dgfedreuse,
+        "pdf": build_pdf,
+    },
+)
 
 
 def build_strategy(

@@ -139,8 +139,10 @@ class SparseTensor:
         if f"{prefix}.indices" in tensors:
             idx = tensors[f"{prefix}.indices"]
             if idx.numel() != values.numel() or (idx.numel() and (int(idx.min()) < 0 or int(idx.max()) >= numel)):
-                raise ValueError(f"tensor {prefix}: {idx.numel()} coordinates for {values.numel()} values, "
-                                 f"or a coordinate outside [0, {numel})")
+                raise ValueError(
+                    f"tensor {prefix}: {idx.numel()} coordinates for {values.numel()} values, "
+                    f"or a coordinate outside [0, {numel})"
+                )
             return cls(numel, values.numel(), Representation.PAIRS, values, indices=idx)
         bitmap = tensors.get(f"{prefix}.bitmap")
         if bitmap is None:
@@ -316,8 +318,14 @@ class TopKStrategy(RoundStrategy):
 
     def begin(self, available: Iterable[Hashable]) -> RoundReport:
         report = super().begin(available)
-        self._acct = {"fresh": 0, "reused": 0, "modelled_uplink": 0, "control_uplink": 0, "control_downlink": 0,
-                      "representations": {}}
+        self._acct = {
+            "fresh": 0,
+            "reused": 0,
+            "modelled_uplink": 0,
+            "control_uplink": 0,
+            "control_downlink": 0,
+            "representations": {},
+        }
         report.extra["accounting"] = self._acct
         return report
 

@@ -85,8 +85,9 @@ class BusNetwork:
             has_pred = {o.getID() for e in edges for o in self.successors(e) if o.getID() in ids}
             order: list[Any] = []
             seen: set[str] = set()
-            for head in sorted((e for e in edges if e.getID() not in has_pred), key=lambda e: e.getID()) + \
-                    sorted(edges, key=lambda e: e.getID()):
+            for head in sorted((e for e in edges if e.getID() not in has_pred), key=lambda e: e.getID()) + sorted(
+                edges, key=lambda e: e.getID()
+            ):
                 cur = head
                 while cur is not None and cur.getID() not in seen:
                     seen.add(cur.getID())
@@ -145,7 +146,9 @@ class BusNetwork:
             node = prev[node]
         return path[::-1]
 
-    def place_stop(self, lane_id: str, start: float, end: float, pieces: dict[str, int]) -> tuple[str, int, float, float] | None:
+    def place_stop(
+        self, lane_id: str, start: float, end: float, pieces: dict[str, int]
+    ) -> tuple[str, int, float, float] | None:
         """(edge, lane index, startPos, endPos) of a LuST stop on the rebuild, or None."""
         edge_id, _, lane_txt = lane_id.rpartition("_")
         lane_index = int(lane_txt) if lane_txt.isdigit() else 0
@@ -198,8 +201,7 @@ def id_agreement(bn: BusNetwork, routes: Iterable[Sequence[str]]) -> tuple[int, 
     for r in routes:
         seq = [b for b in base_sequence(r) if bn.by_base.get(b)]
         pairs.update(zip(seq, seq[1:]))
-    met = sum(1 for a, b in pairs
-              if any(edge_base(o.getID()) == b for e in bn.by_base[a] for o in bn.successors(e)))
+    met = sum(1 for a, b in pairs if any(edge_base(o.getID()) == b for e in bn.by_base[a] for o in bn.successors(e)))
     return met, len(pairs)
 
 
@@ -213,9 +215,16 @@ def _way_pieces(ids: Iterable[str]) -> dict[str, int]:
     return out
 
 
-def place_bus_lines(net: Any, buslines: str | Path, busstops: str | Path, routes_out: str | Path,
-                    stops_out: str | Path, begin: float = 0.0, end: float = 86400.0,
-                    min_agreement: float = 0.5) -> dict[str, Any]:
+def place_bus_lines(
+    net: Any,
+    buslines: str | Path,
+    busstops: str | Path,
+    routes_out: str | Path,
+    stops_out: str | Path,
+    begin: float = 0.0,
+    end: float = 86400.0,
+    min_agreement: float = 0.5,
+) -> dict[str, Any]:
     """Write the LuST buses departing in ``[begin, end)`` (``routes_out``) and the placed stops
     (``stops_out``) for the rebuilt network ``net`` (a sumolib net); returns the counts.
 
@@ -227,12 +236,16 @@ def place_bus_lines(net: Any, buslines: str | Path, busstops: str | Path, routes
     for _, el in ET.iterparse(buslines, events=("end",)):
         if el.tag == "vehicle":
             route = el.find("route")
-            vehicles.append({
-                "id": el.get("id", ""), "type": el.get("type", "bus"), "depart": float(el.get("depart", "0")),
-                "edges": route.get("edges", "").split() if route is not None else [],
-                "stops": [(s.get("busStop"), s.get("duration", "20")) for s in el.findall("stop")],
-                "attrs": {k: el.get(k) for k in ("departLane", "departPos", "arrivalPos", "color") if el.get(k)},
-            })
+            vehicles.append(
+                {
+                    "id": el.get("id", ""),
+                    "type": el.get("type", "bus"),
+                    "depart": float(el.get("depart", "0")),
+                    "edges": route.get("edges", "").split() if route is not None else [],
+                    "stops": [(s.get("busStop"), s.get("duration", "20")) for s in el.findall("stop")],
+                    "attrs": {k: el.get(k) for k in ("departLane", "departPos", "arrivalPos", "color") if el.get(k)},
+                }
+            )
             el.clear()
     met, checked = id_agreement(bn, {tuple(v["edges"]) for v in vehicles})
     agreement = {"way_pairs_checked": checked, "way_pairs_meeting": met}
@@ -240,16 +253,29 @@ def place_bus_lines(net: Any, buslines: str | Path, busstops: str | Path, routes
         vehicles_window = sum(1 for v in vehicles if begin <= v["depart"] < end)
         for path, root in ((routes_out, "routes"), (stops_out, "additional")):
             Path(path).write_text(f"<{root}>\n</{root}>\n")
-        return {"lines": len({line_of(v["id"]) for v in vehicles}), "lines_placed": 0,
-                "routes": len({tuple(v["edges"]) for v in vehicles}), "routes_placed": 0,
-                "stops": len(stops_xml), "stops_placed": 0, "stops_served": 0,
-                "stops_exact": sum(1 for s in stops_xml if bn.has(s.get("lane", "").rpartition("_")[0])),
-                "vehicles_in_window": vehicles_window, "vehicles_placed": 0, "vehicle_stops_kept": 0,
-                "vehicle_stops_dropped": 0, "window": [begin, end], **agreement,
-                "refused": (f"LuST's way ids do not match this network: only {met} of {checked} consecutive ways "
-                            f"of its bus routes meet here (need {min_agreement:.0%})")}
-    pieces = _way_pieces([s.get("lane", "").rpartition("_")[0] for s in stops_xml]
-                         + [e for v in vehicles for e in v["edges"]])
+        return {
+            "lines": len({line_of(v["id"]) for v in vehicles}),
+            "lines_placed": 0,
+            "routes": len({tuple(v["edges"]) for v in vehicles}),
+            "routes_placed": 0,
+            "stops": len(stops_xml),
+            "stops_placed": 0,
+            "stops_served": 0,
+            "stops_exact": sum(1 for s in stops_xml if bn.has(s.get("lane", "").rpartition("_")[0])),
+            "vehicles_in_window": vehicles_window,
+            "vehicles_placed": 0,
+            "vehicle_stops_kept": 0,
+            "vehicle_stops_dropped": 0,
+            "window": [begin, end],
+            **agreement,
+            "refused": (
+                f"LuST's way ids do not match this network: only {met} of {checked} consecutive ways "
+                f"of its bus routes meet here (need {min_agreement:.0%})"
+            ),
+        }
+    pieces = _way_pieces(
+        [s.get("lane", "").rpartition("_")[0] for s in stops_xml] + [e for v in vehicles for e in v["edges"]]
+    )
     placed_stops: dict[str, tuple[str, int, float, float]] = {}
     for s in stops_xml:
         p = bn.place_stop(s.get("lane", ""), float(s.get("startPos", 0)), float(s.get("endPos", 10)), pieces)
@@ -293,10 +319,12 @@ def place_bus_lines(net: Any, buslines: str | Path, busstops: str | Path, routes
         f.write("<routes>\n")
         for v, route, kept in sorted(out_rows, key=lambda r: (r[0]["depart"], r[0]["id"])):
             attrs = "".join(f" {k}={quoteattr(str(val))}" for k, val in v["attrs"].items())
-            f.write(f'    <vehicle id={quoteattr(v["id"])} type={quoteattr(v["type"])} depart="{v["depart"]:.2f}"{attrs}>\n'
-                    f'        <route edges="{" ".join(route)}"/>\n')
+            f.write(
+                f'    <vehicle id={quoteattr(v["id"])} type={quoteattr(v["type"])} depart="{v["depart"]:.2f}"{attrs}>\n'
+                f'        <route edges="{" ".join(route)}"/>\n'
+            )
             for stop_id, duration in kept:
-                f.write(f'        <stop busStop={quoteattr(stop_id)} duration={quoteattr(duration)}/>\n')
+                f.write(f"        <stop busStop={quoteattr(stop_id)} duration={quoteattr(duration)}/>\n")
             f.write("    </vehicle>\n")
         f.write("</routes>\n")
     with open(stops_out, "w", encoding="utf-8") as f:
@@ -307,11 +335,18 @@ def place_bus_lines(net: Any, buslines: str | Path, busstops: str | Path, routes
         f.write("</additional>\n")
     routes_total = len(route_cache)
     return {
-        "lines": len(lines_all), "lines_placed": len(lines_placed),
-        "routes": routes_total, "routes_placed": sum(1 for r in route_cache.values() if r is not None),
-        "stops": len(stops_xml), "stops_placed": len(placed_stops), "stops_served": len(stops_used),
+        "lines": len(lines_all),
+        "lines_placed": len(lines_placed),
+        "routes": routes_total,
+        "routes_placed": sum(1 for r in route_cache.values() if r is not None),
+        "stops": len(stops_xml),
+        "stops_placed": len(placed_stops),
+        "stops_served": len(stops_used),
         "stops_exact": sum(1 for s in stops_xml if bn.has(s.get("lane", "").rpartition("_")[0])),
-        "vehicles_in_window": n_window, "vehicles_placed": n_placed,
-        "vehicle_stops_kept": stops_kept, "vehicle_stops_dropped": stops_dropped,
-        "window": [begin, end], **agreement,
+        "vehicles_in_window": n_window,
+        "vehicles_placed": n_placed,
+        "vehicle_stops_kept": stops_kept,
+        "vehicle_stops_dropped": stops_dropped,
+        "window": [begin, end],
+        **agreement,
     }

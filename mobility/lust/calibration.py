@@ -146,8 +146,16 @@ class TripSelector:
         return out
 
 
-def closed_loop(cfg: LustConfig, sumo: SumoConfig, pool: Sequence[PoolTrip], out: Path, free_flow: float, rng: Any,
-                log: Path, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+def closed_loop(
+    cfg: LustConfig,
+    sumo: SumoConfig,
+    pool: Sequence[PoolTrip],
+    out: Path,
+    free_flow: float,
+    rng: Any,
+    log: Path,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
     """Run the closed loop (see the module docstring) on ``sumo`` (the scenario's network, buses,
     additional files and run settings); write the inserted trips to ``out`` and return the
     calibration's figures, including the report of the calibration run itself. ``progress``
@@ -176,8 +184,9 @@ def closed_loop(cfg: LustConfig, sumo: SumoConfig, pool: Sequence[PoolTrip], out
                 aims.append([t, round(r, 3), round(target_tt / r, 1), round(reached, 1)])
                 next_aim += 60.0
             goal = target_running(t + dt, cfg.peak_running)
-            have = int(s.call("vehicle.getIDCount", lambda: api.vehicle.getIDCount())) + \
-                len(s.call("simulation.getPendingVehicles", lambda: api.simulation.getPendingVehicles()))
+            have = int(s.call("vehicle.getIDCount", lambda: api.vehicle.getIDCount())) + len(
+                s.call("simulation.getPendingVehicles", lambda: api.simulation.getPendingVehicles())
+            )
             cap = math.ceil(cfg.insertion_cap * float(insertion_rate(t, free_flow, cfg.peak_running)) * dt)
             # the vehicles that arrive during this step leave too: anticipate them (last step's count)
             n = max(0, min(round(goal) - have + leaving, max(cap, 1)))
@@ -187,8 +196,15 @@ def closed_loop(cfg: LustConfig, sumo: SumoConfig, pool: Sequence[PoolTrip], out
                 def _add(batch: list[PoolTrip] = batch) -> None:
                     for p in batch:
                         api.route.add("r:" + p.id, p.edges.split())
-                        api.vehicle.add(p.id, "r:" + p.id, typeID=p.vtype or "DEFAULT_VEHTYPE", depart="now",
-                                        departLane="best", departSpeed="max")
+                        api.vehicle.add(
+                            p.id,
+                            "r:" + p.id,
+                            typeID=p.vtype or "DEFAULT_VEHTYPE",
+                            depart="now",
+                            departLane="best",
+                            departSpeed="max",
+                        )
+
                 s.call("vehicle.add", _add)
                 inserted.extend((p, t) for p in batch)
             t = s.step()
@@ -197,11 +213,13 @@ def closed_loop(cfg: LustConfig, sumo: SumoConfig, pool: Sequence[PoolTrip], out
             leaving = len(s.arrived_ids())
             if progress is not None and len(rec.samples) > n_samples and int(round(t)) % 900 == 0:
                 r = rec.samples[-1]
-                progress(f"  calibration {int(t) // 3600:02d}:{int(t) % 3600 // 60:02d} running {r['running']} "
-                         f"(target {r['target']:.0f}), speed {r['mean_speed']:.1f} m/s, halted "
-                         f"{100 * r['halted_share']:.1f} %, inserted {len(inserted)}, teleports "
-                         f"{len(rec.teleport_times)}, trip-time ratio {ratio_num / ratio_den:.2f} "
-                         f"({_time.perf_counter() - t0:.0f} s)")
+                progress(
+                    f"  calibration {int(t) // 3600:02d}:{int(t) % 3600 // 60:02d} running {r['running']} "
+                    f"(target {r['target']:.0f}), speed {r['mean_speed']:.1f} m/s, halted "
+                    f"{100 * r['halted_share']:.1f} %, inserted {len(inserted)}, teleports "
+                    f"{len(rec.teleport_times)}, trip-time ratio {ratio_num / ratio_den:.2f} "
+                    f"({_time.perf_counter() - t0:.0f} s)"
+                )
             for vid, trip in rec.arrived_now:
                 ff = ff_of.get(vid)
                 if ff:
@@ -213,19 +231,25 @@ def closed_loop(cfg: LustConfig, sumo: SumoConfig, pool: Sequence[PoolTrip], out
         f.write("<routes>\n")
         for p, t in inserted:
             type_attr = f' type="{p.vtype}"' if p.vtype else ""
-            f.write(f'    <vehicle id="{p.id}"{type_attr} depart="{t:.2f}" departLane="best" departSpeed="max">\n'
-                    f'        <route edges="{p.edges}"/>\n    </vehicle>\n')
+            f.write(
+                f'    <vehicle id="{p.id}"{type_attr} depart="{t:.2f}" departLane="best" departSpeed="max">\n'
+                f'        <route edges="{p.edges}"/>\n    </vehicle>\n'
+            )
         f.write("</routes>\n")
-    report = make_report(rec, cfg.begin, cfg.end, parse_teleports(log, cfg.begin, cfg.end), wall_s=wall,
-                         simulated_s=simulated)
+    report = make_report(
+        rec, cfg.begin, cfg.end, parse_teleports(log, cfg.begin, cfg.end), wall_s=wall, simulated_s=simulated
+    )
     ff_inserted = [p.free_flow for p, _ in inserted]
     return {
-        "inserted": len(inserted), "pool": len(pool), "pool_left": selector.remaining(),
+        "inserted": len(inserted),
+        "pool": len(pool),
+        "pool_left": selector.remaining(),
         "pool_exhausted": selector.remaining() == 0,
         "teleports_with_warmup": len(rec.teleport_times),
         "target_trip_time_s": round(target_tt, 1),
         "trip_time_ratio_final": round(ratio_num / ratio_den, 3),
         "mean_free_flow_inserted_s": round(float(np.mean(ff_inserted)), 1) if ff_inserted else None,
         "mean_relative_error": round(report.mean_relative_error, 4),
-        "aims": aims, "report": report.to_dict(),
+        "aims": aims,
+        "report": report.to_dict(),
     }

@@ -23,9 +23,18 @@ from typing import Any, Sequence
 from mobility.lust.config import PUBLISHED_NETWORK, LustConfig
 from mobility.lust.report import DAY_WINDOW, hhmm
 
-_CONFIG_FLAGS = {"osm": "osm_file", "source_dir": "source_dir", "begin": "begin", "end": "end", "warmup": "warmup",
-                 "peak": "peak_running", "trip_time": "trip_time", "calibration": "calibration", "lust_seed": "seed",
-                 "cache_dir": "cache_dir"}
+_CONFIG_FLAGS = {
+    "osm": "osm_file",
+    "source_dir": "source_dir",
+    "begin": "begin",
+    "end": "end",
+    "warmup": "warmup",
+    "peak": "peak_running",
+    "trip_time": "trip_time",
+    "calibration": "calibration",
+    "lust_seed": "seed",
+    "cache_dir": "cache_dir",
+}
 
 
 def _clock(text: str) -> float:
@@ -49,9 +58,13 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--calibration", choices=["closed_loop", "open_loop"])
     p.add_argument("--lust-seed", type=int, help="seed of the demand and the calibration run")
     p.add_argument("--seed", type=int, help="SUMO seed of the replay (default: the scenario's, else 42)")
-    p.add_argument("--sumo-arg", action="append", default=[], metavar="ARG",
-                   help="extra SUMO argument on top of LuST's run settings (repeat: --sumo-arg=--time-to-teleport "
-                        "--sumo-arg=300)")
+    p.add_argument(
+        "--sumo-arg",
+        action="append",
+        default=[],
+        metavar="ARG",
+        help="extra SUMO argument on top of LuST's run settings (repeat: --sumo-arg=--time-to-teleport --sumo-arg=300)",
+    )
     p.add_argument("--cache-dir", help="cache root (default $VMC_CACHE/sumo or ~/.cache/vmc-sim/sumo)")
     p.add_argument("--backend", default=None, choices=["libsumo", "traci"])
     p.add_argument("--out", default="runs/lust", help="where the report files go (default runs/lust)")
@@ -93,8 +106,14 @@ def _settings(a: argparse.Namespace) -> tuple[LustConfig, dict[str, Any]]:
 def _build(cfg: LustConfig, run: dict[str, Any], force: bool = False):
     from mobility.lust.demand import build_lust
 
-    return build_lust(cfg, force=force, backend=run["backend"], extra_args=run["extra_args"],
-                      time_to_teleport=run["time_to_teleport"], progress=lambda s: print(s, flush=True))
+    return build_lust(
+        cfg,
+        force=force,
+        backend=run["backend"],
+        extra_args=run["extra_args"],
+        time_to_teleport=run["time_to_teleport"],
+        progress=lambda s: print(s, flush=True),
+    )
 
 
 def _ways(ways: list[str] | None) -> str:
@@ -104,31 +123,41 @@ def _ways(ways: list[str] | None) -> str:
 
 def network_lines(net: dict[str, Any]) -> list[str]:
     pub = net.get("published") or PUBLISHED_NETWORK
-    lines = [f"network: {net['nodes']:,} junctions, {net['edges']:,} edges, {net['length_km']} km, "
-             f"{net.get('four_lane_edges', '?')} edges of 4+ lanes, {net.get('dead_ends', '?')} dead ends, "
-             f"{net.get('traffic_lights', '?')} traffic lights",
-             f"  LuST:    {pub['nodes']:,} junctions, {pub['edges']:,} edges, {pub['length_km']} km, "
-             f"{pub.get('four_lane_edges', '?')} edges of 4+ lanes"]
+    lines = [
+        f"network: {net['nodes']:,} junctions, {net['edges']:,} edges, {net['length_km']} km, "
+        f"{net.get('four_lane_edges', '?')} edges of 4+ lanes, {net.get('dead_ends', '?')} dead ends, "
+        f"{net.get('traffic_lights', '?')} traffic lights",
+        f"  LuST:    {pub['nodes']:,} junctions, {pub['edges']:,} edges, {pub['length_km']} km, "
+        f"{pub.get('four_lane_edges', '?')} edges of 4+ lanes",
+    ]
     if "lust_traffic_lights" in net:
-        lines.append(f"  LuST's {net['lust_traffic_lights']} light ids found here: {net['lust_traffic_light_ids_found']}")
+        lines.append(
+            f"  LuST's {net['lust_traffic_lights']} light ids found here: {net['lust_traffic_light_ids_found']}"
+        )
     bays = net.get("turn_bays")
     if bays:
-        lines.append(f"  left-turn bays: {bays['edges']} edges of {_ways(bays['ways'])} ({bays['bay_m']:,} m of bay, up to "
-                     f"{bays['length']:g} m each; {bays['too_short']} too short), patch {bays['file']} "
-                     f"sha256 {bays['sha256'][:12]}")
+        lines.append(
+            f"  left-turn bays: {bays['edges']} edges of {_ways(bays['ways'])} ({bays['bay_m']:,} m of bay, up to "
+            f"{bays['length']:g} m each; {bays['too_short']} too short), patch {bays['file']} "
+            f"sha256 {bays['sha256'][:12]}"
+        )
     dual = net.get("dual_lefts")
     if dual:
-        lines.append(f"  second left-turn lanes: {dual['approaches']} light approaches of {_ways(dual['ways'])}, "
-                     f"patch {dual['file']} sha256 {dual['sha256'][:12]}")
+        lines.append(
+            f"  second left-turn lanes: {dual['approaches']} light approaches of {_ways(dual['ways'])}, "
+            f"patch {dual['file']} sha256 {dual['sha256'][:12]}"
+        )
     return lines
 
 
 def bus_lines(b: dict[str, Any] | None) -> list[str]:
     if not b:
         return ["buses: not used (no LuST bus files beside the OSM, or lust.buses: false)"]
-    out = [f"buses: {b['lines_placed']} of {b['lines']} lines placed ({b['routes_placed']} of {b['routes']} routes), "
-           f"{b['stops_served']} of {b['stops']} stops served, {b['vehicles_placed']} of {b['vehicles_in_window']} "
-           f"bus trips in the window"]
+    out = [
+        f"buses: {b['lines_placed']} of {b['lines']} lines placed ({b['routes_placed']} of {b['routes']} routes), "
+        f"{b['stops_served']} of {b['stops']} stops served, {b['vehicles_placed']} of {b['vehicles_in_window']} "
+        f"bus trips in the window"
+    ]
     if b.get("refused"):
         out.append(f"  not placed: {b['refused']}")
     return out
@@ -145,9 +174,11 @@ def cmd_build(a: argparse.Namespace) -> int:
     print("\n".join(network_lines(m["network"])))
     print("\n".join(bus_lines(demand.get("buses"))))
     print("run settings: " + " ".join(m.get("run_settings", [])))
-    print(f"demand: {demand.get('trips', 0):,} trips ({demand.get('calibration')}), free-flow trip time "
-          f"{demand.get('free_flow_trip_time_s')} s, target trip time {demand.get('target_trip_time_s')} s; "
-          f"built in {demand.get('build_s')} s")
+    print(
+        f"demand: {demand.get('trips', 0):,} trips ({demand.get('calibration')}), free-flow trip time "
+        f"{demand.get('free_flow_trip_time_s')} s, target trip time {demand.get('target_trip_time_s')} s; "
+        f"built in {demand.get('build_s')} s"
+    )
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     cl = demand.get("closed_loop")
@@ -156,8 +187,9 @@ def cmd_build(a: argparse.Namespace) -> int:
         print("calibration run (the build's own SUMO run, same settings):")
         print(rep.summary())
         rep.write(out, "build")
-    (out / "build_manifest.json").write_text(json.dumps(
-        {k: v for k, v in m.items() if k != "demand"} | {"demand": _trim(demand)}, indent=2) + "\n")
+    (out / "build_manifest.json").write_text(
+        json.dumps({k: v for k, v in m.items() if k != "demand"} | {"demand": _trim(demand)}, indent=2) + "\n"
+    )
     print(f"scenario in {files.directory}; written to {out} ({time.perf_counter() - t0:.0f} s)")
     if getattr(a, "report", False):
         return cmd_report(a, files=files, cfg=cfg, run=run)
@@ -171,7 +203,9 @@ def _trim(demand: dict[str, Any]) -> dict[str, Any]:
     return d
 
 
-def cmd_report(a: argparse.Namespace, files=None, cfg: LustConfig | None = None, run: dict[str, Any] | None = None) -> int:
+def cmd_report(
+    a: argparse.Namespace, files=None, cfg: LustConfig | None = None, run: dict[str, Any] | None = None
+) -> int:
     from mobility.lust.report import run_report
 
     if files is None:
@@ -187,16 +221,35 @@ def cmd_report(a: argparse.Namespace, files=None, cfg: LustConfig | None = None,
     if fit:
         at = _clock(a.rsu_at)
         positions = [at - 120 + i for i in range(0, 120 + int(a.rsu_horizon) + 1)]
-    print(f"replaying {files.directory} {hhmm(files.begin)}-{hhmm(end) if end < 86400 else '24:00'} "
-          f"(report window {hhmm(begin)}-{hhmm(end) if end < 86400 else '24:00'}, density {run['density']})", flush=True)
-    report, rec = run_report(files, begin=begin, end=end, backend=run["backend"], seed=run["seed"],
-                             density=run["density"], extra_args=run["extra_args"], positions_at=positions,
-                             log_dir=out if a.keep_log else None,
-                             progress=(lambda r: print(f"  {hhmm(r['time'])} running {r['running']} target "
-                                                       f"{r['target']:.0f} speed {r['mean_speed']:.1f}", flush=True))
-                             if a.progress else None)
-    report.extra.update(network=files.metadata.get("network"), buses=files.metadata.get("demand", {}).get("buses"),
-                        build=str(files.directory))
+    print(
+        f"replaying {files.directory} {hhmm(files.begin)}-{hhmm(end) if end < 86400 else '24:00'} "
+        f"(report window {hhmm(begin)}-{hhmm(end) if end < 86400 else '24:00'}, density {run['density']})",
+        flush=True,
+    )
+    report, rec = run_report(
+        files,
+        begin=begin,
+        end=end,
+        backend=run["backend"],
+        seed=run["seed"],
+        density=run["density"],
+        extra_args=run["extra_args"],
+        positions_at=positions,
+        log_dir=out if a.keep_log else None,
+        progress=(
+            lambda r: print(
+                f"  {hhmm(r['time'])} running {r['running']} target {r['target']:.0f} speed {r['mean_speed']:.1f}",
+                flush=True,
+            )
+        )
+        if a.progress
+        else None,
+    )
+    report.extra.update(
+        network=files.metadata.get("network"),
+        buses=files.metadata.get("demand", {}).get("buses"),
+        build=str(files.directory),
+    )
     print(report.summary())
     paths = report.write(out, "report")
     if fit:
@@ -212,15 +265,18 @@ def cmd_report(a: argparse.Namespace, files=None, cfg: LustConfig | None = None,
 def _fit(a: argparse.Namespace, net_file: str, positions: dict, cache_dir: str | None, out: Path) -> None:
     from mobility.lust.rsu_fit import fit_rsu
 
-    best = fit_rsu(net_file, positions, at=_clock(a.rsu_at), target=a.rsu_target, cache_dir=cache_dir,
-                   horizon=a.rsu_horizon)
+    best = fit_rsu(
+        net_file, positions, at=_clock(a.rsu_at), target=a.rsu_target, cache_dir=cache_dir, horizon=a.rsu_horizon
+    )
     (out / "rsu.json").write_text(json.dumps(best, indent=2) + "\n")
-    print(f"RSU for {best['target']} clients at {hhmm(best['at'])} ({best['in_range']} junction/radius pairs with "
-          f"10-15): junction {best['junction']} (x {best['x']}, y {best['y']}, centrality rank "
-          f"{best['centrality_rank']}), radius {best['radius']:g} m: {best['count_at']} vehicles at "
-          f"{hhmm(best['at'])} ({best['count_mean']} on average within 1 min); {best['requests_per_minute']} "
-          f"join/leave requests per minute over the next {best['horizon_s'] / 60:.0f} min ({best['joins']} joins, "
-          f"{best['leaves']} leaves)")
+    print(
+        f"RSU for {best['target']} clients at {hhmm(best['at'])} ({best['in_range']} junction/radius pairs with "
+        f"10-15): junction {best['junction']} (x {best['x']}, y {best['y']}, centrality rank "
+        f"{best['centrality_rank']}), radius {best['radius']:g} m: {best['count_at']} vehicles at "
+        f"{hhmm(best['at'])} ({best['count_mean']} on average within 1 min); {best['requests_per_minute']} "
+        f"join/leave requests per minute over the next {best['horizon_s'] / 60:.0f} min ({best['joins']} joins, "
+        f"{best['leaves']} leaves)"
+    )
 
 
 def cmd_rsu(a: argparse.Namespace) -> int:
@@ -238,8 +294,12 @@ def cmd_rsu(a: argparse.Namespace) -> int:
 
 def add_lust_parser(subparsers: Any) -> argparse.ArgumentParser:
     """``vmc lust {build,report}`` on an argparse subparsers object."""
-    p = subparsers.add_parser("lust", help="build LuST and report how it flows against the published day",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = subparsers.add_parser(
+        "lust",
+        help="build LuST and report how it flows against the published day",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = p.add_subparsers(dest="lust_command", required=True)
     b = sub.add_parser("build", help="build (or reuse) the rebuilt LuST and its calibrated demand; print its figures")
     _add_common(b)
@@ -260,12 +320,17 @@ def add_lust_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _add_report_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--fit-rsu", action="store_true", help="also choose an RSU with about --rsu-target vehicles at --rsu-at")
+    p.add_argument(
+        "--fit-rsu", action="store_true", help="also choose an RSU with about --rsu-target vehicles at --rsu-at"
+    )
     p.add_argument("--rsu-at", default="08:00", help="time of the first fit (default 08:00)")
     p.add_argument("--rsu-target", type=int, default=12, help="vehicles in coverage wanted then (default 12)")
     p.add_argument("--rsu-horizon", type=float, default=600.0, help="s after --rsu-at over which requests are counted")
-    p.add_argument("--save-positions", metavar="NPZ", help="with --fit-rsu: also save the recorded positions "
-                   "(refit with `vmc lust rsu NPZ`)")
+    p.add_argument(
+        "--save-positions",
+        metavar="NPZ",
+        help="with --fit-rsu: also save the recorded positions (refit with `vmc lust rsu NPZ`)",
+    )
     p.add_argument("--keep-log", action="store_true", help="keep SUMO's warning log in --out")
     p.add_argument("--progress", action="store_true", help="print every sample while replaying")
 

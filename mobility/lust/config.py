@@ -26,8 +26,16 @@ TURN_BAY_WAYS: tuple[str, ...] = ("-30314", "-32710")
 """OSM ways of the corridor where the 07:00-09:00 teleports gathered: 6-lane primaries
 whose leftmost lanes mix left turns with straight traffic (see :mod:`mobility.lust.turn_bays`)."""
 
-JUNCTION_TYPES: tuple[str, ...] = ("priority", "traffic_light", "right_before_left", "allway_stop",
-                                    "priority_stop", "zipper", "unregulated", "left_before_right")
+JUNCTION_TYPES: tuple[str, ...] = (
+    "priority",
+    "traffic_light",
+    "right_before_left",
+    "allway_stop",
+    "priority_stop",
+    "zipper",
+    "unregulated",
+    "left_before_right",
+)
 """SUMO junction (node) types a turn bay may be restricted to (``lust.turn_bay_junctions``)."""
 
 PUBLISHED_NETWORK = {"nodes": 2365, "edges": 5959, "length_km": 929.5, "four_lane_edges": 87}
@@ -52,13 +60,57 @@ calibration, by every run of the built scenario, and part of the demand's cache 
 # (hour, vehicles); linearly interpolated and rescaled so that 08:00 equals ``peak_running``
 # (LuST's own value, 4,150, by default).
 REFERENCE_CURVE: tuple[tuple[float, float], ...] = (
-    (0.0, 0), (0.25, 100), (1.0, 130), (1.5, 180), (2.0, 180), (2.5, 230), (3.0, 260), (3.5, 300),
-    (4.0, 320), (4.5, 480), (5.0, 650), (5.5, 1000), (6.0, 1450), (6.5, 2400), (7.0, 3200), (7.5, 3800),
-    (8.0, 4150), (8.25, 4250), (8.5, 4200), (9.0, 3700), (9.5, 2900), (10.0, 2000), (10.5, 1500),
-    (11.0, 950), (11.25, 1400), (12.0, 1350), (12.1, 2400), (12.5, 2500), (13.0, 2800), (13.5, 2950),
-    (14.0, 2700), (14.5, 2300), (15.0, 1700), (15.5, 1200), (16.0, 1450), (16.5, 2000), (17.0, 2500),
-    (17.5, 3000), (18.0, 3500), (18.5, 3850), (19.0, 3600), (19.5, 3200), (20.0, 2700), (20.5, 2000),
-    (21.0, 1500), (21.5, 1200), (22.0, 1050), (22.5, 950), (23.0, 850), (23.5, 700), (24.0, 550),
+    (0.0, 0),
+    (0.25, 100),
+    (1.0, 130),
+    (1.5, 180),
+    (2.0, 180),
+    (2.5, 230),
+    (3.0, 260),
+    (3.5, 300),
+    (4.0, 320),
+    (4.5, 480),
+    (5.0, 650),
+    (5.5, 1000),
+    (6.0, 1450),
+    (6.5, 2400),
+    (7.0, 3200),
+    (7.5, 3800),
+    (8.0, 4150),
+    (8.25, 4250),
+    (8.5, 4200),
+    (9.0, 3700),
+    (9.5, 2900),
+    (10.0, 2000),
+    (10.5, 1500),
+    (11.0, 950),
+    (11.25, 1400),
+    (12.0, 1350),
+    (12.1, 2400),
+    (12.5, 2500),
+    (13.0, 2800),
+    (13.5, 2950),
+    (14.0, 2700),
+    (14.5, 2300),
+    (15.0, 1700),
+    (15.5, 1200),
+    (16.0, 1450),
+    (16.5, 2000),
+    (17.0, 2500),
+    (17.5, 3000),
+    (18.0, 3500),
+    (18.5, 3850),
+    (19.0, 3600),
+    (19.5, 3200),
+    (20.0, 2700),
+    (20.5, 2000),
+    (21.0, 1500),
+    (21.5, 1200),
+    (22.0, 1050),
+    (22.5, 950),
+    (23.0, 850),
+    (23.5, 700),
+    (24.0, 550),
 )
 _REFERENCE_AT_8 = 4150.0
 LUST_PEAK_RUNNING = _REFERENCE_AT_8
@@ -75,8 +127,9 @@ def target_running(t: Any, peak_running: float = LUST_PEAK_RUNNING) -> Any:
     return float(out) if np.ndim(out) == 0 else out
 
 
-def day_trip_time(peak_running: float = LUST_PEAK_RUNNING,
-                  vehicles_per_day: float = PUBLISHED_VEHICLES_PER_DAY) -> float:
+def day_trip_time(
+    peak_running: float = LUST_PEAK_RUNNING, vehicles_per_day: float = PUBLISHED_VEHICLES_PER_DAY
+) -> float:
     """Mean trip time (s) that Little's law gives for a day: area under the running curve
     scaled to ``peak_running`` (vehicle-seconds) over ``vehicles_per_day``. LuST's curve (4,150 at
     08:00) and its 287,000 vehicles give 551 s."""
@@ -97,8 +150,9 @@ def default_lust_dir() -> Path | None:
     return None
 
 
-def run_settings(sumo_options: Mapping[str, Any] | None = None, extra_args: Sequence[str] = (),
-                 time_to_teleport: float | None = None) -> list[str]:
+def run_settings(
+    sumo_options: Mapping[str, Any] | None = None, extra_args: Sequence[str] = (), time_to_teleport: float | None = None
+) -> list[str]:
     """The SUMO options a LuST run uses, as command-line tokens.
 
     :data:`LUST_RUN_SETTINGS`, then ``sumo_options`` (``{option: value}``; ``None`` drops a
@@ -211,8 +265,10 @@ class LustConfig:
             if not _num(v) or v < 0:
                 raise ValueError(f"lust.{name} must be a non-negative number, got {v!r}")
         if self.max_distance is not None and (not _num(self.max_distance) or self.max_distance <= self.min_distance):
-            raise ValueError(f"lust.max_distance must be above lust.min_distance ({self.min_distance}) or null, "
-                             f"got {self.max_distance!r}")
+            raise ValueError(
+                f"lust.max_distance must be above lust.min_distance ({self.min_distance}) or null, "
+                f"got {self.max_distance!r}"
+            )
         if self.end <= self.begin:
             raise ValueError(f"lust.end ({self.end}) must be after lust.begin ({self.begin})")
         if self.end > 86400 * 2:
@@ -236,20 +292,26 @@ class LustConfig:
         if self.minor_penalty is not None and (not _num(self.minor_penalty) or self.minor_penalty < 0):
             raise ValueError(f"lust.minor_penalty must be a number of seconds >= 0 or null, got {self.minor_penalty!r}")
         if self.time_to_impatience is not None and (not _num(self.time_to_impatience) or self.time_to_impatience <= 0):
-            raise ValueError(f"lust.time_to_impatience must be a positive number of seconds or null, "
-                             f"got {self.time_to_impatience!r}")
+            raise ValueError(
+                f"lust.time_to_impatience must be a positive number of seconds or null, got {self.time_to_impatience!r}"
+            )
         if self.left_green_time is not None and (not _num(self.left_green_time) or self.left_green_time < 0):
-            raise ValueError(f"lust.left_green_time must be a non-negative number of seconds or null, "
-                             f"got {self.left_green_time!r}")
+            raise ValueError(
+                f"lust.left_green_time must be a non-negative number of seconds or null, got {self.left_green_time!r}"
+            )
         for prefix in ("turn_bay", "dual_left"):
             self._check_lane_patch(prefix)
         if not _num(self.turn_bay_length) or self.turn_bay_length < 15:
             raise ValueError(f"lust.turn_bay_length must be a number of metres >= 15, got {self.turn_bay_length!r}")
         if self.turn_bay_junctions is not None and (
-                not isinstance(self.turn_bay_junctions, list) or not self.turn_bay_junctions
-                or not all(t in JUNCTION_TYPES for t in self.turn_bay_junctions)):
-            raise ValueError(f"lust.turn_bay_junctions must be a non-empty list of {JUNCTION_TYPES} or null, "
-                             f"got {self.turn_bay_junctions!r}")
+            not isinstance(self.turn_bay_junctions, list)
+            or not self.turn_bay_junctions
+            or not all(t in JUNCTION_TYPES for t in self.turn_bay_junctions)
+        ):
+            raise ValueError(
+                f"lust.turn_bay_junctions must be a non-empty list of {JUNCTION_TYPES} or null, "
+                f"got {self.turn_bay_junctions!r}"
+            )
         if not isinstance(self.netconvert_args, list) or not all(isinstance(a, str) for a in self.netconvert_args):
             raise ValueError(f"lust.netconvert_args must be a list of strings, got {self.netconvert_args!r}")
 
@@ -301,8 +363,10 @@ class LustConfig:
             return p
         d = default_lust_dir()
         if d is None:
-            raise ValueError(f"no LuST OSM found: set lust.osm_file or lust.source_dir (or $VMC_LUST_DIR) "
-                             f"to a folder holding {LUST_OSM_NAME}")
+            raise ValueError(
+                f"no LuST OSM found: set lust.osm_file or lust.source_dir (or $VMC_LUST_DIR) "
+                f"to a folder holding {LUST_OSM_NAME}"
+            )
         return d / LUST_OSM_NAME
 
     def source_file(self, name: str) -> Path | None:
@@ -334,9 +398,13 @@ class LustFiles:
         if self.config_file is not None:
             values: dict[str, Any] = {"config_file": str(self.config_file)}
         else:
-            values = {"net_file": str(self.net_file), "route_files": [str(p) for p in self.route_files],
-                      "additional_files": [str(p) for p in self.additional_files], "begin": self.begin,
-                      "end": self.end}
+            values = {
+                "net_file": str(self.net_file),
+                "route_files": [str(p) for p in self.route_files],
+                "additional_files": [str(p) for p in self.additional_files],
+                "begin": self.begin,
+                "end": self.end,
+            }
         extra = merge_args(self.sumo_args, overrides.pop("extra_args", []) or [])
         values.update(overrides)
         return SumoConfig(extra_args=extra, **values)

@@ -86,29 +86,61 @@ def _edge_centre(e: Any) -> tuple[float, float]:
     return (x0 + x1) / 2.0, (y0 + y1) / 2.0
 
 
-def write_trips(path: Path, od: Sequence[tuple[str, str]], departs: Sequence[float], vtype: str | None,
-                prefix: str) -> None:
+def write_trips(
+    path: Path, od: Sequence[tuple[str, str]], departs: Sequence[float], vtype: str | None, prefix: str
+) -> None:
     type_attr = f' type="{vtype}"' if vtype else ""
     with open(path, "w", encoding="utf-8") as f:
         f.write("<routes>\n")
         for i, ((o, d), t) in enumerate(zip(od, departs)):
-            f.write(f'    <trip id="{prefix}{i}"{type_attr} depart="{t:.2f}" from="{o}" to="{d}" '
-                    'departLane="best" departSpeed="max"/>\n')
+            f.write(
+                f'    <trip id="{prefix}{i}"{type_attr} depart="{t:.2f}" from="{o}" to="{d}" '
+                'departLane="best" departSpeed="max"/>\n'
+            )
         f.write("</routes>\n")
 
 
-def route_trips(net: Path, trips: Path, out: Path, additional: Path | None, seed: int, workdir: Path,
-                minor_penalty: float | None = None) -> None:
+def route_trips(
+    net: Path,
+    trips: Path,
+    out: Path,
+    additional: Path | None,
+    seed: int,
+    workdir: Path,
+    minor_penalty: float | None = None,
+) -> None:
     """Route trips once with duarouter (static shortest paths). ``--remove-loops`` drops the
     turnaround a shortest path takes when its random origin edge points away from the destination
     (or its destination is reached from the other side): without it half the routes began or
     ended with a U-turn across the opposing lanes, and those U-turns blocked the leftmost lanes of
     the arterials (most of the yield and jam teleports). ``minor_penalty``: ``LustConfig.minor_penalty``."""
-    args = [str(sumo_binary("duarouter")), "-n", str(net), "--route-files", str(trips), "-o", str(out),
-            "--ignore-errors", "true", "--no-warnings", "true", "--no-step-log", "true", "--seed", str(seed),
-            "--routing-threads", "2", "--routing-algorithm", "CH", "--alternatives-output", "NUL",
-            "--remove-loops", "true",
-            "--vtype-output", str(workdir / "vtypes.used.xml")]
+    args = [
+        str(sumo_binary("duarouter")),
+        "-n",
+        str(net),
+        "--route-files",
+        str(trips),
+        "-o",
+        str(out),
+        "--ignore-errors",
+        "true",
+        "--no-warnings",
+        "true",
+        "--no-step-log",
+        "true",
+        "--seed",
+        str(seed),
+        "--routing-threads",
+        "2",
+        "--routing-algorithm",
+        "CH",
+        "--alternatives-output",
+        "NUL",
+        "--remove-loops",
+        "true",
+        "--vtype-output",
+        str(workdir / "vtypes.used.xml"),
+    ]
     if additional is not None:
         args += ["--additional-files", str(additional)]
     if minor_penalty is not None:
@@ -142,8 +174,18 @@ def lust_run_inputs(cfg: LustConfig) -> dict[str, Path | None]:
     }
 
 
-KEYED_ELSEWHERE = ("turn_bays", "turn_bay_ways", "turn_bay_length", "turn_bay_min_lanes", "turn_bay_junctions",
-                   "dual_lefts", "dual_left_ways", "dual_left_min_lanes", "left_green_time", "time_to_impatience")
+KEYED_ELSEWHERE = (
+    "turn_bays",
+    "turn_bay_ways",
+    "turn_bay_length",
+    "turn_bay_min_lanes",
+    "turn_bay_junctions",
+    "dual_lefts",
+    "dual_left_ways",
+    "dual_left_min_lanes",
+    "left_green_time",
+    "time_to_impatience",
+)
 """LustConfig fields left out of the demand's cache key by name: the network's hash and the run
 settings already hold what they change (so adding them kept the existing keys)."""
 
@@ -153,9 +195,15 @@ keeps the key it had before they existed. ``minor_penalty`` also shapes duaroute
 which the run settings do not hold."""
 
 
-def build_lust(config: LustConfig | None = None, *, force: bool = False, backend: str = "libsumo",
-               extra_args: Sequence[str] = (), time_to_teleport: float | None = None,
-               progress: Callable[[str], None] | None = None) -> LustFiles:
+def build_lust(
+    config: LustConfig | None = None,
+    *,
+    force: bool = False,
+    backend: str = "libsumo",
+    extra_args: Sequence[str] = (),
+    time_to_teleport: float | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> LustFiles:
     """Rebuilt LuST network plus calibrated demand for ``config`` (both cached).
 
     ``extra_args`` and ``time_to_teleport`` are a scenario's own SUMO settings: they go on top of
@@ -172,13 +220,21 @@ def build_lust(config: LustConfig | None = None, *, force: bool = False, backend
     inputs = lust_run_inputs(cfg)
     use_buses = inputs["buslines"] is not None and inputs["busstops"] is not None and inputs["vtypes"] is not None
     settings = cfg.run_settings(extra_args, time_to_teleport)
-    params = {k: v for k, v in asdict(cfg).items()
-              if k not in ("cache_dir", "osm_file", "source_dir", *KEYED_ELSEWHERE)
-              and not (k in KEYED_WHEN_SET and v is None)}
-    params.update(net_sha256=net_manifest["network"]["sha256"], builder=LUST_BUILDER_VERSION, sumo=sumo_version(),
-                  run_settings=settings_key(settings),
-                  inputs={k: (file_sha256(p) if p is not None and (k == "vtypes" or use_buses) else None)
-                          for k, p in inputs.items()})
+    params = {
+        k: v
+        for k, v in asdict(cfg).items()
+        if k not in ("cache_dir", "osm_file", "source_dir", *KEYED_ELSEWHERE)
+        and not (k in KEYED_WHEN_SET and v is None)
+    }
+    params.update(
+        net_sha256=net_manifest["network"]["sha256"],
+        builder=LUST_BUILDER_VERSION,
+        sumo=sumo_version(),
+        run_settings=settings_key(settings),
+        inputs={
+            k: (file_sha256(p) if p is not None and (k == "vtypes" or use_buses) else None) for k, p in inputs.items()
+        },
+    )
 
     def say(text: str) -> None:
         if progress is not None:
@@ -204,8 +260,15 @@ def build_lust(config: LustConfig | None = None, *, force: bool = False, backend
             from mobility.lust.buses import place_bus_lines
 
             bus_net = sumolib.net.readNet(str(net_file))
-            demand["buses"] = place_bus_lines(bus_net, inputs["buslines"], inputs["busstops"], out / "buses.rou.xml",
-                                              out / "busstops.add.xml", cfg.demand_begin, cfg.end)
+            demand["buses"] = place_bus_lines(
+                bus_net,
+                inputs["buslines"],
+                inputs["busstops"],
+                out / "buses.rou.xml",
+                out / "busstops.add.xml",
+                cfg.demand_begin,
+                cfg.end,
+            )
             if demand["buses"]["vehicles_placed"]:
                 bus_routes.append(out / "buses.rou.xml")
                 additional.append(out / "busstops.add.xml")
@@ -235,12 +298,20 @@ def build_lust(config: LustConfig | None = None, *, force: bool = False, backend
             pool = read_pool(pool_routes, net)
             pool_routes.unlink()
             log = out / "calibration-warnings.log"
-            scfg = SumoConfig(backend=backend, net_file=str(net_file), route_files=[str(p) for p in bus_routes],
-                              additional_files=[str(p) for p in additional], begin=cfg.demand_begin, end=cfg.end,
-                              seed=cfg.seed,
-                              extra_args=merge_args(settings, ["--no-warnings", "false", "--error-log", str(log)]))
-            say(f"calibrating {len(pool):,} routed trips over {cfg.demand_begin:.0f}-{cfg.end:.0f} s "
-                f"(free flow {free_flow:.0f} s, target trip time {cfg.target_trip_time:.0f} s)")
+            scfg = SumoConfig(
+                backend=backend,
+                net_file=str(net_file),
+                route_files=[str(p) for p in bus_routes],
+                additional_files=[str(p) for p in additional],
+                begin=cfg.demand_begin,
+                end=cfg.end,
+                seed=cfg.seed,
+                extra_args=merge_args(settings, ["--no-warnings", "false", "--error-log", str(log)]),
+            )
+            say(
+                f"calibrating {len(pool):,} routed trips over {cfg.demand_begin:.0f}-{cfg.end:.0f} s "
+                f"(free flow {free_flow:.0f} s, target trip time {cfg.target_trip_time:.0f} s)"
+            )
             demand["closed_loop"] = closed_loop(cfg, scfg, pool, routes, free_flow, select_rng, log, progress)
             log.unlink(missing_ok=True)
             demand["trips"] = demand["closed_loop"]["inserted"]
@@ -248,27 +319,47 @@ def build_lust(config: LustConfig | None = None, *, force: bool = False, backend
         strip_generated_header(routes)
         routed = sum(1 for _, el in ET.iterparse(routes, events=("end",)) if el.tag == "vehicle")
         span_h = (cfg.end - cfg.demand_begin) / 3600.0
-        demand.update({
-            "file": routes.name, "sha256": file_sha256(routes), "routed": routed,
-            "window": [cfg.demand_begin, cfg.end], "free_flow_trip_time_s": round(free_flow, 1),
-            "free_flow_trip_time_quantiles_s": [round(float(q), 1) for q in np.quantile(pilot_ff, [0.1, 0.5, 0.9])],
-            "insertions_per_hour": round(routed / span_h), "open_loop_trip_time_s": round(tau, 1),
-            "open_loop_vehicles_per_day": round(per_day(tau, cfg.peak_running)),
-            "target_trip_time_s": round(cfg.target_trip_time, 1),
-            "published_vehicles_per_day": PUBLISHED_VEHICLES_PER_DAY, "seed": cfg.seed,
-            "build_s": round(_time.perf_counter() - t0, 1),
-        })
+        demand.update(
+            {
+                "file": routes.name,
+                "sha256": file_sha256(routes),
+                "routed": routed,
+                "window": [cfg.demand_begin, cfg.end],
+                "free_flow_trip_time_s": round(free_flow, 1),
+                "free_flow_trip_time_quantiles_s": [round(float(q), 1) for q in np.quantile(pilot_ff, [0.1, 0.5, 0.9])],
+                "insertions_per_hour": round(routed / span_h),
+                "open_loop_trip_time_s": round(tau, 1),
+                "open_loop_vehicles_per_day": round(per_day(tau, cfg.peak_running)),
+                "target_trip_time_s": round(cfg.target_trip_time, 1),
+                "published_vehicles_per_day": PUBLISHED_VEHICLES_PER_DAY,
+                "seed": cfg.seed,
+                "build_s": round(_time.perf_counter() - t0, 1),
+            }
+        )
         files = {"routes": [routes.name, *[p.name for p in bus_routes]], "additional": [p.name for p in additional]}
-        return {"network": net_manifest["network"], "netconvert": net_manifest.get("netconvert"), "demand": demand,
-                "run_settings": settings, "files": files}
+        return {
+            "network": net_manifest["network"],
+            "netconvert": net_manifest.get("netconvert"),
+            "demand": demand,
+            "run_settings": settings,
+            "files": files,
+        }
 
     directory, manifest = cached_build("lust-demand", params, _build, root=cfg.cache_dir, force=force)
     files = manifest.get("files") or {"routes": ["lust.rou.xml"], "additional": []}
-    return LustFiles(directory=directory, net_file=net_file,
-                     route_files=tuple(directory / n for n in files["routes"]),
-                     additional_files=tuple(directory / n for n in files["additional"]), config_file=None,
-                     begin=cfg.demand_begin, end=cfg.end, observe_from=cfg.begin, metadata=manifest,
-                     sumo_args=tuple(manifest.get("run_settings") or settings), peak_running=cfg.peak_running)
+    return LustFiles(
+        directory=directory,
+        net_file=net_file,
+        route_files=tuple(directory / n for n in files["routes"]),
+        additional_files=tuple(directory / n for n in files["additional"]),
+        config_file=None,
+        begin=cfg.demand_begin,
+        end=cfg.end,
+        observe_from=cfg.begin,
+        metadata=manifest,
+        sumo_args=tuple(manifest.get("run_settings") or settings),
+        peak_running=cfg.peak_running,
+    )
 
 
 def lust_clone(clone_dir: str | Path, config_name: str = "dua.static.sumocfg") -> LustFiles:
@@ -278,9 +369,19 @@ def lust_clone(clone_dir: str | Path, config_name: str = "dua.static.sumocfg") -
     cfg = d / config_name
     missing = [str(p) for p in (net, cfg) if not p.is_file()]
     if missing:
-        raise ValueError(f"lust clone_dir {d} lacks {missing} (expected a LuST checkout with lust.net.xml and {config_name})")
-    return LustFiles(directory=d, net_file=net, route_files=(), additional_files=(), config_file=cfg, begin=0.0,
-                     end=None, metadata={"source": "lust-clone", "dir": str(d), "config": config_name})
+        raise ValueError(
+            f"lust clone_dir {d} lacks {missing} (expected a LuST checkout with lust.net.xml and {config_name})"
+        )
+    return LustFiles(
+        directory=d,
+        net_file=net,
+        route_files=(),
+        additional_files=(),
+        config_file=cfg,
+        begin=0.0,
+        end=None,
+        metadata={"source": "lust-clone", "dir": str(d), "config": config_name},
+    )
 
 
 def _config_from(spec: dict[str, Any]) -> LustConfig:
@@ -291,8 +392,13 @@ def _config_from(spec: dict[str, Any]) -> LustConfig:
     return LustConfig(**spec)
 
 
-def lust_files(spec: "LustConfig | dict[str, Any] | None" = None, *, backend: str = "libsumo",
-               extra_args: Sequence[str] = (), time_to_teleport: float | None = None) -> LustFiles:
+def lust_files(
+    spec: "LustConfig | dict[str, Any] | None" = None,
+    *,
+    backend: str = "libsumo",
+    extra_args: Sequence[str] = (),
+    time_to_teleport: float | None = None,
+) -> LustFiles:
     """LuST scenario from a config or from plain data (a scenario's ``mobility.lust`` mapping).
 
     A mapping with ``clone_dir`` (and optionally ``config_name``) selects a real LuST clone; any
@@ -313,8 +419,13 @@ def lust_files(spec: "LustConfig | dict[str, Any] | None" = None, *, backend: st
     return build_lust(_config_from(data), **kw)
 
 
-def sumo_inputs(spec: "LustConfig | dict[str, Any] | None" = None, *, backend: str = "libsumo",
-                extra_args: Sequence[str] = (), time_to_teleport: float | None = None) -> dict[str, Any]:
+def sumo_inputs(
+    spec: "LustConfig | dict[str, Any] | None" = None,
+    *,
+    backend: str = "libsumo",
+    extra_args: Sequence[str] = (),
+    time_to_teleport: float | None = None,
+) -> dict[str, Any]:
     """SumoConfig inputs for the LuST scenario ``spec`` (see :func:`lust_files`): its files and,
     for a rebuilt LuST, ``extra_args``: its run settings with the scenario's ``extra_args`` on top.
 
@@ -324,9 +435,12 @@ def sumo_inputs(spec: "LustConfig | dict[str, Any] | None" = None, *, backend: s
     files = lust_files(spec, backend=backend, extra_args=extra_args, time_to_teleport=time_to_teleport)
     if files.config_file is not None:
         return {"config_file": str(files.config_file)}
-    return {"net_file": str(files.net_file), "route_files": [str(p) for p in files.route_files],
-            "additional_files": [str(p) for p in files.additional_files],
-            "extra_args": merge_args(files.sumo_args, extra_args)}
+    return {
+        "net_file": str(files.net_file),
+        "route_files": [str(p) for p in files.route_files],
+        "additional_files": [str(p) for p in files.additional_files],
+        "extra_args": merge_args(files.sumo_args, extra_args),
+    }
 
 
 def lust_begin(spec: "LustConfig | dict[str, Any] | None" = None) -> float | None:

@@ -64,8 +64,9 @@ def find_dual_lefts(net_file: str | Path, ways: Sequence[str] | None, *, min_lan
         target, to_lane = lefts[0].getTo(), min(c.getToLane().getIndex() for c in lefts)
         if target.getLaneNumber() < 2 or to_lane < 1:
             continue
-        conns = tuple((lane.getIndex(), c.getTo().getID(), c.getToLane().getIndex())
-                      for lane in lanes for c in lane.getOutgoing())
+        conns = tuple(
+            (lane.getIndex(), c.getTo().getID(), c.getToLane().getIndex()) for lane in lanes for c in lane.getOutgoing()
+        )
         out.append(DualLeft(e.getID(), conns, (n - 2, target.getID(), to_lane - 1)))
     return out
 
@@ -75,8 +76,9 @@ def write_dual_lefts(approaches: Sequence[DualLeft], path: str | Path) -> Path:
     root = ET.Element("connections")
     for a in approaches:
         for from_lane, to, to_lane in (*a.connections, a.added):
-            ET.SubElement(root, "connection", {"from": a.edge, "to": to, "fromLane": str(from_lane),
-                                               "toLane": str(to_lane)})
+            ET.SubElement(
+                root, "connection", {"from": a.edge, "to": to, "fromLane": str(from_lane), "toLane": str(to_lane)}
+            )
     ET.indent(root)
     p = Path(path)
     p.write_bytes(ET.tostring(root, encoding="utf-8", xml_declaration=True) + b"\n")

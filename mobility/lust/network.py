@@ -49,9 +49,12 @@ from mobility.sumo import (
 )
 
 NETCONVERT_OPTIONS: tuple[str, ...] = (
-    "--ramps.guess", "true",
-    "--tls.join", "true",
-    "--tls.default-type", "actuated",
+    "--ramps.guess",
+    "true",
+    "--tls.join",
+    "true",
+    "--tls.default-type",
+    "actuated",
 )
 
 
@@ -69,8 +72,12 @@ def turn_bay_params(cfg: LustConfig) -> dict[str, Any] | None:
     """The bay settings that shape the patch (for the cache key), None when bays are off."""
     if not cfg.turn_bays:
         return None
-    return {"ways": cfg.turn_bay_ways, "length": float(cfg.turn_bay_length), "min_lanes": cfg.turn_bay_min_lanes,
-            "junctions": cfg.turn_bay_junctions}
+    return {
+        "ways": cfg.turn_bay_ways,
+        "length": float(cfg.turn_bay_length),
+        "min_lanes": cfg.turn_bay_min_lanes,
+        "junctions": cfg.turn_bay_junctions,
+    }
 
 
 DUAL_LEFT_FILE = "dual_lefts.con.xml"
@@ -104,7 +111,8 @@ def network_stats(net_file: str | Path, lust_tll: str | Path | None = None) -> d
         lanes[e.getLaneNumber()] = lanes.get(e.getLaneNumber(), 0) + 1
     tls_ids = {t.getID() for t in net.getTrafficLights()}
     out: dict[str, Any] = {
-        "nodes": len(nodes), "edges": len(edges),
+        "nodes": len(nodes),
+        "edges": len(edges),
         "length_km": round(sum(e.getLength() for e in edges) / 1000.0, 1),
         "four_lane_edges": sum(n for k, n in lanes.items() if k >= 4),
         "edges_by_lanes": {str(k): lanes[k] for k in sorted(lanes)},
@@ -175,8 +183,12 @@ def build_lust_network(config: LustConfig | None = None, *, force: bool = False)
     cfg = config or LustConfig()
     osm = cfg.resolve_osm()
     options = netconvert_options(cfg)
-    params: dict[str, Any] = {"osm_sha256": file_sha256(osm), "netconvert": options, "builder": LUST_BUILDER_VERSION,
-                              "sumo": sumo_version()}
+    params: dict[str, Any] = {
+        "osm_sha256": file_sha256(osm),
+        "netconvert": options,
+        "builder": LUST_BUILDER_VERSION,
+        "sumo": sumo_version(),
+    }
     bay_params = turn_bay_params(cfg)
     if bay_params is not None:
         params["turn_bays"] = bay_params
@@ -185,8 +197,11 @@ def build_lust_network(config: LustConfig | None = None, *, force: bool = False)
         params["dual_lefts"] = dual_params
 
     def _convert(out: Path, net: Path, opts: list[str]) -> None:
-        run_command([str(sumo_binary("netconvert")), "--osm-files", str(osm), "-o", str(net), *opts,
-                     "--no-warnings", "true"], what="netconvert (LuST OSM)", cwd=out)
+        run_command(
+            [str(sumo_binary("netconvert")), "--osm-files", str(osm), "-o", str(net), *opts, "--no-warnings", "true"],
+            what="netconvert (LuST OSM)",
+            cwd=out,
+        )
 
     def _build(out: Path) -> dict[str, Any]:
         net = out / "lust.net.xml"
@@ -194,29 +209,46 @@ def build_lust_network(config: LustConfig | None = None, *, force: bool = False)
         used = options
         _convert(out, net, options)
         if bay_params is not None:
-            bays, short = find_turn_bays(net, cfg.turn_bay_ways, min_lanes=cfg.turn_bay_min_lanes,
-                                         junction_types=cfg.turn_bay_junctions, length=cfg.turn_bay_length)
+            bays, short = find_turn_bays(
+                net,
+                cfg.turn_bay_ways,
+                min_lanes=cfg.turn_bay_min_lanes,
+                junction_types=cfg.turn_bay_junctions,
+                length=cfg.turn_bay_length,
+            )
             patch = write_turn_bays(bays, out / TURN_BAY_FILE)
             used = with_input_file(options, "edge-files", patch.name)
             _convert(out, net, used)
-            extra["turn_bays"] = {**bay_params, "file": patch.name, "sha256": file_sha256(patch), "edges": len(bays),
-                                  "too_short": short, "bay_m": round(sum(b.bay_length for b in bays), 1)}
+            extra["turn_bays"] = {
+                **bay_params,
+                "file": patch.name,
+                "sha256": file_sha256(patch),
+                "edges": len(bays),
+                "too_short": short,
+                "bay_m": round(sum(b.bay_length for b in bays), 1),
+            }
         if dual_params is not None:
             approaches = find_dual_lefts(net, cfg.dual_left_ways, min_lanes=cfg.dual_left_min_lanes)
             patch = write_dual_lefts(approaches, out / DUAL_LEFT_FILE)
             if approaches:  # an empty patch changes nothing: no second conversion
                 used = with_input_file(used, "connection-files", patch.name)
                 _convert(out, net, used)
-            extra["dual_lefts"] = {**dual_params, "file": patch.name, "sha256": file_sha256(patch),
-                                   "approaches": len(approaches)}
+            extra["dual_lefts"] = {
+                **dual_params,
+                "file": patch.name,
+                "sha256": file_sha256(patch),
+                "approaches": len(approaches),
+            }
         strip_generated_header(net)
         vtypes = osm.parent / LUST_VTYPES_NAME
         if vtypes.is_file():
             shutil.copyfile(vtypes, out / LUST_VTYPES_NAME)
         stats = network_stats(net, osm.parent / LUST_TLL_NAME)
-        return {"osm": str(osm), "netconvert": used,
-                "network": {"file": net.name, "sha256": file_sha256(net), **stats, **extra,
-                            "published": PUBLISHED_NETWORK}}
+        return {
+            "osm": str(osm),
+            "netconvert": used,
+            "network": {"file": net.name, "sha256": file_sha256(net), **stats, **extra, "published": PUBLISHED_NETWORK},
+        }
 
     directory, manifest = cached_build("lust-net", params, _build, root=cfg.cache_dir, force=force)
     return directory / "lust.net.xml", manifest

@@ -107,8 +107,13 @@ class Recorder:
     (for sizing an RSU, :mod:`mobility.lust.rsu_fit`).
     """
 
-    def __init__(self, begin: float, peak_running: float = LUST_PEAK_RUNNING, sample_every: float = 60.0,
-                 positions_at: Sequence[float] = ()) -> None:
+    def __init__(
+        self,
+        begin: float,
+        peak_running: float = LUST_PEAK_RUNNING,
+        sample_every: float = 60.0,
+        positions_at: Sequence[float] = (),
+    ) -> None:
         self.begin = begin
         self.peak_running = peak_running
         self.sample_every = sample_every
@@ -149,6 +154,7 @@ class Recorder:
         def _do() -> tuple[list[str], list[tuple[float, float]]]:
             ids = list(api.vehicle.getIDList())
             return ids, [tuple(api.vehicle.getPosition(v)) for v in ids]
+
         return s.call("vehicle.getPosition (all)", _do)
 
     def _sample(self, s: SumoSession, t: float) -> dict[str, float]:
@@ -156,11 +162,16 @@ class Recorder:
 
         def _speeds() -> list[float]:
             return [api.vehicle.getSpeed(v) for v in api.vehicle.getIDList()]
+
         speeds = s.call("vehicle.getSpeed (all)", _speeds)
         n = len(speeds)
-        return {"time": t, "running": n, "target": round(float(target_running(t, self.peak_running)), 1),
-                "mean_speed": round(sum(speeds) / n, 3) if n else math.nan,
-                "halted_share": round(sum(1 for v in speeds if v < HALTING_SPEED) / n, 4) if n else math.nan}
+        return {
+            "time": t,
+            "running": n,
+            "target": round(float(target_running(t, self.peak_running)), 1),
+            "mean_speed": round(sum(speeds) / n, 3) if n else math.nan,
+            "halted_share": round(sum(1 for v in speeds if v < HALTING_SPEED) / n, 4) if n else math.nan,
+        }
 
 
 @dataclass
@@ -213,54 +224,83 @@ class LustReport:
 
         def add(name: str, value: float, goal: str, ok: bool) -> None:
             out.append({"name": name, "value": value, "target": goal, "met": bool(ok)})
+
         if peak is not None:
             err = (peak["running"] - peak["target"]) / peak["target"]
             scale = self.peak_running / LUST_PEAK_RUNNING
             lo, hi = 4000 * scale, 4800 * scale
-            goal = "4,000-4,800" if scale == 1 else \
-                f"{lo:,.0f}-{hi:,.0f} (LuST's 4,000-4,800 at a peak of {self.peak_running:,.0f})"
-            add("running at 08:00", peak["running"], f"{goal} and within +-5 % of the curve",
-                lo <= peak["running"] <= hi and abs(err) <= 0.05)
+            goal = (
+                "4,000-4,800"
+                if scale == 1
+                else f"{lo:,.0f}-{hi:,.0f} (LuST's 4,000-4,800 at a peak of {self.peak_running:,.0f})"
+            )
+            add(
+                "running at 08:00",
+                peak["running"],
+                f"{goal} and within +-5 % of the curve",
+                lo <= peak["running"] <= hi and abs(err) <= 0.05,
+            )
             add("mean speed at 08:00 (m/s)", peak["mean_speed"], ">= 10", peak["mean_speed"] >= 10)
         if self.day:
-            add("inserted vehicles in the day", self.inserted, f"within 10 % of {PUBLISHED_VEHICLES_PER_DAY:,}",
-                abs(self.inserted / PUBLISHED_VEHICLES_PER_DAY - 1) <= 0.10)
+            add(
+                "inserted vehicles in the day",
+                self.inserted,
+                f"within 10 % of {PUBLISHED_VEHICLES_PER_DAY:,}",
+                abs(self.inserted / PUBLISHED_VEHICLES_PER_DAY - 1) <= 0.10,
+            )
             add("teleports in the day", self.teleports["total"], "< 100", self.teleports["total"] < 100)
         else:
-            add(f"teleports {hhmm(self.begin)}-{hhmm(self.end)}", self.teleports["total"], "< 50",
-                self.teleports["total"] < 50)
+            add(
+                f"teleports {hhmm(self.begin)}-{hhmm(self.end)}",
+                self.teleports["total"],
+                "< 50",
+                self.teleports["total"] < 50,
+            )
         add("mean trip time (s)", round(self.mean_trip_time, 1), "400-700", 400 <= self.mean_trip_time <= 700)
         return out
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        d.update(mean_relative_error=self.mean_relative_error, max_relative_error=self.max_relative_error,
-                 mean_speed=self.window_mean("mean_speed"), halted_share=self.window_mean("halted_share"),
-                 at_0800=self.at(PEAK) if self.begin <= PEAK <= self.end else None, targets=self.targets())
+        d.update(
+            mean_relative_error=self.mean_relative_error,
+            max_relative_error=self.max_relative_error,
+            mean_speed=self.window_mean("mean_speed"),
+            halted_share=self.window_mean("halted_share"),
+            at_0800=self.at(PEAK) if self.begin <= PEAK <= self.end else None,
+            targets=self.targets(),
+        )
         return d
 
     def summary(self) -> str:
         """Text for humans: the figures, then the targets."""
         w = f"{hhmm(self.begin)}-{hhmm(self.end) if self.end < 86400 else '24:00'}"
-        lines = [f"LuST run {w}" + (f" (simulated {self.simulated_s:.0f} s in {self.wall_s:.0f} s)"
-                                     if not math.isnan(self.wall_s) else ""),
-                 f"  running vs published curve: mean error {100 * self.mean_relative_error:.1f} %, "
-                 f"largest {100 * self.max_relative_error:.1f} %",
-                 "  inserted per hour: " + ", ".join(f"{h} {n:,}" for h, n in self.inserted_per_hour.items())
-                 + f" (total {self.inserted:,})",
-                 f"  teleports: {self.teleports['total']}"
-                 + (" (" + ", ".join(f"{k} {v}" for k, v in self.teleports["by_cause"].items()) + ")"
-                    if self.teleports["by_cause"] else ""),
-                 f"  mean speed {self.window_mean('mean_speed'):.1f} m/s, halted {100 * self.window_mean('halted_share'):.1f} % "
-                 "(window means)",
-                 f"  mean trip time {self.mean_trip_time:.0f} s ({self.arrived:,} arrivals; Little's law "
-                 f"{self.littles_law_trip_time:.0f} s)"]
+        lines = [
+            f"LuST run {w}"
+            + (f" (simulated {self.simulated_s:.0f} s in {self.wall_s:.0f} s)" if not math.isnan(self.wall_s) else ""),
+            f"  running vs published curve: mean error {100 * self.mean_relative_error:.1f} %, "
+            f"largest {100 * self.max_relative_error:.1f} %",
+            "  inserted per hour: "
+            + ", ".join(f"{h} {n:,}" for h, n in self.inserted_per_hour.items())
+            + f" (total {self.inserted:,})",
+            f"  teleports: {self.teleports['total']}"
+            + (
+                " (" + ", ".join(f"{k} {v}" for k, v in self.teleports["by_cause"].items()) + ")"
+                if self.teleports["by_cause"]
+                else ""
+            ),
+            f"  mean speed {self.window_mean('mean_speed'):.1f} m/s, halted {100 * self.window_mean('halted_share'):.1f} % "
+            "(window means)",
+            f"  mean trip time {self.mean_trip_time:.0f} s ({self.arrived:,} arrivals; Little's law "
+            f"{self.littles_law_trip_time:.0f} s)",
+        ]
         step = 3600 if self.day else 900
         for r in self.samples:
             if self.begin <= r["time"] <= self.end and int(round(r["time"])) % step == 0:
                 err = (r["running"] - r["target"]) / r["target"] if r["target"] else math.nan
-                lines.append(f"  {hhmm(r['time'])}  running {r['running']:5d}  target {r['target']:6.0f} ({100 * err:+.1f} %)"
-                             f"  speed {r['mean_speed']:5.1f} m/s  halted {100 * r['halted_share']:4.1f} %")
+                lines.append(
+                    f"  {hhmm(r['time'])}  running {r['running']:5d}  target {r['target']:6.0f} ({100 * err:+.1f} %)"
+                    f"  speed {r['mean_speed']:5.1f} m/s  halted {100 * r['halted_share']:4.1f} %"
+                )
         lines.append("  targets:")
         for t in self.targets():
             lines.append(f"    [{'met' if t['met'] else 'NOT met'}] {t['name']}: {t['value']} (target {t['target']})")
@@ -312,8 +352,16 @@ def _json_default(v: Any) -> Any:
     return str(v)
 
 
-def make_report(rec: Recorder, begin: float, end: float, teleports: dict[str, Any], *, wall_s: float = math.nan,
-                simulated_s: float = math.nan, extra: dict[str, Any] | None = None) -> LustReport:
+def make_report(
+    rec: Recorder,
+    begin: float,
+    end: float,
+    teleports: dict[str, Any],
+    *,
+    wall_s: float = math.nan,
+    simulated_s: float = math.nan,
+    extra: dict[str, Any] | None = None,
+) -> LustReport:
     """A :class:`LustReport` over ``[begin, end]`` from what ``rec`` collected."""
     hours: dict[str, int] = {}
     for m, n in sorted(rec.inserted.items()):  # per hour, the first one from the window's start
@@ -325,16 +373,37 @@ def make_report(rec: Recorder, begin: float, end: float, teleports: dict[str, An
     span = (window[-1]["time"] - begin) if window else 0.0
     mean_running = sum(r["running"] for r in window) / len(window) if window else math.nan
     little = mean_running * span / len(trips) if trips and span > 0 else math.nan
-    return LustReport(begin=begin, end=end, samples=rec.samples, inserted_per_hour=hours,
-                      inserted=sum(hours.values()), arrived=len(trips), teleports=teleports,
-                      mean_trip_time=sum(trips) / len(trips) if trips else math.nan, littles_law_trip_time=little,
-                      peak_running=rec.peak_running, wall_s=wall_s, simulated_s=simulated_s, extra=extra or {})
+    return LustReport(
+        begin=begin,
+        end=end,
+        samples=rec.samples,
+        inserted_per_hour=hours,
+        inserted=sum(hours.values()),
+        arrived=len(trips),
+        teleports=teleports,
+        mean_trip_time=sum(trips) / len(trips) if trips else math.nan,
+        littles_law_trip_time=little,
+        peak_running=rec.peak_running,
+        wall_s=wall_s,
+        simulated_s=simulated_s,
+        extra=extra or {},
+    )
 
 
-def run_report(files: LustFiles, *, begin: float | None = None, end: float | None = None, backend: str = "libsumo",
-               seed: int = 42, density: float = 1.0, sample_every: float = 60.0, extra_args: Sequence[str] = (),
-               positions_at: Sequence[float] = (), log_dir: str | Path | None = None,
-               progress: Callable[[dict[str, float]], None] | None = None) -> tuple[LustReport, Recorder]:
+def run_report(
+    files: LustFiles,
+    *,
+    begin: float | None = None,
+    end: float | None = None,
+    backend: str = "libsumo",
+    seed: int = 42,
+    density: float = 1.0,
+    sample_every: float = 60.0,
+    extra_args: Sequence[str] = (),
+    positions_at: Sequence[float] = (),
+    log_dir: str | Path | None = None,
+    progress: Callable[[dict[str, float]], None] | None = None,
+) -> tuple[LustReport, Recorder]:
     """Replay ``files`` (its run settings, ``extra_args`` on top) from its start to ``end`` and
     report over ``[begin, end]`` (defaults: the build's window)."""
     import tempfile
@@ -345,9 +414,13 @@ def run_report(files: LustFiles, *, begin: float | None = None, end: float | Non
     tmp = Path(log_dir) if log_dir is not None else Path(tempfile.mkdtemp(prefix="vmc-lust-report-"))
     tmp.mkdir(parents=True, exist_ok=True)
     log = tmp / "sumo-warnings.log"
-    cfg = files.sumo_config(backend=backend, seed=seed, scale=density,
-                            extra_args=["--no-warnings", "false", "--error-log", str(log), *extra_args],
-                            **({"end": w_end} if w_end is not None else {}))
+    cfg = files.sumo_config(
+        backend=backend,
+        seed=seed,
+        scale=density,
+        extra_args=["--no-warnings", "false", "--error-log", str(log), *extra_args],
+        **({"end": w_end} if w_end is not None else {}),
+    )
     rec = Recorder(files.begin, files.peak_running, sample_every, positions_at)
     t0 = _time.perf_counter()
     with quiet_stderr(), SumoSession(cfg) as s:
@@ -366,9 +439,15 @@ def run_report(files: LustFiles, *, begin: float | None = None, end: float | Non
         import shutil
 
         shutil.rmtree(tmp, ignore_errors=True)
-    report = make_report(rec, w_begin, w_end if w_end is not None else s.time, teleports, wall_s=wall,
-                         simulated_s=simulated, extra={"run_settings": list(cfg.extra_args), "density": density,
-                                                       "seed": seed})
+    report = make_report(
+        rec,
+        w_begin,
+        w_end if w_end is not None else s.time,
+        teleports,
+        wall_s=wall,
+        simulated_s=simulated,
+        extra={"run_settings": list(cfg.extra_args), "density": density, "seed": seed},
+    )
     return report, rec
 
 

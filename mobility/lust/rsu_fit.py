@@ -49,15 +49,27 @@ def load_positions(path: str | Path) -> dict[float, tuple[list[str], Any]]:
         times, counts, ids, xy = z["times"], z["counts"], z["ids"], z["xy"]
     out, k = {}, 0
     for t, n in zip(times, counts):
-        out[float(t)] = (ids[k:k + n].tolist(), xy[k:k + n])
+        out[float(t)] = (ids[k : k + n].tolist(), xy[k : k + n])
         k += int(n)
     return out
 
 
-def fit_rsu(net_file: str, positions: dict[float, tuple[list[str], Any]], *, at: float = 8 * 3600.0,
-            target: int = 12, low: int = 10, high: int = 15, radii: Sequence[float] = tuple(range(20, 205, 5)),
-            central_fraction: float = 0.3, candidates: int = 40, spread: float = 60.0, horizon: float = 600.0,
-            target_rate: float = 1.0, cache_dir: str | None = None) -> dict[str, Any]:
+def fit_rsu(
+    net_file: str,
+    positions: dict[float, tuple[list[str], Any]],
+    *,
+    at: float = 8 * 3600.0,
+    target: int = 12,
+    low: int = 10,
+    high: int = 15,
+    radii: Sequence[float] = tuple(range(20, 205, 5)),
+    central_fraction: float = 0.3,
+    candidates: int = 40,
+    spread: float = 60.0,
+    horizon: float = 600.0,
+    target_rate: float = 1.0,
+    cache_dir: str | None = None,
+) -> dict[str, Any]:
     """Choose the RSU (see the module docstring); returns it with its counts and request rate.
 
     Among the candidates with ``low``-``high`` vehicles at ``at`` and on average around it, the one
@@ -78,8 +90,11 @@ def fit_rsu(net_file: str, positions: dict[float, tuple[list[str], Any]], *, at:
     xmin, ymin, xmax, ymax = central_region(net_file, central_fraction)
     net = _read_net(str(net_file))
     score = junction_centrality(net_file, 500, 42, cache_dir=cache_dir)
-    nodes = [(n.getID(), *map(float, n.getCoord()[:2])) for n in net.getNodes()
-             if n.getType() != "internal" and xmin <= n.getCoord()[0] <= xmax and ymin <= n.getCoord()[1] <= ymax]
+    nodes = [
+        (n.getID(), *map(float, n.getCoord()[:2]))
+        for n in net.getNodes()
+        if n.getType() != "internal" and xmin <= n.getCoord()[0] <= xmax and ymin <= n.getCoord()[1] <= ymax
+    ]
     nodes.sort(key=lambda c: (-round(score.get(c[0], 0.0), 12), c[0]))
     rmax = max(radii)
     table = []
@@ -104,17 +119,36 @@ def fit_rsu(net_file: str, positions: dict[float, tuple[list[str], Any]], *, at:
                 prev = cur
             span_min = (later[-1] - t_at) / 60.0 if len(later) > 1 else math.nan
             rate = (joins + leaves) / span_min if span_min and span_min > 0 else math.nan
-            table.append({"junction": jid, "x": round(x, 2), "y": round(y, 2), "centrality_rank": rank,
-                          "radius": float(r), "count_at": n_at, "count_mean": round(n_mean, 2),
-                          "requests_per_minute": round(rate, 2), "joins": joins, "leaves": leaves,
-                          "miss": round(abs(n_at - target) + abs(n_mean - target), 4)})
+            table.append(
+                {
+                    "junction": jid,
+                    "x": round(x, 2),
+                    "y": round(y, 2),
+                    "centrality_rank": rank,
+                    "radius": float(r),
+                    "count_at": n_at,
+                    "count_mean": round(n_mean, 2),
+                    "requests_per_minute": round(rate, 2),
+                    "joins": joins,
+                    "leaves": leaves,
+                    "miss": round(abs(n_at - target) + abs(n_mean - target), 4),
+                }
+            )
     if not table:
-        raise ValueError(f"no candidate junction and radius in {min(radii)}-{rmax} m has {low}-{high} vehicles "
-                         f"at {at:.0f} s")
-    best = min(table, key=lambda c: (abs(c["requests_per_minute"] - target_rate), c["miss"], c["centrality_rank"],
-                                     c["radius"]))
+        raise ValueError(
+            f"no candidate junction and radius in {min(radii)}-{rmax} m has {low}-{high} vehicles at {at:.0f} s"
+        )
+    best = min(
+        table, key=lambda c: (abs(c["requests_per_minute"] - target_rate), c["miss"], c["centrality_rank"], c["radius"])
+    )
     rate = best["requests_per_minute"]
-    return {**best, "at": t_at, "target": target, "horizon_s": later[-1] - t_at if later else 0.0,
-            "minutes_to_31_requests": round(31 / rate, 1) if rate and rate > 0 else None,
-            "candidates": len(nodes[:candidates]) * len(radii), "in_range": len(table),
-            "table": sorted(table, key=lambda c: (c["requests_per_minute"], c["miss"]))}
+    return {
+        **best,
+        "at": t_at,
+        "target": target,
+        "horizon_s": later[-1] - t_at if later else 0.0,
+        "minutes_to_31_requests": round(31 / rate, 1) if rate and rate > 0 else None,
+        "candidates": len(nodes[:candidates]) * len(radii),
+        "in_range": len(table),
+        "table": sorted(table, key=lambda c: (c["requests_per_minute"], c["miss"])),
+    }

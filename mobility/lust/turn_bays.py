@@ -55,9 +55,16 @@ def way_matches(edge_id: str, ways: Sequence[str] | None) -> bool:
     return base in ways or (base.startswith("-") and base[1:] in ways)
 
 
-def find_turn_bays(net_file: str | Path, ways: Sequence[str] | None, *, min_lanes: int = 3,
-                   junction_types: Sequence[str] | None = None, length: float = 40.0, min_length: float = 15.0,
-                   keep: float = 10.0) -> tuple[list[TurnBay], int]:
+def find_turn_bays(
+    net_file: str | Path,
+    ways: Sequence[str] | None,
+    *,
+    min_lanes: int = 3,
+    junction_types: Sequence[str] | None = None,
+    length: float = 40.0,
+    min_length: float = 15.0,
+    keep: float = 10.0,
+) -> tuple[list[TurnBay], int]:
     """Edges that get a bay, and how many candidates were too short for one.
 
     A candidate is an edge of ``ways`` (``None``: all) with ``min_lanes`` or more lanes, ending at a
@@ -92,8 +99,16 @@ def write_turn_bays(bays: Sequence[TurnBay], path: str | Path) -> Path:
     root = ET.Element("edges")
     for b in bays:
         el = ET.SubElement(root, "edge", {"id": b.edge})
-        ET.SubElement(el, "split", {"pos": f"{-b.bay_length:g}", "lanes": " ".join(str(i) for i in range(b.lanes + 1)),
-                                    "idBefore": b.edge, "idAfter": b.edge + BAY_SUFFIX})
+        ET.SubElement(
+            el,
+            "split",
+            {
+                "pos": f"{-b.bay_length:g}",
+                "lanes": " ".join(str(i) for i in range(b.lanes + 1)),
+                "idBefore": b.edge,
+                "idAfter": b.edge + BAY_SUFFIX,
+            },
+        )
     ET.indent(root)
     p = Path(path)
     p.write_bytes(ET.tostring(root, encoding="utf-8", xml_declaration=True) + b"\n")

@@ -25,9 +25,11 @@ from fl_core.training import LocalTrainer, TrainConfig, evaluate, key_settings
 
 from . import report
 
-LR_NOTE = ("our short runs give each client ~100-600 SGD steps against the paper's ~2,350 at K = 50; measured at "
-           "lr 0.01 on a 3,000-sample MNIST slice, K = 10, batch 16, the local models reached 16-38 % test accuracy "
-           "and F-SOSA / FedFisher 35 / 60 %, at lr 0.05 44-58 % and 71 / 84 %")
+LR_NOTE = (
+    "our short runs give each client ~100-600 SGD steps against the paper's ~2,350 at K = 50; measured at "
+    "lr 0.01 on a 3,000-sample MNIST slice, K = 10, batch 16, the local models reached 16-38 % test accuracy "
+    "and F-SOSA / FedFisher 35 / 60 %, at lr 0.05 44-58 % and 71 / 84 %"
+)
 
 
 def warm_up(trainer: LocalTrainer, setup: OneShotSetup) -> None:
@@ -45,8 +47,11 @@ def alpha_for(dataset: str, alpha: float) -> float | None:
 def unit_sizes(fit: dict[str, Any]) -> dict[str, float]:
     """Per-payload bytes (broadcast; model and Fisher upload per client) from a fit record."""
     n = len(fit["trained"])
-    return {"broadcast": fit["bytes"]["broadcast"], "model_upload": fit["bytes"]["model_upload"] / n,
-            "fisher_upload": fit["bytes"]["fisher_upload"] / n}
+    return {
+        "broadcast": fit["bytes"]["broadcast"],
+        "model_upload": fit["bytes"]["model_upload"] / n,
+        "fisher_upload": fit["bytes"]["fisher_upload"] / n,
+    }
 
 
 def paper_style(fsosa: list[dict[str, Any]], unit: dict[str, float]) -> list[dict[str, Any]]:
@@ -55,12 +60,36 @@ def paper_style(fsosa: list[dict[str, Any]], unit: dict[str, float]) -> list[dic
     for r in fsosa:
         trig = bool(r.get("triggered")) and r.get("kind") != "suspend"  # a withdrawn model re-collects nothing
         p = r["subset_size"] if trig else 0
-        b = {"broadcast": unit["broadcast"] if trig else 0, "model_upload": p * unit["model_upload"],
-             "fisher_upload": p * unit["fisher_upload"], "control": r["bytes"]["control"]}
-        out.append({**{k: r.get(k) for k in ("index", "kind", "triggered", "population", "subset_size", "left",
-                                             "joined", "request_time")},
-                    "method": "fsosa_paper", "bytes": b, "total_bytes": sum(b.values()), "trained": [],
-                    "makespan_s": None, "accuracy": None, "failed": []})
+        b = {
+            "broadcast": unit["broadcast"] if trig else 0,
+            "model_upload": p * unit["model_upload"],
+            "fisher_upload": p * unit["fisher_upload"],
+            "control": r["bytes"]["control"],
+        }
+        out.append(
+            {
+                **{
+                    k: r.get(k)
+                    for k in (
+                        "index",
+                        "kind",
+                        "triggered",
+                        "population",
+                        "subset_size",
+                        "left",
+                        "joined",
+                        "request_time",
+                    )
+                },
+                "method": "fsosa_paper",
+                "bytes": b,
+                "total_bytes": sum(b.values()),
+                "trained": [],
+                "makespan_s": None,
+                "accuracy": None,
+                "failed": [],
+            }
+        )
     return out
 
 
@@ -111,17 +140,31 @@ def contribution_store(setup: OneShotSetup, args: argparse.Namespace, alpha: flo
     if not args.store:
         return None
     train = key_settings(setup.train, ("device", "threads", "fisher_rank"))
-    key = json.dumps({"dataset": args.dataset, "alpha": alpha, "scheme": args.scheme, "clients": args.clients,
-                      "model": args.model, "seed": args.seed, "train": train, "max_train": args.max_train,
-                      "validation": args.validation_samples}, sort_keys=True)
+    key = json.dumps(
+        {
+            "dataset": args.dataset,
+            "alpha": alpha,
+            "scheme": args.scheme,
+            "clients": args.clients,
+            "model": args.model,
+            "seed": args.seed,
+            "train": train,
+            "max_train": args.max_train,
+            "validation": args.validation_samples,
+        },
+        sort_keys=True,
+    )
     fp = hashlib.sha256(key.encode()).hexdigest()[:16]
     return ContributionStore(Path(args.store) / fp, fp, setup.train.fisher, layer_specs(setup.model_fn()))
 
 
 def dense_config(args: argparse.Namespace) -> DenseConfig:
     """DENSE's server sizes from the ``--dense-*`` options (None keeps the default)."""
-    sizes = {"rounds": args.dense_rounds, "generator_steps": args.dense_generator_steps,
-             "distill_steps": args.dense_distill_steps}
+    sizes = {
+        "rounds": args.dense_rounds,
+        "generator_steps": args.dense_generator_steps,
+        "distill_steps": args.dense_distill_steps,
+    }
     return DenseConfig(**{k: v for k, v in sizes.items() if v is not None})
 
 
@@ -139,26 +182,49 @@ def run(args: argparse.Namespace) -> list[dict]:
     rows = []
     for alpha in args.alphas:
         setup = OneShotSetup(
-            dataset=args.dataset, num_clients=args.clients, alpha=alpha, model=args.model, seed=args.seed,
-            train=TrainConfig(epochs=args.epochs, lr=args.lr, batch_size=args.batch_size, momentum=args.momentum,
-                              fisher=args.fisher, device=args.device, threads=args.threads,
-                              fisher_rank=getattr(args, "fisher_rank", None),
-                              fisher_labels=getattr(args, "fisher_labels", "expected"),
-                              augment=getattr(args, "augment", "none")),
-            max_train_samples=args.max_train, max_test_samples=args.max_test, scheme=args.scheme,
+            dataset=args.dataset,
+            num_clients=args.clients,
+            alpha=alpha,
+            model=args.model,
+            seed=args.seed,
+            train=TrainConfig(
+                epochs=args.epochs,
+                lr=args.lr,
+                batch_size=args.batch_size,
+                momentum=args.momentum,
+                fisher=args.fisher,
+                device=args.device,
+                threads=args.threads,
+                fisher_rank=getattr(args, "fisher_rank", None),
+                fisher_labels=getattr(args, "fisher_labels", "expected"),
+                augment=getattr(args, "augment", "none"),
+            ),
+            max_train_samples=args.max_train,
+            max_test_samples=args.max_test,
+            scheme=args.scheme,
             validation_samples=args.validation_samples,
         )
         pool = setup.pool()
         pool.store = contribution_store(setup, args, alpha)
-        projection = ProjectionConfig(method=args.merge, tol=args.cg_tol, max_iter=args.cg_iter, damping=args.damping,
-                                      dampings=tuple(args.dampings), weighting=args.weighting,
-                                      adam_lr=args.adam_lr, check_every=args.check_every,
-                                      iterates=tuple(getattr(args, "iterates", None) or ()), device=args.device)
+        projection = ProjectionConfig(
+            method=args.merge,
+            tol=args.cg_tol,
+            max_iter=args.cg_iter,
+            damping=args.damping,
+            dampings=tuple(args.dampings),
+            weighting=args.weighting,
+            adam_lr=args.adam_lr,
+            check_every=args.check_every,
+            iterates=tuple(getattr(args, "iterates", None) or ()),
+            device=args.device,
+        )
         for method in args.methods:
             if method == "dense":
                 editor = DenseEditor(pool, dense_config(args))
             else:
-                editor = build_editor(method, pool, subset_stream(setup, args, method), FixedRatio(args.rho), projection)
+                editor = build_editor(
+                    method, pool, subset_stream(setup, args, method), FixedRatio(args.rho), projection
+                )
             t0 = time.perf_counter()
             report = editor.fit(range(args.clients))
             wall = time.perf_counter() - t0
@@ -168,18 +234,32 @@ def run(args: argparse.Namespace) -> list[dict]:
             mb = report.total_bytes / 1e6
             parallel = slowest + report.solve_s
             row = {
-                "dataset": args.dataset, "alpha": alpha, "method": method, "clients": args.clients,
-                "members": len(editor.members), "fisher_rank": getattr(args, "fisher_rank", None), "subset_seed": getattr(args, "subset_seed", None),
-                "member_ids": sorted(int(c) for c in editor.members), "epochs": args.epochs, "accuracy": round(100 * acc, 2),
-                "loss": round(loss, 4), "compute_s": round(compute, 2), "parallel_s": round(parallel, 2),
-                "solve_s": round(report.solve_s, 3), "cg_iters": solve.iterations if solve else None,
-                "cg_residual": solve.residual if solve else None, "MB": round(mb, 2),
+                "dataset": args.dataset,
+                "alpha": alpha,
+                "method": method,
+                "clients": args.clients,
+                "members": len(editor.members),
+                "fisher_rank": getattr(args, "fisher_rank", None),
+                "subset_seed": getattr(args, "subset_seed", None),
+                "member_ids": sorted(int(c) for c in editor.members),
+                "epochs": args.epochs,
+                "accuracy": round(100 * acc, 2),
+                "loss": round(loss, 4),
+                "compute_s": round(compute, 2),
+                "parallel_s": round(parallel, 2),
+                "solve_s": round(report.solve_s, 3),
+                "cg_iters": solve.iterations if solve else None,
+                "cg_residual": solve.residual if solve else None,
+                "MB": round(mb, 2),
                 "damping": merge_choice(solve),
                 "val_accuracy": round(100 * solve.validation[0], 2) if solve and solve.validation else None,
-                "stop_reason": solve.stop_reason if solve else "-", "converged": solve.converged if solve else True,
-                "acc_per_s": round(100 * acc / parallel, 3), "acc_per_MB": round(100 * acc / mb, 3),
+                "stop_reason": solve.stop_reason if solve else "-",
+                "converged": solve.converged if solve else True,
+                "acc_per_s": round(100 * acc / parallel, 3),
+                "acc_per_MB": round(100 * acc / mb, 3),
                 "wall_s": round(wall, 1),
-                "candidates": candidates_label(solve), "stopped_short": stopped_short_label(solve),
+                "candidates": candidates_label(solve),
+                "stopped_short": stopped_short_label(solve),
                 "validation_held": len(setup.validation_set),
             }
             rows.append(row)
@@ -210,8 +290,10 @@ def candidates_label(solve) -> str:
     if solve is None:
         return ""
     return " ".join(
-        (f"it{c['iteration']}" if "iteration" in c else str(damping_label(c["damping"]))) + f":{100 * c['val_accuracy']:.1f}"
-        for c in solve.candidates)
+        (f"it{c['iteration']}" if "iteration" in c else str(damping_label(c["damping"])))
+        + f":{100 * c['val_accuracy']:.1f}"
+        for c in solve.candidates
+    )
 
 
 def stopped_short_label(solve: SolveInfo | None) -> str:
@@ -221,7 +303,9 @@ def stopped_short_label(solve: SolveInfo | None) -> str:
         return ""
     return ", ".join(
         f"{damping_label(c['damping'])} {c['stop_reason']} {c['residual']:.2e}"
-        for c in solve.candidates if c.get("stop_reason") in STOPPED_SHORT)
+        for c in solve.candidates
+        if c.get("stop_reason") in STOPPED_SHORT
+    )
 
 
 def solve_label(row: dict) -> str:
@@ -235,11 +319,36 @@ def solve_label(row: dict) -> str:
 
 def common_args(p: argparse.ArgumentParser, **defaults: Any) -> argparse.ArgumentParser:
     """The options every one-shot reproduction takes (``defaults`` override the values below)."""
-    d = {"clients": 20, "alpha": 0.5, "lr": 0.05, "batch_size": 16, "model": "cnn", "fisher": "diagonal",
-         "damping": 1e-4, "cg_tol": 1e-5, "cg_iter": 200, "seed": 0, "max_train": None, "max_test": None, **defaults}
+    d = {
+        "clients": 20,
+        "alpha": 0.5,
+        "lr": 0.05,
+        "batch_size": 16,
+        "model": "cnn",
+        "fisher": "diagonal",
+        "damping": 1e-4,
+        "cg_tol": 1e-5,
+        "cg_iter": 200,
+        "seed": 0,
+        "max_train": None,
+        "max_test": None,
+        **defaults,
+    }
     p.add_argument("--datasets", nargs="+", default=None, help="default: mnist femnist cifar10 (--quick: mnist)")
-    for name in ("clients", "alpha", "lr", "batch_size", "model", "fisher", "damping", "cg_tol", "cg_iter", "seed",
-                 "max_train", "max_test"):
+    for name in (
+        "clients",
+        "alpha",
+        "lr",
+        "batch_size",
+        "model",
+        "fisher",
+        "damping",
+        "cg_tol",
+        "cg_iter",
+        "seed",
+        "max_train",
+        "max_test",
+    ):
         value = d[name]
         kind = str if isinstance(value, str) else (float if isinstance(value, float) else int)
         extra = {"choices": ["diagonal", "kfac", "full"]} if name == "fisher" else {}

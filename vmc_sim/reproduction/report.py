@@ -71,8 +71,9 @@ def fmt(value: Any, digits: int = 2) -> str:
     return str(value)
 
 
-def md_table(rows: Iterable[dict[str, Any]], columns: Sequence[str], headers: Sequence[str] | None = None,
-             digits: int = 2) -> str:
+def md_table(
+    rows: Iterable[dict[str, Any]], columns: Sequence[str], headers: Sequence[str] | None = None, digits: int = 2
+) -> str:
     """A markdown table of ``columns`` (missing cells as '-')."""
     headers = list(headers or columns)
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]

@@ -29,7 +29,19 @@ from .spec import GridPoint, SweepSpec, base_scenario, expand, inert_axes, load_
 from .tables import gather_rows, markdown_table, method_totals, plot_sweep, write_csv
 
 __all__ = [
-    "GridPoint", "SweepResult", "SweepSpec", "add_sweep_parser", "base_scenario", "expand", "gather_rows",
-    "inert_axes", "load_sweep", "markdown_table", "method_totals", "pin_calibrations", "plot_sweep", "run_sweep",
+    "GridPoint",
+    "SweepResult",
+    "SweepSpec",
+    "add_sweep_parser",
+    "base_scenario",
+    "expand",
+    "gather_rows",
+    "inert_axes",
+    "load_sweep",
+    "markdown_table",
+    "method_totals",
+    "pin_calibrations",
+    "plot_sweep",
+    "run_sweep",
     "write_csv",
 ]

@@ -19,19 +19,31 @@ def _cli(args: argparse.Namespace) -> int:
             print(f"{p.id}: {point_label(p.values)}")
         print(f"{len(points)} points, all valid")
         return 0
-    result = run_sweep(spec, args.out, base_dir=base_dir, engine=args.engine, workers=args.workers,
-                       address=args.address, where=args.sweep)
+    result = run_sweep(
+        spec,
+        args.out,
+        base_dir=base_dir,
+        engine=args.engine,
+        workers=args.workers,
+        address=args.address,
+        where=args.sweep,
+    )
     if result.failed:
-        print(f"vmc: {len(result.failed)} of {len(result.points)} points failed (see {result.path / 'sweep.json'})",
-              file=sys.stderr)
+        print(
+            f"vmc: {len(result.failed)} of {len(result.points)} points failed (see {result.path / 'sweep.json'})",
+            file=sys.stderr,
+        )
         return 1
     return 0
 
 
 def add_sweep_parser(subparsers: argparse._SubParsersAction) -> None:
     """Register ``vmc sweep SWEEP [--out] [--engine] [--workers] [--address] [--dry-run]``."""
-    p = subparsers.add_parser("sweep", help="run a grid of scenarios (density, rho, radius, method, seed) "
-                                            "locally or on Ray, then gather one table and one plot")
+    p = subparsers.add_parser(
+        "sweep",
+        help="run a grid of scenarios (density, rho, radius, method, seed) "
+        "locally or on Ray, then gather one table and one plot",
+    )
     p.add_argument("sweep", help="sweep YAML: name, base (scenario file or mapping), grid (field -> values)")
     p.add_argument("--out", default="runs", help="where the sweep directory is created")
     p.add_argument("--engine", choices=("local", "ray"), help="local process pool or Ray (default: the file's, local)")

@@ -46,8 +46,9 @@ class SweepResult:
         return markdown_table(self.rows, self.grid_columns)
 
 
-def pin_calibrations(points: list[GridPoint], say: Callable[[str], None] = print
-                     ) -> tuple[list[GridPoint], list[dict[str, Any]]]:
+def pin_calibrations(
+    points: list[GridPoint], say: Callable[[str], None] = print
+) -> tuple[list[GridPoint], list[dict[str, Any]]]:
     """Calibrate once here, per distinct training setup, and pin the costs into every point that
     uses the calibrated time model without pinned costs: every point of the sweep is then charged
     the same costs per unit of work (its points run in separate processes)."""
@@ -65,8 +66,10 @@ def pin_calibrations(points: list[GridPoint], say: Callable[[str], None] = print
         if key not in done:
             done[key] = calibrated(sc.federated, sc.federated.setup(sc.seed))
             c = done[key]
-            say(f"calibrated {sc.federated.model}/{sc.federated.dataset}: {c.train_s_per_sample_epoch:.3g} s per "
-                f"sample-epoch, {c.fisher_s_per_sample:.3g} s per Fisher sample, {c.solve_s_per_unit:.3g} s per solve unit")
+            say(
+                f"calibrated {sc.federated.model}/{sc.federated.dataset}: {c.train_s_per_sample_epoch:.3g} s per "
+                f"sample-epoch, {c.fisher_s_per_sample:.3g} s per Fisher sample, {c.solve_s_per_unit:.3g} s per solve unit"
+            )
         out.append(replace(p, scenario=pin_calibration(sc, done[key].as_dict())))
     return out, [{"key": json.loads(k), **c.as_dict()} for k, c in done.items()]
 
@@ -96,14 +99,27 @@ def _run_point(task: dict[str, Any]) -> dict[str, Any]:
         except (OSError, ValueError) as e:
             error = f"{error}; records unreadable: {e}" if error else f"records unreadable: {e}"
             status = "failed"
-    return {"id": task["id"], "status": status, "error": error, "rows": rows,
-            "wall_s": time.perf_counter() - t0, "host": platform.node(), "cache": cache,
-            "trace_replayed": None if traced is None else bool(traced.get("hit"))}
+    return {
+        "id": task["id"],
+        "status": status,
+        "error": error,
+        "rows": rows,
+        "wall_s": time.perf_counter() - t0,
+        "host": platform.node(),
+        "cache": cache,
+        "trace_replayed": None if traced is None else bool(traced.get("hit")),
+    }
 
 
 def _failure(task: dict[str, Any], exc: BaseException) -> dict[str, Any]:
-    return {"id": task["id"], "status": "failed", "error": f"{type(exc).__name__}: {exc}", "rows": [],
-            "wall_s": math.nan, "host": None}
+    return {
+        "id": task["id"],
+        "status": "failed",
+        "error": f"{type(exc).__name__}: {exc}",
+        "rows": [],
+        "wall_s": math.nan,
+        "host": None,
+    }
 
 
 Done = Callable[[dict[str, Any]], None]
@@ -142,8 +158,7 @@ def _run_ray(tasks: list[dict[str, Any]], workers: int, address: str | None, don
 
     started = not ray.is_initialized()
     if started:
-        options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False,
-                                   "logging_level": logging.WARNING}
+        options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "logging_level": logging.WARNING}
         if address:
             ray.init(address=address, **options)
         else:
@@ -164,9 +179,17 @@ def _run_ray(tasks: list[dict[str, Any]], workers: int, address: str | None, don
             ray.shutdown()
 
 
-def run_sweep(spec: SweepSpec, out: str | Path = "runs", *, base_dir: str | Path | None = None,
-              engine: str | None = None, workers: int | None = None, address: str | None = None,
-              say: Callable[[str], None] = print, where: str = "sweep") -> SweepResult:
+def run_sweep(
+    spec: SweepSpec,
+    out: str | Path = "runs",
+    *,
+    base_dir: str | Path | None = None,
+    engine: str | None = None,
+    workers: int | None = None,
+    address: str | None = None,
+    say: Callable[[str], None] = print,
+    where: str = "sweep",
+) -> SweepResult:
     """Validate every point, run them (``engine``/``workers``/``address`` override the file), and
     write ``sweep.json``, ``results.csv`` and ``sweep.png`` into a new sweep directory."""
     engine = spec.engine if engine is None else engine
@@ -189,17 +212,35 @@ def run_sweep(spec: SweepSpec, out: str | Path = "runs", *, base_dir: str | Path
     columns = grid_columns_of(spec)
     results: dict[str, dict[str, Any]] = {}
     manifest: dict[str, Any] = {
-        "name": spec.name, "created": datetime.now(timezone.utc).isoformat(), "status": "running",
-        "engine": engine, "workers": workers, "address": address, "spec": spec.model_dump(mode="json"),
-        "axes": spec.axes(), "versions": versions(), "results": "results.csv", "plot": None,
-        "calibrations": calibrations, "points": [],
+        "name": spec.name,
+        "created": datetime.now(timezone.utc).isoformat(),
+        "status": "running",
+        "engine": engine,
+        "workers": workers,
+        "address": address,
+        "spec": spec.model_dump(mode="json"),
+        "axes": spec.axes(),
+        "versions": versions(),
+        "results": "results.csv",
+        "plot": None,
+        "calibrations": calibrations,
+        "points": [],
     }
 
     def write_state() -> None:
         manifest["points"] = [
-            {"id": p.id, "values": p.values, "overrides": p.overrides, "run_dir": str(run_dirs[p.id]),
-             **{k: results.get(p.id, {}).get(k) for k in ("status", "error", "wall_s", "host", "cache", "trace_replayed")}}
-            for p in points]
+            {
+                "id": p.id,
+                "values": p.values,
+                "overrides": p.overrides,
+                "run_dir": str(run_dirs[p.id]),
+                **{
+                    k: results.get(p.id, {}).get(k)
+                    for k in ("status", "error", "wall_s", "host", "cache", "trace_replayed")
+                },
+            }
+            for p in points
+        ]
         manifest["contribution_cache"] = cache_totals(results.values())
         for entry in manifest["points"]:
             entry["status"] = entry["status"] or "pending"
@@ -219,15 +260,18 @@ def run_sweep(spec: SweepSpec, out: str | Path = "runs", *, base_dir: str | Path
 
     write_state()
     say(f"sweep directory: {path} ({len(points)} points, engine {engine}, {workers} workers)")
-    tasks = [{"id": p.id, "scenario": p.scenario.model_dump(mode="json"), "run_dir": str(run_dirs[p.id]),
-              "cwd": os.getcwd()} for p in points]
+    tasks = [
+        {"id": p.id, "scenario": p.scenario.model_dump(mode="json"), "run_dir": str(run_dirs[p.id]), "cwd": os.getcwd()}
+        for p in points
+    ]
     try:
         if engine == "ray":
             _run_ray(tasks, workers, address, finished)
         else:
             _run_local(tasks, workers, finished)
-        manifest["status"] = "complete" if all(r["status"] == "complete" for r in results.values()) \
-            else "complete_with_failures"
+        manifest["status"] = (
+            "complete" if all(r["status"] == "complete" for r in results.values()) else "complete_with_failures"
+        )
     except BaseException as e:
         manifest["status"] = f"interrupted: {type(e).__name__}"
         raise
@@ -241,21 +285,34 @@ def run_sweep(spec: SweepSpec, out: str | Path = "runs", *, base_dir: str | Path
     say(result.table())
     totals = manifest.get("contribution_cache")
     if totals:
-        say(f"contribution cache: {totals['hits']} of {totals['asked']} contributions loaded instead of trained "
+        say(
+            f"contribution cache: {totals['hits']} of {totals['asked']} contributions loaded instead of trained "
             f"(hit rate {100 * totals['hit_rate']:.0f} %), {totals['weights_reused']} computed at trained weights "
             f"another point kept (Fisher only)"
-            + (f", {totals['rejected']} entries did not verify (not used; computed again)" if totals["rejected"] else "")
-            + f"; {path / 'contribution_cache'}")
-    short = [f"{r['point']} {r['method']} ({r['unconverged_solves']})" for r in rows
-             if isinstance(r.get("unconverged_solves"), int) and r["unconverged_solves"] > 0]
+            + (
+                f", {totals['rejected']} entries did not verify (not used; computed again)"
+                if totals["rejected"]
+                else ""
+            )
+            + f"; {path / 'contribution_cache'}"
+        )
+    short = [
+        f"{r['point']} {r['method']} ({r['unconverged_solves']})"
+        for r in rows
+        if isinstance(r.get("unconverged_solves"), int) and r["unconverged_solves"] > 0
+    ]
     if short:
-        say(f"warning: solves stopped before their tolerance in {len(short)} point-method pair(s): {', '.join(short[:8])}"
+        say(
+            f"warning: solves stopped before their tolerance in {len(short)} point-method pair(s): {', '.join(short[:8])}"
             f"{', ...' if len(short) > 8 else ''} (results.csv column unconverged_solves; each run's summary names "
-            f"the requests)")
+            f"the requests)"
+        )
     replayed = [p for p in manifest["points"] if p.get("trace_replayed")]
     if replayed:
-        say(f"trace cache: {len(replayed)} of {len(points)} points replayed the traffic another point recorded "
-            f"instead of running SUMO; {path / 'trace_cache'}")
+        say(
+            f"trace cache: {len(replayed)} of {len(points)} points replayed the traffic another point recorded "
+            f"instead of running SUMO; {path / 'trace_cache'}"
+        )
     say(f"results: {path / 'results.csv'}" + (f", plot: {path / 'sweep.png'}" if manifest["plot"] else ""))
     return result
 
@@ -266,7 +323,8 @@ def _with_cache(point: GridPoint, directory: Path) -> GridPoint:
     if compute.contribution_cache is not None:
         return point
     scenario = point.scenario.model_copy(
-        update={"compute": compute.model_copy(update={"contribution_cache": str(directory)})})
+        update={"compute": compute.model_copy(update={"contribution_cache": str(directory)})}
+    )
     return replace(point, scenario=scenario)
 
 
@@ -276,7 +334,8 @@ def _with_trace_cache(point: GridPoint, directory: Path) -> GridPoint:
     if mobility.source == "trace" or mobility.trace_cache is not None:
         return point
     scenario = point.scenario.model_copy(
-        update={"mobility": mobility.model_copy(update={"trace_cache": str(directory)})})
+        update={"mobility": mobility.model_copy(update={"trace_cache": str(directory)})}
+    )
     return replace(point, scenario=scenario)
 
 
@@ -288,8 +347,14 @@ def cache_totals(results: Iterable[dict[str, Any]]) -> dict[str, Any] | None:
         return None
     hits, misses = sum(c["hits"] for c in used), sum(c["misses"] for c in used)
     reused = sum(c.get("weights_reused", 0) for c in used)
-    return {"hits": hits, "asked": hits + misses, "trained": misses - reused, "weights_reused": reused,
-            "rejected": sum(c.get("rejected", 0) for c in used), "hit_rate": round(hits / max(1, hits + misses), 4)}
+    return {
+        "hits": hits,
+        "asked": hits + misses,
+        "trained": misses - reused,
+        "weights_reused": reused,
+        "rejected": sum(c.get("rejected", 0) for c in used),
+        "hit_rate": round(hits / max(1, hits + misses), 4),
+    }
 
 
 def _json_safe(obj: Any) -> Any:

@@ -48,19 +48,24 @@ class SweepSpec(Strict):
 
     name: str = Field("sweep", min_length=1)
     base: str | dict[str, Any] | None = Field(
-        None, description="scenario file (relative to the sweep file), inline scenario, or null = embedded default")
+        None, description="scenario file (relative to the sweep file), inline scenario, or null = embedded default"
+    )
     grid: dict[str, list[Any]] = Field(min_length=1, description="dotted scenario field or alias -> values")
     engine: Literal["local", "ray"] = "local"
     workers: int = Field(2, gt=0, description="points run at once (local pool; Ray: CPUs of a local instance)")
     address: str | None = Field(None, description="Ray cluster to join (engine ray); null = start a local one")
     contribution_cache: bool = Field(
-        True, description="points share one content-addressed contribution cache in the sweep directory, so a "
-                          "vehicle another point already trained the same way is loaded, not retrained "
-                          "(a point whose scenario names its own compute.contribution_cache keeps it)")
+        True,
+        description="points share one content-addressed contribution cache in the sweep directory, so a "
+        "vehicle another point already trained the same way is loaded, not retrained "
+        "(a point whose scenario names its own compute.contribution_cache keeps it)",
+    )
     trace_cache: bool = Field(
-        True, description="points share one content-addressed trace cache in the sweep directory, so points with "
-                          "the same traffic (a grid over rho, method or Fisher) run SUMO once and replay its trace "
-                          "(a point whose scenario names its own mobility.trace_cache keeps it)")
+        True,
+        description="points share one content-addressed trace cache in the sweep directory, so points with "
+        "the same traffic (a grid over rho, method or Fisher) run SUMO once and replay its trace "
+        "(a point whose scenario names its own mobility.trace_cache keeps it)",
+    )
 
     @field_validator("name")
     @classmethod
@@ -129,7 +134,7 @@ def _set_path(data: dict[str, Any], path: str, value: Any, key: str) -> None:
     for i, part in enumerate(parts[:-1]):
         child = node.setdefault(part, {})
         if not isinstance(child, dict):
-            raise ConfigError(f"grid key {key!r}: {'.'.join(parts[:i + 1])} is not a mapping, so {path} cannot be set")
+            raise ConfigError(f"grid key {key!r}: {'.'.join(parts[: i + 1])} is not a mapping, so {path} cannot be set")
         node = child
     node[parts[-1]] = value
 
@@ -166,8 +171,7 @@ def expand(spec: SweepSpec, base_dir: str | Path | None = None, where: str = "sw
     errors: dict[tuple[str, str, str], list[str]] = {}
     for index, combo in enumerate(itertools.product(*(spec.grid[k] for k in keys))):
         values = dict(zip(keys, combo))
-        overrides = {axes[k]: ([v] if axes[k] in LIST_FIELDS and isinstance(v, str) else v)
-                     for k, v in values.items()}
+        overrides = {axes[k]: ([v] if axes[k] in LIST_FIELDS and isinstance(v, str) else v) for k, v in values.items()}
         data = json.loads(json.dumps(base_data))
         for key, value in values.items():
             _set_path(data, axes[key], overrides[axes[key]], key)
@@ -181,17 +185,23 @@ def expand(spec: SweepSpec, base_dir: str | Path | None = None, where: str = "sw
             scenario = Scenario.model_validate(data)
         except ValidationError as e:
             for loc, msg in _error_lines(e):
-                culprits = [k for k in keys if axes[k] == loc or axes[k].startswith(loc + ".")
-                            or loc.startswith(axes[k] + ".")]
-                blame = "; ".join(f"grid key {k!r} = {json.dumps(values[k])}" for k in culprits) \
+                culprits = [
+                    k for k in keys if axes[k] == loc or axes[k].startswith(loc + ".") or loc.startswith(axes[k] + ".")
+                ]
+                blame = (
+                    "; ".join(f"grid key {k!r} = {json.dumps(values[k])}" for k in culprits)
                     or f"point {point_label(values)}"
+                )
                 errors.setdefault((blame, loc, msg), []).append(pid)
             continue
         points.append(GridPoint(pid, values, overrides, scenario))
     if errors:
-        raise ConfigError("\n".join(
-            f"{where}: {blame}: {loc}: {msg} (grid point {ids[0]}{f' and {len(ids) - 1} more' if ids[1:] else ''})"
-            for (blame, loc, msg), ids in errors.items()))
+        raise ConfigError(
+            "\n".join(
+                f"{where}: {blame}: {loc}: {msg} (grid point {ids[0]}{f' and {len(ids) - 1} more' if ids[1:] else ''})"
+                for (blame, loc, msg), ids in errors.items()
+            )
+        )
     return points
 
 

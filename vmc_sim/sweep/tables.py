@@ -13,8 +13,16 @@ from ..runs import RunDir
 from ..solves import unconverged_solves
 from .spec import GridPoint, SweepSpec
 
-METRICS = ("requests", "triggered", "total_MB", "sim_time_s", "mean_latency_s", "final_accuracy",
-           "failed_transfers", "unconverged_solves")
+METRICS = (
+    "requests",
+    "triggered",
+    "total_MB",
+    "sim_time_s",
+    "mean_latency_s",
+    "final_accuracy",
+    "failed_transfers",
+    "unconverged_solves",
+)
 
 
 FIXED_COLUMNS = ("point", "status", "method", *METRICS, "wall_s", "run_dir", "error")
@@ -33,8 +41,19 @@ def method_totals(run: RunDir) -> list[dict[str, Any]]:
         if "method" not in r:
             continue
         m = r["method"]
-        t = totals.setdefault(m, {"method": m, "requests": 0, "triggered": 0, "total_MB": 0.0, "sim_time_s": 0.0,
-                                  "mean_latency_s": math.nan, "final_accuracy": math.nan, "failed_transfers": 0})
+        t = totals.setdefault(
+            m,
+            {
+                "method": m,
+                "requests": 0,
+                "triggered": 0,
+                "total_MB": 0.0,
+                "sim_time_s": 0.0,
+                "mean_latency_s": math.nan,
+                "final_accuracy": math.nan,
+                "failed_transfers": 0,
+            },
+        )
         if r.get("kind") != "fit" or r.get("refit"):  # a fresh fit after a withdrawal answers a request
             t["requests"] += len(r.get("requests") or [r.get("index")])
             t["triggered"] += int(bool(r.get("triggered")))
@@ -64,16 +83,19 @@ def _cell(value: Any) -> Any:
     return "" if value is None else value
 
 
-def gather_rows(spec: SweepSpec, points: list[GridPoint], results: dict[str, dict[str, Any]],
-                run_dirs: dict[str, Path]) -> list[dict[str, Any]]:
+def gather_rows(
+    spec: SweepSpec, points: list[GridPoint], results: dict[str, dict[str, Any]], run_dirs: dict[str, Path]
+) -> list[dict[str, Any]]:
     """One row per (point, method); a point that recorded nothing gets one empty row per method."""
     columns = grid_columns_of(spec)
     rows = []
     for p in points:
         res = results.get(p.id, {"status": "not run", "error": None, "rows": [], "wall_s": math.nan})
         order = p.scenario.federated.methods
-        per_method = sorted(res["rows"] or [{"method": m} for m in order],
-                            key=lambda r: order.index(r["method"]) if r["method"] in order else len(order))
+        per_method = sorted(
+            res["rows"] or [{"method": m} for m in order],
+            key=lambda r: order.index(r["method"]) if r["method"] in order else len(order),
+        )
         for r in per_method:
             row: dict[str, Any] = {"point": p.id, "status": res["status"]}
             row.update({columns[k]: v for k, v in p.values.items()})
@@ -104,17 +126,35 @@ def format_cell(value: Any, spec: str) -> str:
 
 def markdown_table(rows: list[dict[str, Any]], grid_columns: dict[str, str]) -> str:
     """The gathered rows as a markdown table (the run directories are in ``results.csv``)."""
-    head = ["point", *grid_columns.values(), "method", "status", "requests", "triggered", "MB", "sim time s",
-            "mean latency s", "final acc %", "failed transfers"]
+    head = [
+        "point",
+        *grid_columns.values(),
+        "method",
+        "status",
+        "requests",
+        "triggered",
+        "MB",
+        "sim time s",
+        "mean latency s",
+        "final acc %",
+        "failed transfers",
+    ]
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
     for r in rows:
         acc = r.get("final_accuracy")
-        cells = [r["point"], *(json.dumps(r[c]) if isinstance(r[c], list) else str(r[c])
-                               for c in grid_columns.values()),
-                 r["method"], r["status"], format_cell(r.get("requests"), "d"), format_cell(r.get("triggered"), "d"),
-                 format_cell(r.get("total_MB"), ".3f"), format_cell(r.get("sim_time_s"), ".2f"),
-                 format_cell(r.get("mean_latency_s"), ".3f"),
-                 format_cell(None if acc is None else 100 * acc, ".2f"), format_cell(r.get("failed_transfers"), "d")]
+        cells = [
+            r["point"],
+            *(json.dumps(r[c]) if isinstance(r[c], list) else str(r[c]) for c in grid_columns.values()),
+            r["method"],
+            r["status"],
+            format_cell(r.get("requests"), "d"),
+            format_cell(r.get("triggered"), "d"),
+            format_cell(r.get("total_MB"), ".3f"),
+            format_cell(r.get("sim_time_s"), ".2f"),
+            format_cell(r.get("mean_latency_s"), ".3f"),
+            format_cell(None if acc is None else 100 * acc, ".2f"),
+            format_cell(r.get("failed_transfers"), "d"),
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -133,9 +173,11 @@ def plot_sweep(rows: list[dict[str, Any]], x_key: str, out: Path, averaged: bool
     labels = list(dict.fromkeys(_xlabel(r[x_key]) for r in rows))
     numeric = all(isinstance(r[x_key], (int, float)) and not isinstance(r[x_key], bool) for r in rows)
     fig, axes = plt.subplots(1, 3, figsize=(15, 4))
-    panels = (("total_MB", "Cumulative communication", "MB", 1.0),
-              ("sim_time_s", "Cumulative edit time (simulated)", "seconds", 1.0),
-              ("final_accuracy", "Final test accuracy", "accuracy %", 100.0))
+    panels = (
+        ("total_MB", "Cumulative communication", "MB", 1.0),
+        ("sim_time_s", "Cumulative edit time (simulated)", "seconds", 1.0),
+        ("final_accuracy", "Final test accuracy", "accuracy %", 100.0),
+    )
 
     def x_of(r: dict[str, Any]) -> Any:
         return r[x_key] if numeric else labels.index(_xlabel(r[x_key]))

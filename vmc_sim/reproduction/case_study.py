@@ -1,0 +1,161 @@
+"""The LuST case study's tables from its run directories: per-method totals, per-request rows,
+the setting and the cache lines of its report."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .common import paper_style, unit_sizes
+
+KINDS = ("broadcast", "model_upload", "fisher_upload", "control")
+
+
+def method_rows(run, dataset: str) -> list[dict[str, Any]]:
+    from ..solves import unconverged_solves
+
+    records = list(run.records())
+    by: dict[str, list[dict]] = {}
+    for r in records:
+        by.setdefault(r["method"], []).append(r)
+    for rows in by.values():
+        rows.sort(key=lambda r: r["index"])
+    by["fsosa, paper accounting"] = paper_style(by["fsosa"], unit_sizes(by["fsosa"][0]))
+    short = unconverged_solves(records)
+    out = []
+    base = by["retrain"]
+    for m, rows in by.items():
+        mb = {k: sum(r["bytes"][k] for r in rows) / 1e6 for k in KINDS}
+        total = sum(mb.values())
+        t = sum(r.get("makespan_s") or 0.0 for r in rows) if m != "fsosa, paper accounting" else None
+        acc = [r.get("accuracy") for r in rows if r.get("accuracy") is not None]
+        out.append(
+            {
+                "dataset": dataset,
+                "method": m,
+                "requests": len(rows) - 1,
+                "triggered": sum(int(bool(r.get("triggered"))) for r in rows[1:]),
+                "trained": sum(len(r.get("trained") or []) for r in rows),
+                "failed_transfers": sum(len(r.get("failed") or []) for r in rows),
+                "provisional": sum(int(bool(r.get("provisional"))) for r in rows),
+                "unconverged_solves": short.get(m, {}).get("unconverged", 0) if t is not None else None,
+                "max_latency_s": max((r.get("latency_s") or 0.0 for r in rows), default=0.0) if t is not None else None,
+                **{f"{k}_MB": mb[k] for k in KINDS},
+                "total_MB": total,
+                "time_s": t,
+                "final_acc": 100 * acc[-1] if acc else None,
+                "mean_acc": 100 * sum(acc) / len(acc) if acc else None,
+                "max_acc_gap_vs_retrain": (
+                    100
+                    * max(
+                        (
+                            abs(a["accuracy"] - b["accuracy"])
+                            for a, b in zip(rows, base)
+                            if a.get("accuracy") is not None and b.get("accuracy") is not None
+                        ),
+                        default=0.0,
+                    )
+                    if acc
+                    else None
+                ),  # None: a withdrawn model
+            }
+        )
+    ref = next(r for r in out if r["method"] == "retrain")
+    for r in out:
+        r["comm_saving_pct"] = 100 * (r["total_MB"] / ref["total_MB"] - 1)
+        r["time_saving_pct"] = 100 * (r["time_s"] / ref["time_s"] - 1) if r["time_s"] is not None else None
+    return out
+
+
+def per_request(run, dataset: str) -> list[dict[str, Any]]:
+    rows = []
+    for r in sorted(run.records(), key=lambda r: (r["method"], r["index"])):
+        rows.append(
+            {
+                "dataset": dataset,
+                "method": r["method"],
+                "index": r["index"],
+                "kind": r.get("kind"),
+                "removed": " ".join(map(str, r.get("removed") or [])),
+                "added": " ".join(map(str, r.get("added") or [])),
+                "request_time": r.get("request_time"),
+                "population": r.get("population"),
+                "subset_size": r.get("subset_size"),
+                "triggered": int(bool(r.get("triggered"))),
+                **{f"{k}_bytes": r["bytes"][k] for k in KINDS},
+                "makespan_s": r.get("makespan_s"),
+                "accuracy": r.get("accuracy"),
+                "failed": len(r.get("failed") or []),
+            }
+        )
+    return rows
+
+
+def setting(run) -> dict[str, Any]:
+    """The case study's traffic: the RSU, the clients in coverage at the first fit and the request rate."""
+    rows = sorted((r for r in run.records() if r["method"] == "retrain"), key=lambda r: r["index"])
+    manifest = run.manifest()
+    rsus, summary = manifest.get("rsus") or [], manifest.get("summary") or {}
+    fit, reqs = rows[0], rows[1:]
+    t_fit = fit.get("request_time") or 0.0
+    span = (reqs[-1]["request_time"] - t_fit) if reqs else 0.0
+    return {
+        "rsus": rsus,
+        "clients_at_fit": fit.get("population"),
+        "fit_time": t_fit,
+        "requests": len(reqs),
+        "span_s": span,
+        "requests_per_minute": len(reqs) / (span / 60.0) if span > 0 else None,
+        "joins": sum(len(r.get("added") or []) for r in reqs),
+        "leaves": sum(len(r.get("removed") or []) for r in reqs),
+        "teleports": summary.get("teleports") or 0,
+        "not_dispatched": (summary.get("max_requests") or {}).get("events_not_dispatched") or 0,
+    }
+
+
+def _clock(t: float) -> str:
+    t = int(round(t)) % 86400
+    return f"{t // 3600:02d}:{t % 3600 // 60:02d}:{t % 60:02d}"
+
+
+def setting_text(st: dict[str, Any]) -> str:
+    rsu = (
+        "; ".join(
+            f"{r['id']} at junction {r.get('junction') or '-'} (x {r['x']:.1f}, y {r['y']:.1f}), radius "
+            f"{r['radius']:g} m"
+            for r in st["rsus"]
+        )
+        or "-"
+    )
+    rate = f"{st['requests_per_minute']:.2f}" if st["requests_per_minute"] else "-"
+    return (
+        f"Traffic: RSU {rsu}; {st['clients_at_fit']} clients in coverage at the first fit ({_clock(st['fit_time'])}, "
+        f"paper: 12); then {st['requests']} requests ({st['joins']} arrivals, {st['leaves']} departures) in "
+        f"{st['span_s'] / 60:.1f} min: **{rate} requests per minute** (paper: one a minute)."
+        + (
+            f" SUMO teleported {st['teleports']} stuck vehicle(s) during the run (a jam; each leaves coverage)."
+            if st.get("teleports")
+            else ""
+        )
+        + (
+            f" After the last request, {st['not_dispatched']} coverage events were not sent (coordinator.max_requests)."
+            if st.get("not_dispatched")
+            else ""
+        )
+    )
+
+
+def cache_lines(caches: dict[str, dict]) -> list[str]:
+    """The report's lines on the contribution cache (``caches``: dataset -> its run's manifest
+    ``summary.contribution_cache``); they say whether the wall-clock is a cold run's, which it is
+    only when nothing was loaded from the cache."""
+    from vmc_sim.cosim import contribution_cache_text
+
+    if not caches:
+        return []
+    warm = any(c.get("hits") or c.get("weights_reused") for c in caches.values())
+    head = "Contribution cache (records as if trained; " + (
+        "the wall-clock below is not a cold run's):"
+        if warm
+        else "nothing was loaded from it: the wall-clock below is a cold run's):"
+    )
+    return ["", head, *(f"- {d}: {contribution_cache_text(c)}" for d, c in caches.items())]
