@@ -1,0 +1,152 @@
+"""The house rules a reader relies on: layers import downwards only, no import circle, modules a
+reader can take in, shared code imported rather than reached through ``sys.path``, and a
+repository that speaks of the project rather than of how it was made."""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("fl_core", "mobility", "vmc_sim")
+MAX_LINES = 500
+PROCESS_WORDS = re.compile(
+    r"\b(session|issue)s? #?\d+|\bsession-\d+|\bhelper-?\d+|\bhelper sessions?\b|\blent to this|"
+    r"\b(this|next|earlier|previous|later) (session|task)s?\b",
+    re.IGNORECASE,
+)
+BINARY = {".png", ".safetensors", ".gz", ".xz", ".npy", ".pdf"}
+
+
+def _tracked() -> list[Path]:
+    try:
+        out = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+        return [ROOT / line for line in out.splitlines() if line]
+    except (OSError, subprocess.CalledProcessError):  # an exported tree without git
+        return [p for p in ROOT.rglob("*") if p.is_file() and ".git" not in p.parts]
+
+
+def _modules() -> dict[str, Path]:
+    mods: dict[str, Path] = {}
+    for pkg in PACKAGES:
+        for path in (ROOT / pkg).rglob("*.py"):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            mods[name] = path
+    return mods
+
+
+def _imports(name: str, path: Path, known: set[str]) -> set[str]:
+    """The package modules ``name`` imports (at any depth of its code)."""
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            for cand in (target, *(f"{target}.{a.name}" for a in node.names)):
+                if cand in known and cand != name:
+                    out.add(cand)
+        elif isinstance(node, ast.Import):
+            out.update(a.name for a in node.names if a.name in known and a.name != name)
+    return out
+
+
+def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(edges[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                found.append(sorted(comp))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def _package_graph() -> dict[str, set[str]]:
+    mods = _modules()
+    known = set(mods)
+    return {name: _imports(name, path, known) for name, path in mods.items()}
+
+
+def test_no_import_circle_in_the_packages():
+    assert _cycles(_package_graph()) == []
+
+
+@pytest.mark.parametrize("lower,upper", [("fl_core", ("mobility", "vmc_sim")), ("mobility", ("fl_core", "vmc_sim"))])
+def test_layers_import_downwards_only(lower, upper):
+    bad = sorted(
+        f"{m} -> {t}"
+        for m, ts in _package_graph().items()
+        if m.split(".")[0] == lower
+        for t in ts
+        if t.split(".")[0] in upper
+    )
+    assert bad == []
+
+
+def test_every_module_is_under_500_lines():
+    too_long = []
+    for folder in (*PACKAGES, "tools", "bench"):
+        for path in (ROOT / folder).rglob("*.py"):
+            n = len(path.read_text().splitlines())
+            if n >= MAX_LINES:
+                too_long.append(f"{path.relative_to(ROOT)}: {n}")
+    assert too_long == []
+
+
+def test_no_file_edits_sys_path():
+    edits = [
+        f"{p.relative_to(ROOT)}:{i}"
+        for p in _tracked()
+        if p.suffix == ".py" and p.is_file()
+        for i, line in enumerate(p.read_text().splitlines(), 1)
+        if re.search(r"sys\.path\.(insert|append)|sys\.path\[|sys\.path\s*=", line)
+    ]
+    assert edits == []
+
+
+def test_the_repository_speaks_of_the_project_not_of_its_making():
+    hits = []
+    for path in _tracked():
+        if path.suffix in BINARY or not path.is_file():
+            continue
+        try:
+            text = path.read_text()
+        except UnicodeDecodeError:
+            continue
+        for i, line in enumerate(text.splitlines(), 1):
+            if PROCESS_WORDS.search(line):
+                hits.append(f"{path.relative_to(ROOT)}:{i}: {line.strip()[:100]}")
+    assert hits == [], f"{len(hits)} lines, e.g.\n" + "\n".join(hits[:20])
