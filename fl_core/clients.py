@@ -12,14 +12,14 @@ or sweep point trained the same way, or their trained weights when only the Fish
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Callable, Hashable, Mapping
+from typing import TYPE_CHECKING, Callable, Hashable
 
 import torch
 
 from .contribution import Contribution
-from .data import ArrayDataset
+from .data import ArrayDataset, ClientData
 from .errors import UnknownClientError
-from .store import ContributionStore
+from .store import ContributionSource
 
 if TYPE_CHECKING:
     from .cache import ContributionCache
@@ -30,9 +30,9 @@ class ClientPool:
     def __init__(
         self,
         trainer: LocalTrainer,
-        data: Mapping[Hashable, ArrayDataset] | Callable[[Hashable], ArrayDataset],
+        data: ClientData,
         reuse: bool = True,
-        store: "ContributionStore | None" = None,
+        store: "ContributionSource | None" = None,
         validator: Callable[[torch.Tensor], tuple[float, float]] | None = None,
         cache: "ContributionCache | None" = None,
     ) -> None:

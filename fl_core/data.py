@@ -29,9 +29,10 @@ keyed by the source's path, size and modification time. Cache files are written 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Union
 
 import numpy as np
 import torch
@@ -51,6 +52,7 @@ from .data_files import (
 from .registry import Registry, UnknownNameError
 
 __all__ = [
+    "ClientData",
     "ArrayDataset",
     "DatasetNotFoundError",
     "DatasetSpec",
@@ -159,6 +161,10 @@ class ArrayDataset:
         t = torch.from_numpy(idx.astype(np.int64, copy=False))
         groups = None if self.groups is None else self.groups[idx]
         return ArrayDataset(x=self.x[t], y=self.y[t], num_classes=self.num_classes, name=self.name, groups=groups)
+
+
+ClientData = Union[Mapping[Any, ArrayDataset], Callable[[Any], ArrayDataset]]
+"""Every client's data: a mapping from client id to its samples, or a function of the client id."""
 
 
 def _describe(t: object) -> str:

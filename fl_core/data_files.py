@@ -12,7 +12,7 @@ import lzma
 import os
 import tempfile
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -284,7 +284,9 @@ def svhn_locations(root: Path, split: str) -> list[Location]:
     return [Location("SVHN .mat", files, _svhn_read)]
 
 
-def cifar_locations(folder: str, tv_folder: str, cls_name: str, check: str) -> Callable[[Path, str], list[Location]]:
+def cifar_locations(
+    folder: str, tv_folder: str, cls_name: str, check: Mapping[str, str]
+) -> Callable[[Path, str], list[Location]]:
     def locations(root: Path, split: str) -> list[Location]:
         return [
             _shared_location(root, folder, split),

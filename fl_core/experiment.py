@@ -116,8 +116,9 @@ class OneShotSetup:
         ``subset_size`` P; its subset draws come from this seed's stream for ``method``, the same
         stream the co-simulation gives it. Give ``pool`` to share trained clients between editors."""
         from .editors import build_editor
-        from .sampler import FixedRatio, FixedSize
+        from .sampler import FixedRatio, FixedSize, SizeRule
 
+        rule: SizeRule
         if subset_size is not None:
             rule = FixedSize(subset_size)
         elif rho is not None:

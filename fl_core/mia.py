@@ -46,7 +46,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 import numpy as np
 import torch
@@ -403,7 +403,7 @@ def _copier(model: nn.Module) -> Callable[[], nn.Module]:
         m = copy.deepcopy(model)
         for layer in m.modules():
             if hasattr(layer, "reset_parameters"):
-                layer.reset_parameters()
+                cast(Callable[[], object], layer.reset_parameters)()  # a method where present, not a tensor
         return m
 
     return fresh

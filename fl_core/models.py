@@ -9,7 +9,7 @@ belongs to a Linear or Conv2d layer (what the Fisher representations support).
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, cast
 
 import torch
 import torch.nn.functional as F
@@ -121,7 +121,8 @@ MODELS: Registry[ModelFactory] = Registry(
 
 def build_model(name: str, input_shape: tuple[int, int, int], num_classes: int, **kwargs) -> nn.Module:
     """Instantiate a registered model by name (``cnn``, ``resnet18``, ``mlp``)."""
-    return MODELS[name](tuple(input_shape), int(num_classes), **kwargs)
+    shape = cast(tuple[int, int, int], tuple(input_shape))  # callers may pass a list
+    return MODELS[name](shape, int(num_classes), **kwargs)
 
 
 def flat_params(model: nn.Module) -> torch.Tensor:

@@ -58,7 +58,7 @@ import math
 import time
 import warnings
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, cast
 
 import torch
 
@@ -104,6 +104,7 @@ def _solve_cg_f(
 ) -> _Solve:
     """``(F + lam I) x = r`` block by block (fast products, then a float64 finish)."""
     fsum = stats.fisher_sum
+    assert fsum is not None  # project() solves only with a Fisher sum
     x = torch.zeros_like(r) if x0 is None else x0.clone()
     worst_res, worst_it, products, reasons, used_pre = 0.0, 0, 0, set(), False
     for b, sl in enumerate(fsum.blocks(stats.dim)):
@@ -161,6 +162,7 @@ def _solve_cg_f(
 def _damped_operator(stats: SufficientStatistics, lam: float, fast: bool) -> Callable[[torch.Tensor], torch.Tensor]:
     """``v -> (F + lam I) v`` on the whole vector (``fast``: float32 block products, float64 sums)."""
     fsum = stats.fisher_sum
+    assert fsum is not None  # project() solves only with a Fisher sum
     blocks = fsum.blocks(stats.dim)
 
     def op(v: torch.Tensor) -> torch.Tensor:
@@ -188,6 +190,7 @@ def _closed_form(
 ) -> tuple[torch.Tensor, int]:
     """The diagonal solution and how many coordinates were left at the mean (undamped, curvature
     at most ``curvature_floor`` times the largest: their constraint cannot be met)."""
+    assert stats.fisher_sum is not None and stats.b is not None  # project() solves only with a Fisher sum
     diag = stats.fisher_sum.diagonal()
     if diag is None:
         raise ValueError("the closed-form projection needs a diagonal Fisher")
@@ -216,6 +219,7 @@ def _select_iterate(
     """Early stopping as the regulariser: one CG solve from zero at the fixed damping, the
     iterates of ``config.iterates`` and ``Wbar`` (iteration 0) scored, the best kept."""
     fsum = stats.fisher_sum
+    assert fsum is not None and stats.b is not None  # project() solves only with a Fisher sum
     op = _damped_operator(stats, config.damping * fsum.trace() / stats.dim, fast=config.fast_products)
     r = fsum.matvec(wbar) - stats.b
     if method is ProjectionMethod.CG_F2:
@@ -267,6 +271,7 @@ def _adam(
 ) -> torch.Tensor:
     """FedFisher's server step: Adam on the Fisher-weighted objective, best validated iterate."""
     fsum, scale = stats.fisher_sum, 1.0 / stats.total_weight
+    assert fsum is not None and stats.b is not None  # project() solves only with a Fisher sum
     w = wbar.clone()
     m, v = torch.zeros_like(w), torch.zeros_like(w)
     beta1, beta2, eps = 0.9, 0.999, 1e-8
@@ -305,6 +310,7 @@ def project(
     fsum = stats.fisher_sum
     if fsum is None:
         return wbar.float(), SolveInfo("mean", seconds=time.perf_counter() - t0)
+    assert stats.b is not None  # kept exactly when there is a Fisher sum
     method = config.method
     if method is ProjectionMethod.AUTO:
         method = ProjectionMethod.CLOSED_FORM if fsum.diagonal() is not None else ProjectionMethod.CG_F
@@ -333,6 +339,7 @@ def project(
             elif method is ProjectionMethod.CLOSED_FORM:
                 (w, floored), solve = _closed_form(stats, wbar, lam, config), None
             else:
+                assert r is not None  # computed for every method but the closed form
                 if method is ProjectionMethod.CG_F:
                     x0 = (
                         previous
@@ -356,6 +363,7 @@ def project(
                 w = wbar - solve.x
             score = scorer(w.float()) if scorer is not None else None
             if selecting:
+                assert score is not None  # selecting needs a scorer
                 info.candidates.append(
                     {
                         "damping": damping,
@@ -366,7 +374,7 @@ def project(
                         "val_loss": score[1],
                     }
                 )
-            if not selecting or _better(score, best[0]):
+            if not selecting or _better(cast(Score, score), best[0]):  # selecting: scored
                 best = (score, w, damping, solve, floored)
         info.validation, w, info.damping, solve, info.floored = best
         if solve is not None:

@@ -57,7 +57,7 @@ import functools
 import math
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Hashable, Iterable, Sequence
+from typing import Any, Hashable, Iterable, Sequence, cast
 
 import numpy as np
 
@@ -75,7 +75,8 @@ def ordered(clients: Iterable[ClientId]) -> list[ClientId]:
     by type name, then by value."""
     clients = list(clients)
     if len({type(c) for c in clients}) <= 1:
-        return sorted(clients)  # one type: the same order as the key below, without its cost
+        # one type: the same order as the key below, without its cost (values of one type compare)
+        return sorted(cast(list[Any], clients))
     return sorted(clients, key=_key)
 
 

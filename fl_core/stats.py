@@ -86,6 +86,7 @@ class SufficientStatistics:
             self.weight_sum -= w * c.weights.double()
             self.total_weight -= w
             if self.fisher_sum is not None:
+                assert self.b is not None and c.fisher is not None  # b is kept with the sum; members upload one
                 self.b -= w * c.fisher.matvec(c.weights.double())
                 self.fisher_sum.remove(c.client, c.fisher, w)
             del self.fingerprints[c.client]
@@ -94,6 +95,7 @@ class SufficientStatistics:
             self.weight_sum += w * c.weights.double()
             self.total_weight += w
             if self.fisher_sum is not None:
+                assert self.b is not None and c.fisher is not None  # b is kept with the sum; checked in _check
                 self.b += w * c.fisher.matvec(c.weights.double())
                 self.fisher_sum.add(c.client, c.fisher, w)
             self.fingerprints[c.client] = c.digest
@@ -103,6 +105,7 @@ class SufficientStatistics:
         t = {"weight_sum": self.weight_sum, "total_weight": torch.tensor([self.total_weight], dtype=torch.float64)}
         if self.b is not None:
             t["b"] = self.b
+            assert self.fisher_sum is not None  # b is kept exactly when there is a Fisher sum
             t.update(self.fisher_sum.state_tensors())
         return t
 

@@ -177,7 +177,9 @@ class CoverageTracker:
         index = {v: i for i, v in enumerate(ids)}
         pts = np.array([[near[v][0], near[v][1]] for v in ids], dtype=float)
         tree = cKDTree(pts)
-        neighbours = tree.query_ball_point(pts, r=float(self.config.v2v_range))
+        v2v_range = self.config.v2v_range
+        assert v2v_range is not None  # only called with a V2V range set
+        neighbours = tree.query_ball_point(pts, r=float(v2v_range))
         reached = {index[v] for v in direct}
         frontier = sorted(reached)
         for _ in range(self.config.v2v_max_hops):

@@ -144,7 +144,7 @@ def run_command(
 
 
 def run_tool(
-    script: str, args: Sequence[str], *, what: str, cwd: str | Path | None = None, timeout: float | None = None
+    script: str, args: Sequence[object], *, what: str, cwd: str | Path | None = None, timeout: float | None = None
 ) -> subprocess.CompletedProcess[str]:
     """Run a Python script from SUMO's ``tools/`` with this interpreter."""
     return run_command([sys.executable, str(sumo_tool(script)), *map(str, args)], what=what, cwd=cwd, timeout=timeout)

@@ -36,7 +36,7 @@ import sys
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Hashable
+from typing import Hashable, Iterable, cast
 
 import matplotlib
 
@@ -53,10 +53,19 @@ from fl_core.experiment import OneShotSetup
 from fl_core.fisher import compute_fisher
 from fl_core.models import flat_params, load_flat
 from fl_core.projection import ProjectionConfig
-from fl_core.training import DTYPES, LocalTrainer, TrainConfig, evaluate, resolve_device, sgd_epochs, sgd_optimizer
+from fl_core.training import (
+    DTYPES,
+    LocalTrainer,
+    TrainConfig,
+    Trained,
+    evaluate,
+    resolve_device,
+    sgd_epochs,
+    sgd_optimizer,
+)
 from vmc_sim.reproduction import common as repro
 from vmc_sim.reproduction import report
-from vmc_sim.reproduction.common import alpha_for, warm_up
+from vmc_sim.reproduction.common import alpha_for, members_of, warm_up
 
 SMOKE_ARGS = "--datasets digits --model mlp"  # extra arguments of the CI smoke run (tests/test_reproductions.py)
 
@@ -143,7 +152,12 @@ class CheckpointTrainer(LocalTrainer):
 
     ladder: EpochLadder | None = None
 
-    def contribute(self, client: Hashable, data: ArrayDataset) -> Contribution:
+    def contribute(self, client: Hashable, data: ArrayDataset, trained: Trained | None = None) -> Contribution:
+        if trained is not None:  # LocalTrainer's signature; the ladder's contributions are never given weights
+            raise TypeError(
+                "CheckpointTrainer.contribute takes no trained weights: its contributions come from the ladder"
+            )
+        assert self.ladder is not None  # trainer_at always gives one
         return self.ladder.at(client, data, self.config.epochs)
 
 
@@ -170,9 +184,10 @@ def run_dataset(dataset: str, args: argparse.Namespace) -> tuple[list[dict], dic
         pool = ClientPool(ladder.trainer_at(k), setup.client_data)
         editor = build_editor("fsosa", pool, setup.streams.numpy("subset", "fsosa"), FixedRatio(args.rho), projection)
         fit = editor.fit(range(args.clients))
+        assert editor.model is not None  # fitted just above
         acc, test_loss = evaluate(probe, editor.model, setup.test_set)
         _, global_loss = evaluate(probe, editor.model, setup.train_set)
-        members = sorted(editor.members)
+        members = sorted(members_of(editor))
         sizes = np.array([len(setup.client_data[c]) for c in members], dtype=float)
         local = float(np.dot(sizes, [ladder.local_loss[c][k] for c in members]) / sizes.sum())
         parallel = fit.max_client_compute_s + fit.solve_s
@@ -194,7 +209,7 @@ def run_dataset(dataset: str, args: argparse.Namespace) -> tuple[list[dict], dic
             }
         )
         print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
-    first = min(ladder.contributions)
+    first = min(cast("Iterable[int]", ladder.contributions))  # the setup's clients 0..n-1
     k_check = ladder.ks[min(1, len(ladder.ks) - 1)]  # the second K: the first continued across a checkpoint
     direct = LocalTrainer(trainer.model_fn, trainer.w0, replace(trainer.config, epochs=k_check), setup.streams)
     exact = torch.equal(

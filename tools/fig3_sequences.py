@@ -109,7 +109,8 @@ def main(argv: list[str] | None = None) -> int:
         notes.update({(task, m): why for m, why in n.items()})
     summary = summarize(rows)
     size = (
-        ("quick (digits, MLP)" if args.quick else "reduced") + f": population {args.population}, initial {args.initial}, "
+        ("quick (digits, MLP)" if args.quick else "reduced")
+        + f": population {args.population}, initial {args.initial}, "
         f"{args.requests} joins + {args.requests} leaves, {args.dataset}/{args.model}/{args.fisher}, K = {args.epochs}"
     )
     info = {

@@ -199,7 +199,7 @@ def run_pool(args: argparse.Namespace, tasks: list[dict[str, Any]]) -> list[tupl
     """Run the datasets' scenarios (JSON dicts) in order, or ``args.jobs`` at once in spawned
     processes; their run directories and plots in ``tasks`` order."""
     if args.jobs <= 1 or len(tasks) == 1:
-        return [tuple(map(Path, run_dataset(t, args.runs))) for t in tasks]
+        return [(Path(run), Path(plot)) for run, plot in (run_dataset(t, args.runs) for t in tasks)]
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
@@ -340,6 +340,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.trace is not None
         else []
     )
+    assert traffic is not None  # set by the first dataset's run
     body = [
         setting_text(traffic),
         *replayed,

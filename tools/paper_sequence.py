@@ -35,7 +35,7 @@ import csv
 import shutil
 import time
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, TypedDict
 
 from mobility.events import MobilityEvent
 from mobility.trace import write_trace
@@ -54,7 +54,15 @@ from vmc_sim.reproduction.paper_sequence import (
 
 ROOT = Path(__file__).resolve().parents[1]
 
-RSU = {"id": "rsu0", "x": 0.0, "y": 0.0, "radius": 300.0}
+
+class RsuSpec(TypedDict):
+    id: str
+    x: float
+    y: float
+    radius: float
+
+
+RSU: RsuSpec = {"id": "rsu0", "x": 0.0, "y": 0.0, "radius": 300.0}
 SCENARIO = ROOT / "scenarios" / "paper_sequence.yaml"
 
 

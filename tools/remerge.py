@@ -149,6 +149,7 @@ def remerge(
                 setup.train.fisher_batch,
                 setup.train.fisher_labels,
             )
+            assert rep is not None  # recomputed only for a Fisher kind (diagonal or kfac)
             recomputed[client] = uploaded(Contribution(client, c.weights, rep.cast(dtype), c.num_samples))
         return recomputed[client]
 

@@ -34,13 +34,14 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
+from typing import cast
 
 import torch
 
 from fl_core.experiment import OneShotSetup
 from fl_core.rounds import RoundConfig, build_strategy
 from fl_core.rounds.accounting import Ledger
-from fl_core.rounds.dgfedreuse import FedReuseConfig
+from fl_core.rounds.dgfedreuse import DGFedReuseStrategy, FedReuseConfig
 from fl_core.rounds.topk import TopKConfig
 from fl_core.training import TrainConfig
 from vmc_sim.reproduction import common as repro
@@ -90,7 +91,9 @@ def run_dataset(name: str, args: argparse.Namespace) -> tuple[list[dict], list[d
         if method == "dgfedreuse":
             opts["reuse"] = FedReuseConfig()
         s = build_strategy(method, setup.model_fn, setup.w0, setup.client_data, cfg, setup.streams, **opts)
-        ledger, reasons, t0 = Ledger(sizes), Counter(), time.perf_counter()
+        ledger = Ledger(sizes)
+        reasons: Counter[str] = Counter()
+        t0 = time.perf_counter()
         for t in range(args.rounds):
             r = s.run_round(clients)
             ledger.add(r)
@@ -139,8 +142,9 @@ def run_dataset(name: str, args: argparse.Namespace) -> tuple[list[dict], list[d
         }
         if method == "dgfedreuse":
             t1 = time.perf_counter()
-            clients_rep = sorted(s.signature)[: args.repeat_clients]
-            rep = s.repeatability(repeats=args.repeats, clients=clients_rep)
+            reuse = cast(DGFedReuseStrategy, s)  # built by the name "dgfedreuse"
+            clients_rep = sorted(cast("dict[int, torch.Tensor]", reuse.signature))[: args.repeat_clients]  # ids 0..n-1
+            rep = reuse.repeatability(repeats=args.repeats, clients=clients_rep)
             repeat = {"dataset": name, **rep.summary(), "wall_s": time.perf_counter() - t1}
         summaries.append(out)
         print(
@@ -149,9 +153,9 @@ def run_dataset(name: str, args: argparse.Namespace) -> tuple[list[dict], list[d
             flush=True,
         )
     by = {r["method"]: r for r in summaries}
-    for r in summaries:
-        r["acc_diff_vs_topk"] = r["accuracy"] - by["topk"]["accuracy"]
-        r["acc_diff_vs_fedavg"] = r["accuracy"] - by["fedavg"]["accuracy"]
+    for entry in summaries:
+        entry["acc_diff_vs_topk"] = entry["accuracy"] - by["topk"]["accuracy"]
+        entry["acc_diff_vs_fedavg"] = entry["accuracy"] - by["fedavg"]["accuracy"]
     return summaries, per_round, repeat
 
 

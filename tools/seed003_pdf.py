@@ -31,6 +31,7 @@ import sys
 import time
 from functools import partial
 from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -46,7 +47,7 @@ from fl_core.sampler import ordered
 from vmc_sim.reproduction import report
 
 # Seed 003, FMNIST, Dirichlet alpha = 0.1 (k = 25): RA % by beta, Retrain RA, efficiency vs Retrain.
-PAPER = {
+PAPER: dict[str, Any] = {
     "pdf_b0.1": {"RA": 82.60},
     "pdf_b0.5": {"RA": 85.97},
     "pdf_b0.9": {"RA": 86.89},
@@ -126,6 +127,7 @@ def run(args: argparse.Namespace) -> dict:
         max_test_samples=args.max_test,
     )
     shape, classes = setup.train_set.input_shape, setup.train_set.num_classes
+    model_fn: Callable[[], torch.nn.Module]
     if args.model == "mlp":
         model_fn = partial(build_model, "mlp", shape, classes, hidden=tuple(args.hidden))
         torch.manual_seed(setup.streams.seed("init"))

@@ -56,6 +56,7 @@ from fl_core.projection import ProjectionConfig
 from fl_core.rounds import RoundConfig
 from fl_core.training import TrainConfig, evaluate
 from vmc_sim.reproduction import report
+from vmc_sim.reproduction.common import members_of
 
 LABELS = {
     "retrain": "Retrain",
@@ -70,7 +71,7 @@ METRICS = ("accuracy", "precision", "auc")
 BEFORE = "fsosa (before)"
 
 
-def _paper(values: str) -> dict[str, tuple[float, float]]:
+def _paper(values: str) -> dict[str, tuple[float, ...]]:
     """``"48.99±0.78 ..."`` in the order Retrain, FedEraser, FedRR, FATS-CU, F-SOSA-U."""
     order = ("retrain", "federaser", "fedrr", "fats", "fsosa")
     pairs = [tuple(float(x) for x in v.split("±")) for v in values.split()]
@@ -132,9 +133,13 @@ def run_dataset(dataset: str, args: argparse.Namespace, notes: list[str]) -> tup
     editors, methods = {}, []
     for name in names:
         try:
-            extra = {"rounds": rounds} if name in BASELINES else {}  # multi-round baselines only
             editor = build_editor(
-                name, pool, setup.streams.numpy("subset", name), FixedRatio(args.rho), projection, **extra
+                name,
+                pool,
+                setup.streams.numpy("subset", name),
+                FixedRatio(args.rho),
+                projection,
+                rounds=rounds if name in BASELINES else None,  # multi-round baselines only (None: the default)
             )
             t = time.perf_counter()
             editor.fit(range(args.clients))
@@ -173,8 +178,9 @@ def run_dataset(dataset: str, args: argparse.Namespace, notes: list[str]) -> tup
     rows = []
     for r in range(args.requests):
         fsosa = editors["fsosa"]
-        members = sorted(fsosa.members)
+        members = sorted(members_of(fsosa))
         client = members[int(pick.integers(len(members)))]
+        assert fsosa.model is not None  # fitted above
         models = {BEFORE: fsosa.model.clone()}
         for name in list(editors):
             try:
@@ -185,7 +191,9 @@ def run_dataset(dataset: str, args: argparse.Namespace, notes: list[str]) -> tup
                 )
                 del editors[name]
                 continue
-            models[name] = editors[name].model
+            edited = editors[name].model
+            assert edited is not None  # an edit keeps a model (remove() refuses an unfitted editor)
+            models[name] = edited
             if name == "fsosa" and not rep.triggered:
                 raise RuntimeError(f"removing member {client} did not trigger F-SOSA-U")
         result = audit(
@@ -210,7 +218,9 @@ def run_dataset(dataset: str, args: argparse.Namespace, notes: list[str]) -> tup
         )
     for m in methods:
         if m["method"] in editors:
-            acc, _ = evaluate(setup.model_fn(), editors[m["method"]].model, test)
+            model = editors[m["method"]].model
+            assert model is not None  # fitted and edited above
+            acc, _ = evaluate(setup.model_fn(), model, test)
             m["final_test_accuracy"] = round(100 * acc, 2)
     log(f"{dataset}: done in {time.perf_counter() - t0:.0f} s")
     return rows, methods

@@ -331,6 +331,7 @@ def main(argv: list[str] | None = None) -> int:
         ("quick (digits, MLP)" if args.quick else "reduced") + f": populations {args.populations}, "
         f"{args.requests} IL + {args.requests} UL requests, {args.dataset}/{args.model}/{args.fisher}, K = {args.epochs}"
     )
+    assert setup is not None  # at least one population ran (common_info reads its sizes)
     info = {
         **fig3.common_info(args, setup),
         "populations": args.populations,

@@ -40,7 +40,7 @@ import warnings
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 CALIBRATION_EPOCHS = 2
 CALIBRATION_CLIENTS = 8
@@ -295,7 +295,8 @@ def measure(setup, projection, repeats: int = 5) -> Calibration:
         samples=samples,
         seconds=time.perf_counter() - t_start,
         measured_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        load=None if load_before is None else (load_before, _load_average()),
+        # the platform that gave a load average before measuring gives one after
+        load=None if load_before is None else (load_before, cast(float, _load_average())),
         others=_others_cores(cpu_before, _cpu_snapshot()),
     )
 

@@ -334,9 +334,9 @@ class RsuChannel:
             except simpy.Interrupt:
                 for v in flow.receivers:
                     flow.pending.setdefault(v, "aborted")
-                pool = self._pools.get(self._pool_key(direction))
-                if pool is not None:
-                    self._wake(pool)
+                serving = self._pools.get(self._pool_key(direction))
+                if serving is not None:
+                    self._wake(serving)
 
     def _covered(self, flow: _Flow, rx: _Receiver) -> bool:
         pos = flow.position_fn(rx.vehicle)
@@ -415,17 +415,22 @@ class RsuChannel:
         sigma = self.cfg.shadowing_sigma_db
         if sigma <= 0:
             return 0.0
+        rng = self.rng  # __init__ requires one when sigma > 0
         if rx.shadow_db is None:
-            rx.shadow_db = float(self.rng.normal(0.0, sigma))
+            assert rng is not None
+            rx.shadow_db = float(rng.normal(0.0, sigma))
         else:
+            assert rx.pos is not None and rx.shadow_pos is not None  # set by _covered / with shadow_db
             moved = math.hypot(rx.pos[0] - rx.shadow_pos[0], rx.pos[1] - rx.shadow_pos[1])
             if moved > 0:
+                assert rng is not None
                 r = math.exp(-moved / self.cfg.shadowing_decorrelation_m)
-                rx.shadow_db = r * rx.shadow_db + math.sqrt(1.0 - r * r) * float(self.rng.normal(0.0, sigma))
+                rx.shadow_db = r * rx.shadow_db + math.sqrt(1.0 - r * r) * float(rng.normal(0.0, sigma))
         rx.shadow_pos = rx.pos
         return rx.shadow_db
 
     def _rx_rate(self, flow: _Flow, rx: _Receiver, share: float, shadow: float, ahead: float) -> float:
+        assert rx.pos is not None  # set by _covered before any rate is computed
         x, y = rx.pos
         if rx.vel is not None and ahead > 0:
             x, y = x + rx.vel[0] * ahead, y + rx.vel[1] * ahead

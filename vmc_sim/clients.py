@@ -33,16 +33,20 @@ def store_fingerprint(scenario: Scenario) -> str:
     return hashlib.sha256(json.dumps([scenario.seed, fed], sort_keys=True).encode()).hexdigest()
 
 
-def vehicle_pool(scenario: Scenario, setup: OneShotSetup, run: RunDir) -> ClientPool:
-    """The run's clients: every vehicle trains on its shard, contributions are kept in the run's
-    store (and the shared contribution cache when ``compute.contribution_cache`` names one); the
+def run_store(scenario: Scenario, setup: OneShotSetup, run: RunDir) -> ContributionStore:
+    """The run directory's contribution store, keyed by what a contribution depends on."""
+    return ContributionStore(
+        run.path / "contributions", store_fingerprint(scenario), setup.train.fisher, layer_specs(setup.model_fn())
+    )
+
+
+def vehicle_pool(scenario: Scenario, setup: OneShotSetup, store: ContributionStore) -> ClientPool:
+    """The run's clients: every vehicle trains on its shard, contributions are kept in ``store``
+    (and the shared contribution cache when ``compute.contribution_cache`` names one); the
     server's held-out validation set selects the merge's damping, as in the one-shot tables."""
     shards = setup.client_data
     n = len(shards)
     trainer = LocalTrainer(setup.model_fn, setup.w0, setup.train, setup.streams)
-    store = ContributionStore(
-        run.path / "contributions", store_fingerprint(scenario), setup.train.fisher, layer_specs(setup.model_fn())
-    )
     cache_dir = scenario.compute.contribution_cache
     cache = ContributionCache(cache_dir) if cache_dir else None
     return ClientPool(

@@ -288,7 +288,8 @@ class OneShotConfig(Strict):
 
 def parse_request(text: str, num_clients: int, where: str = "request") -> tuple[list[int], list[int]]:
     """``'-3,+12'`` -> (removed [3], added [12]); raises naming ``where`` on bad input."""
-    removed, added = [], []
+    removed: list[int] = []
+    added: list[int] = []
     for part in text.replace(" ", "").split(","):
         if len(part) < 2 or part[0] not in "+-" or not part[1:].isdigit():
             raise ValueError(f"{where}: {part!r} is not '+<client>' or '-<client>'")

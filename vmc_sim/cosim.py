@@ -74,6 +74,7 @@ def open_source(
     """The mobility source (recording to ``trace_path`` when live) and the RSUs it covers."""
     m = scenario.mobility
     if m.source == "trace":
+        assert m.trace is not None  # the scenario refuses source 'trace' without one
         src = TraceSource(m.trace)
         return src, [Rsu.from_dict(r) for r in src.metadata.get("rsus", [])]
     sumo, inputs = sumo_config(scenario)
@@ -163,6 +164,7 @@ def run_scenario(
     nothing into the run directory (its new trace goes to ``trace.jsonl.resume`` beside the old
     one and replaces it then), so a resume that fails leaves the directory as it was."""
     if resume:
+        assert run_dir is not None  # a resume names the run directory it continues
         return _resume(scenario, Path(run_dir), progress, say)
     check_inputs(scenario)
     setup = scenario.federated.setup(scenario.seed)  # an unusable data set fails here, before SUMO starts
@@ -253,8 +255,8 @@ def _finish(run: RunDir, sim: CoSimulation) -> None:
         raise
     manifest = run.manifest()
     manifest.update(status="complete", summary=summary, unconverged_solves=unconverged_solves(run.records()) or None)
-    if sim.pool.store.recomputed:
-        manifest["contributions_recomputed"] = sim.pool.store.recomputed
+    if sim.store.recomputed:
+        manifest["contributions_recomputed"] = sim.store.recomputed
     run._atomic_json("manifest.json", manifest)
 
 
@@ -284,6 +286,7 @@ def _resume(scenario: Scenario, path: Path, progress: bool, say) -> RunDir:
         if live:
             os.replace(staged, trace)
         run.drop_torn_tail()
+        assert sim is not None  # commit is called while sim runs
         _write_running(run, scenario, sim, source, rsus, {m: len(v) for m, v in existing.items()}, previous)
 
     try:

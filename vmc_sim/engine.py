@@ -27,7 +27,7 @@ from fl_core.experiment import OneShotSetup
 from mobility.rsu import Rsu
 from mobility.source import MobilitySource
 
-from .clients import vehicle_pool
+from .clients import run_store, vehicle_pool
 from .context import WorldContext
 from .recorder import RecordWriter
 from .requests import Request, RequestKind
@@ -59,13 +59,14 @@ class CoSimulation:
         self.progress = progress
         fed = scenario.federated
         self.setup = setup or fed.setup(scenario.seed)
-        self.pool = vehicle_pool(scenario, self.setup, run)
+        self.store = run_store(scenario, self.setup, run)
+        self.pool = vehicle_pool(scenario, self.setup, self.store)
         self.time = time_model(scenario, self.setup)
         # a resume holds every write back (records, contributions; the caller's trace and
         # manifest) until it has re-verified the recorded run and got past ``commit_after``
         self.writer = RecordWriter(
             run,
-            self.pool.store,
+            self.store,
             progress_lines=progress and not sys.stderr.isatty(),
             on_record=on_record,
             existing=existing,
@@ -114,8 +115,13 @@ class CoSimulation:
         """False while a resume still holds its writes back (the run directory is untouched)."""
         return self.writer.committed
 
+    @property
+    def all_worlds(self) -> list[World | RoundWorld]:
+        """Every method's world: the request-driven editors', then the multi-round strategies'."""
+        return [*self.worlds, *self.round_worlds]
+
     def dispatch(self, req: Request) -> None:
-        for w in [*self.worlds, *self.round_worlds]:
+        for w in self.all_worlds:
             w.queue.put(req)
 
     def mobility(self):
@@ -184,7 +190,7 @@ class CoSimulation:
             self.writer.flush()
         self.writer.maybe_commit(self.env.now, final=True)
         self.save_models()
-        summary = {
+        summary: dict[str, Any] = {
             "requests": self.requests,
             "records": self.records,
             "wall_s": time.perf_counter() - t0,
@@ -221,7 +227,7 @@ class CoSimulation:
     def _drain(self) -> None:
         """Let the coordinators finish the requests still queued when traffic ends."""
         for _ in range(10_000):
-            if not any(w.busy for w in [*self.worlds, *self.round_worlds]):
+            if not any(w.busy for w in self.all_worlds):
                 return
             self.env.run(until=self.env.now + 3600.0)
         raise RuntimeError("coordinators still busy after 10,000 simulated hours past the end of traffic")

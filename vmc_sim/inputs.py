@@ -78,7 +78,7 @@ def _check_file(field: str, path: str, where: str) -> str | None:
     key = field.split("[")[0]
     if tag in EXPECTED[key]:
         return tag
-    what = KIND.get(tag, f"an XML file with root <{tag}>" if tag else "not an XML file")
+    what = KIND.get(tag, f"an XML file with root <{tag}>") if tag else "not an XML file"
     hint = ""
     if key == "net_file" and tag == "routes" or key == "route_files" and tag == "net":
         hint = "; did you swap net_file and route_files?"

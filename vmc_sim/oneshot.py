@@ -4,7 +4,7 @@ editing sequence against each, and record accuracy, bytes and time per request."
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable, Protocol, cast
 
 from fl_core.editors import build_editor
 from fl_core.training import evaluate
@@ -12,6 +12,16 @@ from fl_core.training import evaluate
 from .config import OneShotConfig, parse_request
 from .runs import RunDir, new_run_dir
 from .solves import unconverged_solves, warning_lines
+
+if TYPE_CHECKING:
+    import torch
+
+
+class _Subset(Protocol):
+    """An editor that keeps a subset (F-SOSA and its variants, DENSE, FedLPA) of the clients 0..n-1."""
+
+    @property
+    def members(self) -> set[int]: ...
 
 
 def run_oneshot(
@@ -31,7 +41,7 @@ def run_oneshot(
         for m in fed.methods
     }
     run.write_manifest(config.model_dump(mode="json"), setup.streams.manifest(), kind="oneshot")
-    requests = [("fit", list(range(config.initial_clients)), [])] + [
+    requests: list[tuple[str, list[int], list[int]]] = [("fit", list(range(config.initial_clients)), [])] + [
         ("edit", *parse_request(r, fed.num_clients, where=f"requests[{i}]")) for i, r in enumerate(config.requests)
     ]
     say(f"run directory: {run.path}")
@@ -43,6 +53,7 @@ def run_oneshot(
                 what = f"fitting on {len(removed)} clients" if kind == "fit" else "editing"
                 progress(f"[{index + 1}/{len(requests)}] {label}: {method}: {what} ...")
             report = editor.fit(removed) if kind == "fit" else editor.batch(removed, added, kind=_kind(removed, added))
+            assert editor.model is not None  # fitted or edited just above
             acc, loss = evaluate(setup.model_fn(), editor.model, setup.test_set)
             record = {
                 "index": index,
@@ -50,7 +61,7 @@ def run_oneshot(
                 **report.as_dict(),
                 "accuracy": acc,
                 "loss": loss,
-                "members": sorted(editor.members),
+                "members": sorted(cast(_Subset, editor).members),
             }
             record.pop("transfers")
             run.append_record(record)
@@ -63,7 +74,11 @@ def run_oneshot(
                 f"{index:>3} {label:<12} {method:<10} {str(report.triggered):<5} {100 * acc:>6.2f} "
                 f"{report.total_bytes / 1e6:>8.3f} {report.compute_s:>9.2f} {report.solve_s:>8.3f}{solve}"
             )
-    run.save_tensors("models.safetensors", {f"{m}.weights": e.model for m, e in editors.items()})
+    models: dict[str, torch.Tensor] = {}
+    for m, e in editors.items():
+        assert e.model is not None  # every editor was fitted above
+        models[f"{m}.weights"] = e.model
+    run.save_tensors("models.safetensors", models)
     found = unconverged_solves(run.records())
     manifest = run.manifest()
     manifest.update(status="complete", unconverged_solves=found or None)

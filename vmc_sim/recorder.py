@@ -105,6 +105,7 @@ class RecordWriter:
         ``commit_after`` (or the run is over), write what was held back."""
         if self._held is None:
             return
+        assert self.commit_after is not None  # writes are held back only with a commit_after
         short = {
             m: (self._written.get(m, 0), len(v)) for m, v in self.existing.items() if self._written.get(m, 0) < len(v)
         }

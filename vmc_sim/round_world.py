@@ -20,7 +20,7 @@ Unlearning and ordinary rounds never overlap: one lock per world.
 
 from __future__ import annotations
 
-from typing import Any, Hashable
+from typing import TYPE_CHECKING, Any, Hashable, Iterable, Protocol, cast
 
 import simpy
 
@@ -31,6 +31,15 @@ from .calibration import host_columns
 from .context import WorldContext
 from .requests import Request, RequestKind
 from .transfers import broadcast, device_job, upload
+
+if TYPE_CHECKING:
+    from fl_core.rounds.pdf import UnlearnResult
+
+
+class _Unlearning(Protocol):
+    """A strategy that forgets clients (PDF): ``requests`` sends departures only to one with ``unlearn``."""
+
+    def unlearn(self, targets: Iterable[Hashable], available: Iterable[Hashable] | None = None) -> UnlearnResult: ...
 
 
 class RoundWorld:
@@ -200,7 +209,7 @@ class RoundWorld:
             t0 = self.env.now
             # the retained candidates: vehicles in coverage that took part in this model's rounds
             available = sorted((self.ctx.vehicles.covered & self.participants) - set(targets), key=str)
-            result = self.strategy.unlearn(targets, available=available or None)
+            result = cast(_Unlearning, self.strategy).unlearn(targets, available=available or None)
             timing: dict[str, Any] = {"queue_s": 0.0, "compute_sim_s": 0.0, "transfer_s": 0.0, "failed": []}
             for report in result.reports:
                 size = {t["client"]: t["bytes"] for t in report.transfers if t["kind"] == "broadcast"}
@@ -273,8 +282,8 @@ def _merge(reports: list[RoundReport], name: str, round_index: int) -> RoundRepo
     for r in reports:
         for k, v in r.bytes.items():
             out.bytes[k] += v
-        for k, v in r.fields.items():
-            out.fields[k] += v
+        for k, modelled in r.fields.items():
+            out.fields[k] += modelled
         out.compute_s += r.compute_s
         for c, w in r.client_work.items():
             out.client_work[c] = out.client_work.get(c, 0) + w

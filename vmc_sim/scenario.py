@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import fields as dc_fields
 from enum import Enum
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import TYPE_CHECKING, Any, Literal, Mapping, cast
 
 from pydantic import Field, field_validator, model_validator
 
@@ -24,6 +24,9 @@ from mobility.rsu import RsuConfig
 
 from .config import FederatedSection, Strict, TrainSection, load_model
 from .radio import ChannelConfig
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 SCENARIO_DEFAULTS: dict[str, Any] = {
     "federated": {
@@ -389,17 +392,17 @@ def scenario_reference() -> str:
                 key = (path + "." if path else "") + name
                 lines.append(f"| `{name}` | {default} | {meaning or MEANINGS.get(key, '')} |")
         else:  # a dataclass of a lower layer, given as a mapping
-            for f in dc_fields(cls):
-                if f.name == "cache_dir":
+            for fld in dc_fields(cast("type[DataclassInstance]", cls)):
+                if fld.name == "cache_dir":
                     continue
-                if isinstance(base, dict) and f.name in base:
-                    value = base[f.name]
-                elif f.default is not MISSING:
-                    value = f.default
-                elif f.default_factory is not MISSING:  # type: ignore[misc]
-                    value = f.default_factory()  # type: ignore[misc]
+                if isinstance(base, dict) and fld.name in base:
+                    value = base[fld.name]
+                elif fld.default is not MISSING:
+                    value = fld.default
+                elif fld.default_factory is not MISSING:
+                    value = fld.default_factory()
                 else:
                     value = None
-                meaning = MEANINGS.get(f"{path}.{f.name}", "see vmc_sim/channel.py" if path == "channel" else "")
-                lines.append(f"| `{f.name}` | {show(value)} | {meaning} |")
+                meaning = MEANINGS.get(f"{path}.{fld.name}", "see vmc_sim/channel.py" if path == "channel" else "")
+                lines.append(f"| `{fld.name}` | {show(value)} | {meaning} |")
     return "\n".join(lines) + "\n"

@@ -3,7 +3,7 @@ and manifest (the projection also warns as it happens, see ``fl_core.projection`
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Iterable, cast
 
 from fl_core.projection import STOPPED_SHORT
 
@@ -16,8 +16,9 @@ def unconverged_solves(records: Iterable[dict[str, Any]]) -> dict[str, dict[str,
         s = r.get("solve")
         if not isinstance(s, dict):
             continue
+        method = cast(str, r.get("method"))  # every record names its method
         e = out.setdefault(
-            r.get("method"), {"solves": 0, "unconverged": 0, "worst_residual": 0.0, "stop_reasons": {}, "requests": []}
+            method, {"solves": 0, "unconverged": 0, "worst_residual": 0.0, "stop_reasons": {}, "requests": []}
         )
         e["solves"] += 1
         if s.get("converged", True):

@@ -53,6 +53,7 @@ class TimeModel(ABC):
 
 class CalibratedTime(TimeModel):
     kind = TimeModelKind.CALIBRATED
+    calibration: Calibration  # always given (the base class's None is for the other models)
 
     def __init__(self, epochs: int, fisher: bool, calibration: Calibration) -> None:
         super().__init__(epochs, fisher)

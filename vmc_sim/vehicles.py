@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterable
+from typing import Hashable, Iterable
 
 from mobility.events import MobilityEvent
 
@@ -13,9 +13,10 @@ class Vehicles:
 
     def __init__(self, grace: float) -> None:
         self.grace = grace
-        self.state: dict[str, tuple[float, float, float, str]] = {}  # x, y, speed, rsu
+        # keyed by vehicle id; looked up by client id (any hashable, a vehicle id in the co-simulation)
+        self.state: dict[Hashable, tuple[float, float, float, str]] = {}  # x, y, speed, rsu
         self.covered: set[str] = set()
-        self.departed_at: dict[str, float] = {}
+        self.departed_at: dict[Hashable, float] = {}
         self.now = 0.0
 
     def apply(self, events: list[MobilityEvent], members: Iterable) -> None:
@@ -31,18 +32,18 @@ class Vehicles:
         for m in members:
             self.state[m.vehicle] = (m.x, m.y, m.speed, m.rsu)
 
-    def rsu_of(self, v: str) -> str | None:
+    def rsu_of(self, v: Hashable) -> str | None:
         s = self.state.get(v)
         return s[3] if s else None
 
-    def position(self, v: str) -> tuple[float, float] | None:
+    def position(self, v: Hashable) -> tuple[float, float] | None:
         s = self.state.get(v)
         return None if s is None else (s[0], s[1])
 
-    def reachable(self, v: str) -> bool:
+    def reachable(self, v: Hashable) -> bool:
         return v in self.covered
 
-    def reachable_for_withdrawal(self, v: str) -> bool:
+    def reachable_for_withdrawal(self, v: Hashable) -> bool:
         if v in self.covered:
             return True
         t = self.departed_at.get(v)

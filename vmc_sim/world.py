@@ -226,7 +226,7 @@ class World:
         timing["provisional"] = bool(timing["failed"])
         return timing
 
-    def _withdraw(self, client: str, nbytes: int, timing: dict):
+    def _withdraw(self, client: Hashable, nbytes: int, timing: dict):
         vehicles = self.ctx.vehicles
         yield from upload(
             self.env,
@@ -239,7 +239,7 @@ class World:
             reachable=vehicles.reachable_for_withdrawal,
         )
 
-    def _train_upload(self, client: str, nbytes: int, timing: dict, seconds: float):
+    def _train_upload(self, client: Hashable, nbytes: int, timing: dict, seconds: float):
         yield from device_job(self.env, self.device, seconds, timing)
         yield from upload(self.env, self.channels, self.ctx.vehicles, client, nbytes, timing)
 
@@ -275,6 +275,7 @@ class World:
             d.pop("method")
             row.update(d)
             if self.ctx.coordinator.evaluate:
+                assert self.editor.model is not None  # the editor has answered a request
                 acc, loss = evaluate(self.eval_model, self.editor.model, self.ctx.test_set)
                 row.update(accuracy=acc, loss=loss)
         row.update(timing)

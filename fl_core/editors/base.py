@@ -107,7 +107,8 @@ class Editor(ABC):
             raise EmptyPopulationError(f"{self.name}: cannot fit on an empty client set")
         if len(set(clients)) != len(clients):
             raise DuplicateClientError(f"{self.name}: the initial client set lists a client twice")
-        request, quarantined = tuple(ordered(clients)), {}
+        request = tuple(ordered(clients))
+        quarantined: dict[Hashable, str] = {}
         while True:
             if not clients:
                 raise EmptyPopulationError(f"{self.name}: every initial client was quarantined: {quarantined!r}")

@@ -55,14 +55,14 @@ import math
 import time
 import warnings
 from dataclasses import dataclass
-from typing import Hashable, Sequence
+from typing import Hashable, Sequence, cast
 
 import torch
 
 from ..cg import conjugate_gradient
 from ..clients import ClientPool
 from ..contribution import Contribution
-from ..fisher import FisherKind, layer_specs
+from ..fisher import DiagonalFisher, FisherKind, KFACFisher, layer_specs
 from ..payload import ByteKind, control_size, serialized_size
 from ..projection import SolveInfo, SolveWarning
 from ..sampler import ordered
@@ -212,11 +212,12 @@ class FedLPAEditor(Editor):
         for i, spec in enumerate(self.specs):
             span = slice(spec.offset, spec.offset + spec.size)
             means = [u.weights[span].view(spec.out_features, spec.in_features) for u in uploads]
+            # every upload is a Fisher of self.kind (checked by _run)
             if self.kind is FisherKind.KFAC:
                 layer, iterations, residual = kfac_posterior_mean(
                     means,
-                    [u.fisher.factors[i][0] for u in uploads],
-                    [u.fisher.factors[i][1] for u in uploads],
+                    [cast(KFACFisher, u.fisher).factors[i][0] for u in uploads],
+                    [cast(KFACFisher, u.fisher).factors[i][1] for u in uploads],
                     weights,
                     self.config.prior_precision,
                     self.config.tol,
@@ -229,7 +230,9 @@ class FedLPAEditor(Editor):
                     info.stop_reason = "max_iter" if "max_iter" in (reason, info.stop_reason) else reason
                     short.append(f"{spec.name}: {residual:.2e} after {iterations} iterations ({reason})")
             else:
-                diagonals = [u.fisher.diag[span].view(spec.out_features, spec.in_features) for u in uploads]
+                diagonals = [
+                    cast(DiagonalFisher, u.fisher).diag[span].view(spec.out_features, spec.in_features) for u in uploads
+                ]
                 layer = diagonal_posterior_mean(means, diagonals, weights, self.config.prior_precision)
             out[span] = layer.reshape(-1)
         info.converged = not short

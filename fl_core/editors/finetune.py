@@ -116,6 +116,7 @@ class FineTuneEditor(Editor):
         report.solve_s, report.solve = inner.solve_s, inner.solve
         report.triggered, report.trained = inner.triggered, inner.trained
         report.left, report.joined, report.subset_size = inner.left, inner.joined, inner.subset_size
+        assert self.base.model is not None  # the base editor's fit sets its model
         self.model = self.base.model.detach().clone().float()
         self.clients = set(clients)
 
@@ -125,6 +126,7 @@ class FineTuneEditor(Editor):
         report.charge(ByteKind.CONTROL, control_size({"removed": [], "added": list(added)}))
         weights, chosen = self.model, {}
         for c in ordered(added):
+            assert weights is not None  # fit() came first (checked by batch())
             report.charge(ByteKind.BROADCAST, serialized_size({"weights": weights}), c)
             tuned = self.tune(c, weights)
             weights, chosen[c] = tuned.weights, tuned.epochs
@@ -167,6 +169,7 @@ class FineTuneEditor(Editor):
                 accuracy[epoch] = _accuracy(model, val, device)
                 if best is None or accuracy[epoch] > accuracy[best[0]]:
                     best = (epoch, current)
+        assert best is not None  # the grid's epochs are all run
         return Tuned(best[1], best[0], accuracy, time.perf_counter() - t0)
 
     def _model(self) -> nn.Module:

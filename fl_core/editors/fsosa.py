@@ -28,7 +28,7 @@ from ..clients import ClientPool
 from ..errors import EditError, InvalidContributionError
 from ..fisher import FisherSum
 from ..payload import ByteKind, control_size
-from ..projection import ProjectionConfig, project
+from ..projection import ProjectionConfig, SolveInfo, project
 from ..sampler import SizeRule, SubsetChange, SubsetSampler, ordered
 from ..stats import SufficientStatistics
 from .base import Editor, EditReport
@@ -60,7 +60,7 @@ class FSOSAEditor(Editor):
         self.sampler = SubsetSampler(rule, rng)
         self.holders: set[Hashable] = set()  # clients holding a contribution they computed for this editor
         self.stats: SufficientStatistics | None = None
-        self.last_solve = None
+        self.last_solve: SolveInfo | None = None
         self._previous_mean: torch.Tensor | None = None
         self._w0_bytes: int | None = None
 
@@ -147,8 +147,11 @@ class FSOSAEditor(Editor):
         report.subset_size = len(self.sampler.members)
         if not change.triggered:
             return
+        assert self.stats is not None  # set by _fit before any change is applied
         uses_fisher = self.stats.fisher_sum is not None
-        keeps = uses_fisher and self.stats.fisher_sum.keeps_members
+        keeps = (
+            self.stats.fisher_sum is not None and self.stats.fisher_sum.keeps_members
+        )  # uses_fisher, spelled out for mypy
 
         def shaped(contribution):
             return contribution if uses_fisher else contribution.model_only()
@@ -178,6 +181,7 @@ class FSOSAEditor(Editor):
         self.holders |= set(change.joined)
         warm = None
         if self.model is not None and self.stats.count and report.kind != "fit" and self.projection.warm_start:
+            assert self._previous_mean is not None  # set together with self.model
             warm = self._previous_mean - self.model.double()
         self.model, report.solve = project(self.stats, self.projection, warm, self.validator)
         self._previous_mean = self.stats.mean()
@@ -216,6 +220,7 @@ class FSOSAEditor(Editor):
         if stats_copy is None:
             self.stats = None
         else:
+            assert self.stats is not None  # it was when the snapshot was taken, and edits keep it
             (
                 self.stats.weight_sum,
                 self.stats.total_weight,

@@ -25,12 +25,12 @@ strategies' own ``select`` (keyed by strategy name and round) and ``train`` (cli
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Hashable, Mapping, Sequence
+from typing import Any, Callable, Hashable, Sequence
 
 import torch
 from torch import nn
 
-from ..data import ArrayDataset
+from ..data import ArrayDataset, ClientData
 from ..errors import EditError, InvalidContributionError, UnknownClientError
 from ..payload import ByteKind, control_size, serialized_size
 from ..rng import Streams
@@ -38,7 +38,7 @@ from ..rounds import ClientUpdate, RoundConfig, RoundReport, RoundStrategy, Serv
 from ..sampler import ordered
 from .base import Editor, EditReport
 
-DataSource = Mapping[Hashable, ArrayDataset] | Callable[[Hashable], ArrayDataset]
+DataSource = ClientData
 RoundHook = Callable[[int, torch.Tensor, Sequence[ClientUpdate]], None]
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, Protocol, Sequence
 
 import torch
 from torch import nn
@@ -16,11 +16,24 @@ from .full import FullFisher, FullSum
 from .kfac import KFACFisher, KFACSum
 
 
+class FisherFactory(Protocol):
+    """What a :class:`FisherRep` class offers to compute one client's Fisher (its ``compute``)."""
+
+    def compute(
+        self,
+        model: nn.Module,
+        x: torch.Tensor,
+        batch_size: int,
+        generator: torch.Generator,
+        labels: FisherLabels | str = ...,
+    ) -> FisherRep: ...
+
+
 @dataclass(frozen=True)
 class Representation:
     """One Fisher representation: what a client computes and the coordinator's sum of them."""
 
-    fisher: type[FisherRep]
+    fisher: FisherFactory  # a FisherRep class
     new_sum: Callable[[Sequence[LayerSpec]], FisherSum]
 
 

@@ -11,9 +11,12 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from enum import Enum
-from typing import Callable, Hashable
+from typing import TYPE_CHECKING, Callable, Generic, Hashable, TypeVar
 
 import torch
+
+if TYPE_CHECKING:
+    from typing import Self  # Python 3.11; annotations only (the package supports 3.10)
 
 
 class FisherKind(str, Enum):
@@ -94,7 +97,7 @@ class FisherRep(ABC):
             if not torch.isfinite(t).all():
                 raise InvalidContributionError(f"client {client!r}: Fisher tensor {name!r} has NaN/Inf", client=client)
 
-    def cast(self, dtype: torch.dtype) -> "FisherRep":
+    def cast(self, dtype: torch.dtype) -> Self:
         """The same representation stored in ``dtype`` (the upload precision: a float16 upload is
         two bytes a value on the wire, and the coordinator computes with exactly those values)."""
         return self.from_tensors({k: t.to(dtype) for k, t in self.tensors().items()}, self)
@@ -107,11 +110,14 @@ class FisherRep(ABC):
 
     @classmethod
     @abstractmethod
-    def from_tensors(cls, tensors: dict[str, torch.Tensor], like: "FisherRep") -> "FisherRep":
+    def from_tensors(cls, tensors: dict[str, torch.Tensor], like: "FisherRep") -> Self:
         """Rebuild from uploaded tensors, taking the layout from ``like``."""
 
 
-class FisherSum(ABC):
+RepT = TypeVar("RepT", bound=FisherRep)
+
+
+class FisherSum(ABC, Generic[RepT]):
     """The weighted sum of the members' Fishers, ``sum_i w_i F_i``, with exact add/remove of one
     member (``w_i`` is the member's aggregation weight, e.g. its sample count).
 
@@ -120,10 +126,10 @@ class FisherSum(ABC):
     """
 
     @abstractmethod
-    def add(self, member: Hashable, rep: FisherRep, weight: float = 1.0) -> None: ...
+    def add(self, member: Hashable, rep: RepT, weight: float = 1.0) -> None: ...
 
     @abstractmethod
-    def remove(self, member: Hashable, rep: FisherRep | None, weight: float = 1.0) -> None:
+    def remove(self, member: Hashable, rep: RepT | None, weight: float = 1.0) -> None:
         """Subtract ``member``'s weighted Fisher (``rep`` is its re-uploaded Fisher when the sum
         keeps no per-member copy)."""
 

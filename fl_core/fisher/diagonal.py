@@ -57,16 +57,16 @@ class DiagonalFisher(FisherRep):
         return cls((total / x.shape[0]).float().cpu())
 
 
-class DiagonalSum(FisherSum):
+class DiagonalSum(FisherSum[DiagonalFisher]):
     """Dense float64 sum of diagonals; removal subtracts the re-uploaded diagonal."""
 
     def __init__(self, dim: int) -> None:
         self.total = torch.zeros(dim, dtype=torch.float64)
 
-    def add(self, member: Hashable, rep: FisherRep, weight: float = 1.0) -> None:
+    def add(self, member: Hashable, rep: DiagonalFisher, weight: float = 1.0) -> None:
         self.total += weight * rep.diag.double()
 
-    def remove(self, member: Hashable, rep: FisherRep | None, weight: float = 1.0) -> None:
+    def remove(self, member: Hashable, rep: DiagonalFisher | None, weight: float = 1.0) -> None:
         if rep is None:
             raise ValueError(f"removing {member!r} from a diagonal sum needs its uploaded Fisher")
         self.total -= weight * rep.diag.double()

@@ -56,14 +56,14 @@ class FullFisher(FisherRep):
         return cls((total / x.shape[0]).float().cpu())
 
 
-class FullSum(FisherSum):
+class FullSum(FisherSum[FullFisher]):
     def __init__(self, dim: int) -> None:
         self.total = torch.zeros(dim, dim, dtype=torch.float64)
 
-    def add(self, member: Hashable, rep: FisherRep, weight: float = 1.0) -> None:
+    def add(self, member: Hashable, rep: FullFisher, weight: float = 1.0) -> None:
         self.total += weight * rep.matrix.double()
 
-    def remove(self, member: Hashable, rep: FisherRep | None, weight: float = 1.0) -> None:
+    def remove(self, member: Hashable, rep: FullFisher | None, weight: float = 1.0) -> None:
         if rep is None:
             raise ValueError(f"removing {member!r} from a full Fisher sum needs its uploaded Fisher")
         self.total -= weight * rep.matrix.double()

@@ -11,7 +11,7 @@ many clients ever took part, and no dense d x d matrix is ever formed.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
-from typing import Hashable
+from typing import Hashable, cast
 
 import torch
 from torch import nn
@@ -92,9 +92,10 @@ class KFACFisher(FisherRep):
             return from_low_rank(tensors[f"{key}.U"], tensors[f"{key}.s"], tensors[f"{key}.tail"])
 
         compressed = any(k.endswith(".U") for k in tensors)
+        specs = cast(KFACFisher, like).specs  # the layout comes from a K-FAC Fisher
         return cls(
-            like.specs,
-            [(factor(f"{s.name}.A", s.in_features), factor(f"{s.name}.G", s.out_features)) for s in like.specs],
+            specs,
+            [(factor(f"{s.name}.A", s.in_features), factor(f"{s.name}.G", s.out_features)) for s in specs],
             upload=dict(tensors) if compressed else None,
         )
 
@@ -134,7 +135,10 @@ class KFACFisher(FisherRep):
             return self
         return KFACFisher(
             self.specs,
-            [tuple(m if f is None else f for m, f in zip(pair, fpair)) for pair, fpair in zip(self.factors, fixed)],
+            [
+                cast(tuple[torch.Tensor, torch.Tensor], tuple(m if f is None else f for m, f in zip(pair, fpair)))
+                for pair, fpair in zip(self.factors, fixed)
+            ],
             upload=self._upload,
         )
 
@@ -225,9 +229,10 @@ def _low_rank_layer(reps: list[KFACFisher], spec: LayerSpec, weights: torch.Tens
     uploaded both so at one rank and that form multiplies in fewer operations (``4 r < in + out``);
     None otherwise (the rebuilt factors are used)."""
     keys = (f"{spec.name}.A", f"{spec.name}.G")
-    uploads = [rep._upload for rep in reps]
-    if not uploads or not all(u is not None and all(f"{k}.U" in u for k in keys) for u in uploads):
+    maybe_uploads = [rep._upload for rep in reps]
+    if not maybe_uploads or not all(u is not None and all(f"{k}.U" in u for k in keys) for u in maybe_uploads):
         return None
+    uploads = cast(list[dict[str, torch.Tensor]], maybe_uploads)  # every one present (checked above)
     ranks = {u[f"{k}.U"].shape[1] for u in uploads for k in keys}
     if len(ranks) != 1 or 4 * next(iter(ranks)) >= spec.in_features + spec.out_features:
         return None
@@ -266,7 +271,7 @@ def _times(
     return torch.matmul(torch.matmul(g, m), a).sum(0, dtype=torch.float64).to(v.device).reshape(-1)
 
 
-class KFACSum(FisherSum):
+class KFACSum(FisherSum[KFACFisher]):
     """Per-member K-FAC factors and weights; ``matvec`` sums the members' weighted Kronecker
     products layer by layer with batched matrix products.
 
@@ -286,7 +291,7 @@ class KFACSum(FisherSum):
         self.members: dict[Hashable, KFACFisher] = {}
         self.weights: dict[Hashable, float] = {}
         self._stacked: list[tuple[torch.Tensor, torch.Tensor]] | None = None
-        self._stacked32: list[tuple[torch.Tensor, torch.Tensor]] | None = None
+        self._stacked32: list[tuple[torch.Tensor, torch.Tensor] | _LowRankLayer] | None = None
         self._eig: dict[int, tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]] = {}
         self._eig_diag: dict[int, torch.Tensor] = {}
         self._rotated: dict[tuple[int, str], tuple[torch.Tensor, torch.Tensor] | _LowRankLayer] = {}
@@ -295,14 +300,14 @@ class KFACSum(FisherSum):
     def keeps_members(self) -> bool:
         return True
 
-    def add(self, member: Hashable, rep: FisherRep, weight: float = 1.0) -> None:
+    def add(self, member: Hashable, rep: KFACFisher, weight: float = 1.0) -> None:
         if member in self.members:
             raise ValueError(f"client {member!r} is already in the K-FAC sum")
         self.members[member] = rep.psd()
         self.weights[member] = float(weight)
         self._invalidate()
 
-    def remove(self, member: Hashable, rep: FisherRep | None, weight: float = 1.0) -> None:
+    def remove(self, member: Hashable, rep: KFACFisher | None, weight: float = 1.0) -> None:
         if member not in self.members:
             raise KeyError(f"client {member!r} is not in the K-FAC sum")
         del self.members[member]
@@ -436,6 +441,7 @@ class KFACSum(FisherSum):
         if (block, str(device)) not in self._rotated:
             qa32, qg32 = qa.float(), qg.float()
             factors = self._stack32()[block]
+            rotated: tuple[torch.Tensor, torch.Tensor] | _LowRankLayer
             if isinstance(factors, _LowRankLayer):
                 rotated = factors.rotated(qa32, qg32).to(device)
             else:

@@ -46,14 +46,14 @@ import time
 from dataclasses import dataclass, field
 from decimal import Decimal
 from enum import Enum
-from typing import Any, Callable, Hashable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Hashable, Iterable, Sequence, cast
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..data import ArrayDataset
+from ..data import ClientData
 from ..errors import EditError
 from ..models import load_flat
 from ..payload import ByteKind
@@ -206,7 +206,7 @@ class DGFedReuseStrategy(TopKStrategy):
         self,
         model_fn: Callable[[], nn.Module],
         w0: torch.Tensor,
-        data: Mapping[Hashable, ArrayDataset] | Callable[[Hashable], ArrayDataset],
+        data: ClientData,
         config: RoundConfig,
         streams: Streams,
         topk: TopKConfig | None = None,
@@ -248,7 +248,10 @@ class DGFedReuseStrategy(TopKStrategy):
         finally:
             for p in frozen:
                 p.requires_grad_(True)
-        grads = [params[i].grad if params[i].grad is not None else torch.zeros_like(params[i]) for i in self.head_index]
+        grads = [
+            cast(torch.Tensor, params[i].grad) if params[i].grad is not None else torch.zeros_like(params[i])
+            for i in self.head_index
+        ]
         out = torch.cat([g.detach().reshape(-1) for g in grads]).float().cpu()
         model.zero_grad(set_to_none=True)
         return out
@@ -300,6 +303,7 @@ class DGFedReuseStrategy(TopKStrategy):
             raise EditError(f"{self.name}: client {client!r} has no gate decision in round {self.round}")
         if not decision.active:
             age = decision.age
+            assert age is not None  # a reused update comes from the cache, which has an age
             delta = (self.reuse.decay**age) * self.cache[client]
             n = len(self.data_of(client))
             return ClientUpdate(

@@ -54,7 +54,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import nn
 
-from ..data import ArrayDataset
+from ..data import ClientData
 from ..errors import EmptyPopulationError, UnknownClientError
 from ..payload import serialize
 from ..rng import Streams
@@ -347,7 +347,7 @@ class PDFStrategy(RoundStrategy):
         self,
         model_fn: Callable[[], nn.Module],
         w0: torch.Tensor,
-        data: Mapping[Hashable, ArrayDataset] | Callable[[Hashable], ArrayDataset],
+        data: ClientData,
         config: RoundConfig,
         streams: Streams,
         pdf: PDFConfig = PDFConfig(),
@@ -370,6 +370,7 @@ class PDFStrategy(RoundStrategy):
         """Fold the round into the histories (ordinary training rounds only)."""
         if not self.tracking or not arrived:
             return
+        assert self._before is not None and self._aggregate is not None  # set by aggregate() this round
         realized = (self.weights - self._before)[self.cls_slice]
         norm = float(self._aggregate.double().norm())
         critical = self.history.record_round(norm, realized, [(u.client, u.delta[self.cls_slice]) for u in arrived])
@@ -425,7 +426,7 @@ class PDFStrategy(RoundStrategy):
 def retrain_reference(
     model_fn: Callable[[], nn.Module],
     w0: torch.Tensor,
-    data: Mapping[Hashable, ArrayDataset] | Callable[[Hashable], ArrayDataset],
+    data: ClientData,
     config: RoundConfig,
     streams: Streams,
     clients: Iterable[Hashable],
@@ -455,7 +456,7 @@ def retrain_reference(
 def build_pdf(
     model_fn: Callable[[], nn.Module],
     w0: torch.Tensor,
-    data: Mapping[Hashable, ArrayDataset] | Callable[[Hashable], ArrayDataset],
+    data: ClientData,
     config: RoundConfig,
     streams: Streams,
     **options: Any,

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable, Hashable, Mapping
+from typing import Any, Callable
 
 import torch
 from torch import nn
 
-from ..data import ArrayDataset
+from ..data import ClientData
 from ..registry import Registry
 from ..rng import Streams
 from .config import RoundConfig
@@ -39,7 +39,7 @@ def build_strategy(
     name: str,
     model_fn: Callable[[], nn.Module],
     w0: torch.Tensor,
-    data: Mapping[Hashable, ArrayDataset] | Callable[[Hashable], ArrayDataset],
+    data: ClientData,
     config: RoundConfig,
     streams: Streams,
     **options: Any,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from typing import cast
 
 import torch
 
@@ -43,12 +44,15 @@ class AdamServer(ServerOptimizer):
         if self.m is None:
             self.m = torch.zeros_like(update)
             self.v = torch.full_like(update, self.tau**2)
+        assert self.v is not None  # set together with self.m
         self.m = self.beta1 * self.m + (1 - self.beta1) * update
         self.v = self.beta2 * self.v + (1 - self.beta2) * update * update
         return weights + self.server_lr * self.m / (self.v.sqrt() + self.tau)
 
     def state(self) -> dict[str, torch.Tensor]:
-        return {} if self.m is None else {"m": self.m, "v": self.v}
+        if self.m is None:
+            return {}
+        return {"m": self.m, "v": cast(torch.Tensor, self.v)}  # v is set together with m
 
 
 def build_server(cfg: RoundConfig) -> ServerOptimizer:

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Hashable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Hashable, Iterable, Sequence
 
 import torch
 from torch import nn
 
-from ..data import ArrayDataset
+from ..data import ArrayDataset, ClientData
 from ..errors import EditError, EmptyPopulationError, UnknownClientError
 from ..payload import ByteKind, serialized_size
 from ..rng import Streams
@@ -90,7 +90,7 @@ class RoundStrategy:
         self,
         model_fn: Callable[[], nn.Module],
         w0: torch.Tensor,
-        data: Mapping[Hashable, ArrayDataset] | Callable[[Hashable], ArrayDataset],
+        data: ClientData,
         config: RoundConfig,
         streams: Streams,
     ) -> None:

@@ -31,14 +31,14 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Callable, Hashable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Hashable, Iterable, Mapping, Sequence, cast
 
 import numpy as np
 import torch
 from safetensors.torch import load as load_tensors
 from torch import nn
 
-from ..data import ArrayDataset
+from ..data import ClientData
 from ..payload import serialize
 from ..rng import Streams
 from ..sampler import ordered
@@ -111,8 +111,10 @@ class SparseTensor:
             return self.values.float().clone()
         out = torch.zeros(self.numel, dtype=torch.float32)
         if self.representation is Representation.PAIRS:
+            assert self.indices is not None  # a pairs payload carries its coordinates
             out[self.indices.long()] = self.values.float()
         else:
+            assert self.bitmap is not None  # a bitmap payload carries its mask
             mask = np.unpackbits(self.bitmap.numpy(), count=self.numel, bitorder="little").astype(bool)
             out[torch.from_numpy(np.flatnonzero(mask))] = self.values.float()
         return out
@@ -121,13 +123,15 @@ class SparseTensor:
         """The real tensors of the representation, named ``<prefix>.<field>``."""
         if self.representation is Representation.DENSE:
             return {f"{prefix}.dense": self.values}
+        # the field of the chosen representation is set (encode_tensor / from_tensors)
         if self.representation is Representation.PAIRS:
-            return {f"{prefix}.values": self.values, f"{prefix}.indices": self.indices}
-        return {f"{prefix}.values": self.values, f"{prefix}.bitmap": self.bitmap}
+            return {f"{prefix}.values": self.values, f"{prefix}.indices": cast(torch.Tensor, self.indices)}
+        return {f"{prefix}.values": self.values, f"{prefix}.bitmap": cast(torch.Tensor, self.bitmap)}
 
     @classmethod
     def from_tensors(cls, prefix: str, tensors: Mapping[str, torch.Tensor], numel: int) -> "SparseTensor":
         """Rebuild tensor ``prefix`` of ``numel`` coordinates from received tensors (validated)."""
+        values: torch.Tensor | None
         if f"{prefix}.dense" in tensors:
             values = tensors[f"{prefix}.dense"]
             if values.numel() != numel:
@@ -296,7 +300,7 @@ class TopKStrategy(RoundStrategy):
         self,
         model_fn: Callable[[], nn.Module],
         w0: torch.Tensor,
-        data: Mapping[Hashable, ArrayDataset] | Callable[[Hashable], ArrayDataset],
+        data: ClientData,
         config: RoundConfig,
         streams: Streams,
         topk: TopKConfig | None = None,

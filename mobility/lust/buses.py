@@ -298,7 +298,7 @@ def place_bus_lines(
         route = route_cache[key]
         if route is None:
             continue
-        position = {}
+        position: dict[str, list[int]] = {}
         for i, e in enumerate(route):
             position.setdefault(e, []).append(i)
         kept, at = [], 0
@@ -330,8 +330,10 @@ def place_bus_lines(
     with open(stops_out, "w", encoding="utf-8") as f:
         f.write("<additional>\n")
         for sid in sorted(placed_stops):
-            edge, lane, s, e = placed_stops[sid]
-            f.write(f'    <busStop id={quoteattr(sid)} lane="{edge}_{lane}" startPos="{s:.2f}" endPos="{e:.2f}"/>\n')
+            edge, lane, start, stop = placed_stops[sid]
+            f.write(
+                f'    <busStop id={quoteattr(sid)} lane="{edge}_{lane}" startPos="{start:.2f}" endPos="{stop:.2f}"/>\n'
+            )
         f.write("</additional>\n")
     routes_total = len(route_cache)
     return {

@@ -212,11 +212,11 @@ def closed_loop(
             rec.step(s, t)
             leaving = len(s.arrived_ids())
             if progress is not None and len(rec.samples) > n_samples and int(round(t)) % 900 == 0:
-                r = rec.samples[-1]
+                sample = rec.samples[-1]
                 progress(
-                    f"  calibration {int(t) // 3600:02d}:{int(t) % 3600 // 60:02d} running {r['running']} "
-                    f"(target {r['target']:.0f}), speed {r['mean_speed']:.1f} m/s, halted "
-                    f"{100 * r['halted_share']:.1f} %, inserted {len(inserted)}, teleports "
+                    f"  calibration {int(t) // 3600:02d}:{int(t) % 3600 // 60:02d} running {sample['running']} "
+                    f"(target {sample['target']:.0f}), speed {sample['mean_speed']:.1f} m/s, halted "
+                    f"{100 * sample['halted_share']:.1f} %, inserted {len(inserted)}, teleports "
                     f"{len(rec.teleport_times)}, trip-time ratio {ratio_num / ratio_den:.2f} "
                     f"({_time.perf_counter() - t0:.0f} s)"
                 )

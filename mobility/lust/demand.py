@@ -260,10 +260,12 @@ def build_lust(
             from mobility.lust.buses import place_bus_lines
 
             bus_net = sumolib.net.readNet(str(net_file))
+            buslines, busstops = inputs["buslines"], inputs["busstops"]
+            assert buslines is not None and busstops is not None  # use_buses
             demand["buses"] = place_bus_lines(
                 bus_net,
-                inputs["buslines"],
-                inputs["busstops"],
+                buslines,
+                busstops,
                 out / "buses.rou.xml",
                 out / "busstops.add.xml",
                 cfg.demand_begin,
@@ -404,9 +406,8 @@ def lust_files(
     A mapping with ``clone_dir`` (and optionally ``config_name``) selects a real LuST clone; any
     other keys are :class:`LustConfig` fields. Unknown keys raise ValueError naming them.
     """
-    kw = {"backend": backend, "extra_args": extra_args, "time_to_teleport": time_to_teleport}
     if spec is None or isinstance(spec, LustConfig):
-        return build_lust(spec, **kw)
+        return build_lust(spec, backend=backend, extra_args=extra_args, time_to_teleport=time_to_teleport)
     if not isinstance(spec, dict):
         raise ValueError(f"mobility.lust must be a mapping, got {type(spec).__name__}")
     data = dict(spec)
@@ -416,7 +417,7 @@ def lust_files(
         if data:
             raise ValueError(f"mobility.lust: {sorted(data)} cannot be combined with clone_dir (a clone runs as it is)")
         return lust_clone(clone, name)
-    return build_lust(_config_from(data), **kw)
+    return build_lust(_config_from(data), backend=backend, extra_args=extra_args, time_to_teleport=time_to_teleport)
 
 
 def sumo_inputs(

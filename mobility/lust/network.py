@@ -143,12 +143,15 @@ def clip_osm(src: str | Path, dst: str | Path, bbox: tuple[float, float, float, 
                     nodes[el.get("id", "")] = el
             elif el.tag == "way":
                 ways.append(el)
-    kept_ways, used = [], set()
+    kept_ways: list[ET.Element] = []
+    used: set[str] = set()
     for w in ways:
-        runs, cur = [], []
+        runs: list[list[str]] = []
+        cur: list[str] = []
         for nd in w.findall("nd"):
-            if nd.get("ref") in nodes:
-                cur.append(nd.get("ref"))
+            ref = nd.get("ref")
+            if ref is not None and ref in nodes:
+                cur.append(ref)
             else:
                 runs.append(cur)
                 cur = []

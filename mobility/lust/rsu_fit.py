@@ -26,7 +26,7 @@ def _members(ids: Sequence[str], xy: Any, x: float, y: float, radius: float) -> 
     if len(ids) == 0:
         return set()
     d = np.hypot(xy[:, 0] - x, xy[:, 1] - y)
-    return {ids[i] for i in np.flatnonzero(d <= radius)}
+    return {ids[int(i)] for i in np.flatnonzero(d <= radius)}
 
 
 def save_positions(path: str | Path, positions: dict[float, tuple[list[str], Any]]) -> Path:

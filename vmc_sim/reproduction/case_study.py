@@ -27,7 +27,7 @@ def method_rows(run, dataset: str) -> list[dict[str, Any]]:
         mb = {k: sum(r["bytes"][k] for r in rows) / 1e6 for k in KINDS}
         total = sum(mb.values())
         t = sum(r.get("makespan_s") or 0.0 for r in rows) if m != "fsosa, paper accounting" else None
-        acc = [r.get("accuracy") for r in rows if r.get("accuracy") is not None]
+        acc: list[float] = [r["accuracy"] for r in rows if r.get("accuracy") is not None]
         out.append(
             {
                 "dataset": dataset,

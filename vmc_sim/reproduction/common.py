@@ -11,13 +11,14 @@ import math
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, cast
 
 import numpy as np
 
-from fl_core.editors import DenseConfig, DenseEditor, FixedRatio, build_editor
+from fl_core.augment import Augment
+from fl_core.editors import DenseConfig, DenseEditor, Editor, FixedRatio, build_editor
 from fl_core.experiment import OneShotSetup
-from fl_core.fisher import layer_specs
+from fl_core.fisher import FisherLabels, layer_specs
 from fl_core.projection import STOPPED_SHORT, ProjectionConfig, SolveInfo
 from fl_core.rng import derive_seed
 from fl_core.store import ContributionStore
@@ -30,6 +31,17 @@ LR_NOTE = (
     "lr 0.01 on a 3,000-sample MNIST slice, K = 10, batch 16, the local models reached 16-38 % test accuracy "
     "and F-SOSA / FedFisher 35 / 60 %, at lr 0.05 44-58 % and 71 / 84 %"
 )
+
+
+class SubsetEditor(Protocol):
+    @property
+    def members(self) -> set[int]: ...
+
+
+def members_of(editor: Editor) -> set[int]:
+    """The subset of an editor that keeps one (F-SOSA and its variants, DENSE, FedLPA): members of
+    a one-shot setup, whose clients are 0..n-1."""
+    return cast(SubsetEditor, editor).members
 
 
 def warm_up(trainer: LocalTrainer, setup: OneShotSetup) -> None:
@@ -196,8 +208,8 @@ def run(args: argparse.Namespace) -> list[dict]:
                 device=args.device,
                 threads=args.threads,
                 fisher_rank=getattr(args, "fisher_rank", None),
-                fisher_labels=getattr(args, "fisher_labels", "expected"),
-                augment=getattr(args, "augment", "none"),
+                fisher_labels=getattr(args, "fisher_labels", FisherLabels.EXPECTED),
+                augment=getattr(args, "augment", Augment.NONE),
             ),
             max_train_samples=args.max_train,
             max_test_samples=args.max_test,
@@ -219,6 +231,7 @@ def run(args: argparse.Namespace) -> list[dict]:
             device=args.device,
         )
         for method in args.methods:
+            editor: Editor
             if method == "dense":
                 editor = DenseEditor(pool, dense_config(args))
             else:
@@ -228,6 +241,7 @@ def run(args: argparse.Namespace) -> list[dict]:
             t0 = time.perf_counter()
             report = editor.fit(range(args.clients))
             wall = time.perf_counter() - t0
+            assert editor.model is not None  # fitted just above
             acc, loss = evaluate(setup.model_fn(), editor.model, setup.test_set)
             compute, slowest = report.compute_s, report.max_client_compute_s
             solve = report.solve
@@ -238,10 +252,10 @@ def run(args: argparse.Namespace) -> list[dict]:
                 "alpha": alpha,
                 "method": method,
                 "clients": args.clients,
-                "members": len(editor.members),
+                "members": len(members_of(editor)),
                 "fisher_rank": getattr(args, "fisher_rank", None),
                 "subset_seed": getattr(args, "subset_seed", None),
-                "member_ids": sorted(int(c) for c in editor.members),
+                "member_ids": sorted(int(c) for c in members_of(editor)),
                 "epochs": args.epochs,
                 "accuracy": round(100 * acc, 2),
                 "loss": round(loss, 4),
@@ -351,7 +365,7 @@ def common_args(p: argparse.ArgumentParser, **defaults: Any) -> argparse.Argumen
     ):
         value = d[name]
         kind = str if isinstance(value, str) else (float if isinstance(value, float) else int)
-        extra = {"choices": ["diagonal", "kfac", "full"]} if name == "fisher" else {}
+        extra: dict[str, Any] = {"choices": ["diagonal", "kfac", "full"]} if name == "fisher" else {}
         p.add_argument("--" + name.replace("_", "-"), type=kind, default=value, **extra)
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: auto)")
     return p

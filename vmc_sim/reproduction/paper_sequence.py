@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from mobility.events import EventKind
+
 SEQUENCE = (
     "12+ 13+ 14+ 15+ 16+ 3- 6- 7- 17+ 18+ 19+ 1- 11- 16- 2- 20+ 21+ 22+ 4- 8- 9- 23+ 24+ 25+ 26+ 27+ 0- 10- 17- 18- 19-"
 )
@@ -79,7 +81,7 @@ def paper_mnist() -> list[dict[str, Any]]:
     per_model = cols["model_upload"][0][1] / (INITIAL_CLIENTS // 2)
     rows = []
     for i in range(32):
-        row = {k: cols[k][i] for k in cols}
+        row: dict[str, Any] = {k: cols[k][i] for k in cols}
         row["triggered"] = row["total"][0] > 0
         row["subset_size"] = round(row["model_upload"][1] / per_model)  # Retrain uploads the whole subset
         rows.append(row)
@@ -87,14 +89,15 @@ def paper_mnist() -> list[dict[str, Any]]:
 
 
 # --- the sequence and its trace --------------------------------------------------------------
-def parse_sequence(text: str = SEQUENCE, initial: int = INITIAL_CLIENTS) -> list[tuple[str, str]]:
+def parse_sequence(text: str = SEQUENCE, initial: int = INITIAL_CLIENTS) -> list[tuple[EventKind, str]]:
     """``"12+ 3- ..."`` -> [("join", "12"), ("leave", "3"), ...]; checks it against the client set."""
     present = {str(i) for i in range(initial)}
-    out = []
+    out: list[tuple[EventKind, str]] = []
     for k, tok in enumerate(text.split()):
         if len(tok) < 2 or tok[-1] not in "+-" or not tok[:-1].isdigit():
             raise ValueError(f"request {k + 1}: {tok!r} is not '<client>+' or '<client>-'")
-        v, kind = str(int(tok[:-1])), ("join" if tok[-1] == "+" else "leave")
+        v = str(int(tok[:-1]))
+        kind: EventKind = "join" if tok[-1] == "+" else "leave"
         if kind == "join" and v in present:
             raise ValueError(f"request {k + 1}: client {v} arrives but is already present")
         if kind == "leave" and v not in present:

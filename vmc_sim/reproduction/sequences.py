@@ -9,7 +9,7 @@ import argparse
 import sys
 import traceback
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Sequence, TypedDict
 
 import numpy as np
 
@@ -35,8 +35,16 @@ LABELS = {
 KINDS = ("broadcast", "model_upload", "fisher_upload", "control")
 MB = 1e6
 
+
+class PaperFig3(TypedDict):
+    il_gain_over_finetune_max: float
+    il_fluctuation: dict[str, float]
+    il_comm_vs_retrain: float
+    ul_gain_over_baselines_max: float
+
+
 # Seed 000, section VI-B 3 (Fig. 3, CIFAR-10): the findings stated in the text.
-PAPER_FIG3 = {
+PAPER_FIG3: PaperFig3 = {
     "il_gain_over_finetune_max": 18.6,  # F-SOSA-I minus Fine-tuning, points, at most
     "il_fluctuation": {"fsosa": 2.28, "retrain": 3.20, "finetune": 9.12},  # %, definition not given
     "il_comm_vs_retrain": -39.73,  # F-SOSA-I final cumulative communication vs Retrain, %
@@ -112,7 +120,7 @@ def warm_up(setup: OneShotSetup) -> None:
         return
     first = next(iter(setup.client_data))
     LocalTrainer(setup.model_fn, setup.w0, setup.train, setup.streams).contribute("warm-up", setup.client_data[first])
-    setup._warm = True
+    setattr(setup, "_warm", True)  # OneShotSetup has no such field: a mark read back by getattr above
 
 
 def run_sequence(
@@ -139,7 +147,8 @@ def run_sequence(
     requests = [("+", c) for c in seq.joins] if task == "IL" else [("-", c) for c in seq.leaves]
     rows: list[dict[str, Any]] = []
     cum = {"time_s": 0.0, "MB": 0.0, "paper_MB": 0.0}
-    last_model, last_acc, unit = None, None, None
+    last_model, last_acc = None, None
+    unit: dict[str, float] | None = None
     for index, req in enumerate([None, *requests]):
         if req is None:
             rep = editor.fit(seq.initial)
@@ -158,10 +167,14 @@ def run_sequence(
             last_model = editor.model
         time_s = float(rep.compute_s) + float(rep.solve_s)
         mb = rep.total_bytes / MB
-        paper_mb = (_paper_style_bytes(rep, unit) / MB if index else mb) if method == "fsosa" else mb
+        paper_mb = mb
+        if method == "fsosa" and index:
+            assert unit is not None  # set by the fit (index 0)
+            paper_mb = _paper_style_bytes(rep, unit) / MB
         cum["time_s"] += time_s
         cum["MB"] += mb
         cum["paper_MB"] += paper_mb
+        assert last_acc is not None  # evaluated after the fit
         rows.append(
             {
                 "task": task,
