@@ -12,6 +12,7 @@ the tolerances only cover what is stated beside each one.
 
 from __future__ import annotations
 
+import ast
 import csv
 import math
 import os
@@ -200,14 +201,31 @@ def smoke_argv(script: Path, out: Path) -> list[str]:
     (a script that writes run directories, ``--runs``, would otherwise leave them in the checkout,
     and its caches, ``--trace-cache`` and ``--contribution-cache``, in the user's home)."""
     source = script.read_text()
-    match = re.search(r'^SMOKE_ARGS = "([^"]*)"', source, re.M)
+    smoke = smoke_args(source)
     dirs = [
         arg
         for name in ("runs", "trace-cache", "contribution-cache")
         if f'"--{name}"' in source
         for arg in (f"--{name}", str(out.parent / name))
     ]  # never the user's ~/.cache
-    return ["--quick", "--out", str(out), *dirs, *(shlex.split(match.group(1)) if match else [])]
+    return ["--quick", "--out", str(out), *dirs, *shlex.split(smoke)]
+
+
+def smoke_args(source: str) -> str:
+    """The script's ``SMOKE_ARGS`` string (read from its syntax tree, however it is wrapped)."""
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["SMOKE_ARGS"]:
+            value = ast.literal_eval(node.value)
+            assert isinstance(value, str), f"SMOKE_ARGS must be a string, got {value!r}"
+            return value
+    return ""
+
+
+def test_every_scripts_smoke_args_reach_its_smoke_run():
+    """The arguments a script declares for its smoke run are the ones the smoke run gets."""
+    for script in SCRIPTS:
+        declared = getattr(load_script(f"tools/{script.name}"), "SMOKE_ARGS", "")
+        assert smoke_args(script.read_text()) == declared, script.name
 
 
 @pytest.mark.parametrize(

@@ -118,9 +118,8 @@ from vmc_sim.reproduction.common import (  # noqa: E402
     solve_label,
 )
 
-SMOKE_ARGS = (
-    "--dataset digits --model mlp --cg-iter 50"  # extra arguments of the CI smoke run (tests/test_reproductions.py)
-)
+# extra arguments of the CI smoke run (tests/test_reproductions.py)
+SMOKE_ARGS = "--dataset digits --model mlp --cg-iter 50"
 
 
 def markdown(rows: list[dict], args: argparse.Namespace) -> str:
