@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("fl_core", "mobility", "vmc_sim")
 MAX_LINES = 500
 PROCESS_WORDS = re.compile(
-    r"\b(session|issue)s? #?\d+|\bsession-\d+|\bhelper-?\d+|\bhelper sessions?\b|\blent to this|"
+    r"\b(session|issue)s? #?\d+|\bsession-\d+|\bhelper-?\d+|\bhelper sessions?\b|\blent\s+to\s+this|"
     r"\b(this|next|earlier|previous|later) (session|task)s?\b",
     re.IGNORECASE,
 )
