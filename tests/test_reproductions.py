@@ -249,6 +249,8 @@ def test_quick_size_runs_and_shows_its_claims(script: Path, tmp_path: Path, monk
         torch.set_num_threads(threads)
     assert code == 0, f"{script.name} exited {code}"
     assert any(out.glob("*.md")), "no markdown report"
+    for md in out.glob("*.md"):  # every report says when and from which commit it was made
+        assert re.search(r"^Made: \d{4}-\d{2}-\d{2}, commit ", md.read_text(), re.M), md.name
     CLAIMS[script.stem](out)
 
 

@@ -124,6 +124,7 @@ SMOKE_ARGS = "--dataset digits --model mlp --cg-iter 50"
 
 def markdown(rows: list[dict], args: argparse.Namespace) -> str:
     lines = [
+        f"Made: {report.provenance()}",
         f"Table {'III' if args.dataset == 'femnist' else 'II'} reproduction: {args.dataset}, M={args.clients}, rho={args.rho}, K={args.epochs} epochs, "
         f"lr={args.lr}, batch {args.batch_size}, momentum {args.momentum}"
         + (f", augment {args.augment}" if args.augment != "none" else "")

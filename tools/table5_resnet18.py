@@ -115,6 +115,7 @@ def options(argv: list[str] | None) -> argparse.Namespace:
 
 def markdown(rows: list[dict], args: argparse.Namespace) -> str:
     lines = [
+        f"Made: {report.provenance()}",
         f"Table V (CIFAR-10, ResNet-18) reproduction: M={args.clients}, rho={args.rho}, K={args.epochs} epochs, lr={args.lr}, "
         f"batch {args.batch_size}, momentum {args.momentum}, Fisher {args.fisher} ({args.fisher_labels} labels), seed {args.seed}"
         + (" (QUICK size)" if args.quick else ""),

@@ -6,6 +6,8 @@ from typing import Any
 
 from mobility.events import EventKind
 
+from .report import provenance
+
 SEQUENCE = (
     "12+ 13+ 14+ 15+ 16+ 3- 6- 7- 17+ 18+ 19+ 1- 11- 16- 2- 20+ 21+ 22+ 4- 8- 9- 23+ 24+ 25+ 26+ 27+ 0- 10- 17- 18- 19-"
 )
@@ -158,6 +160,8 @@ def report(
     failed = {m: sum(len(r.get("failed") or []) for r in runs[m]) for m in ("fsosa", "retrain")}
     L = [
         "# The paper's 31-request sequence replayed (seed 000, section VI-C, Table VIII)",
+        "",
+        f"Made: {provenance()}",
         "",
         f"Size: **{info['size']}**. {info['dataset']} ({info['input']}), model `{info['model']}` ({info['params']:,} parameters), "
         f"K = {info['epochs']} epoch(s), Fisher {info['fisher']}, uploads {info['upload_dtype']}, "

@@ -89,7 +89,30 @@ def pct_diff(ours: float | None, paper: float | None) -> float | None:
     return float(ours) - float(paper)
 
 
+def provenance() -> str:
+    """When and from which code a report is made: the UTC date and the checkout's commit (``+changes``
+    when the working tree differs from it), e.g. ``2026-12-06, commit ee73fd6``."""
+    import subprocess
+    from datetime import datetime, timezone
+
+    root = Path(__file__).resolve().parents[2]
+    date = datetime.now(timezone.utc).strftime("%Y-%m-%d")
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True
+        )
+    except OSError:
+        return f"{date}, commit unknown (git is not installed)"
+    if head.returncode != 0:
+        return f"{date}, commit unknown (not a git checkout)"
+    return f"{date}, commit {head.stdout.strip()}" + (" +changes" if dirty.stdout.strip() else "")
+
+
 def write_markdown(path: str | Path, title: str, command: str, size: str, body: str) -> Path:
-    """A short report: title, the command, the size and the machine, then ``body``."""
-    text = f"# {title}\n\nCommand: `{command}`  \nSize: {size}  \nMachine: {machine()}\n\n{body.rstrip()}\n"
+    """A short report: title, date and commit, the command, the size and the machine, then ``body``."""
+    text = (
+        f"# {title}\n\nMade: {provenance()}  \nCommand: `{command}`  \nSize: {size}  \nMachine: {machine()}\n\n"
+        f"{body.rstrip()}\n"
+    )
     return replace_text(path, text)
