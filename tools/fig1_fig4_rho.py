@@ -30,7 +30,7 @@ is the same for every rho and draw.
 
 The default run (reduced against the paper) for ``reports/fig1_fig4/`` (about 10 minutes on the 2-core box): MNIST, FEMNIST
 and CIFAR-10 (SVHN is not in ``shared/data``), M = 20, alpha 0.5, the two-layer CNN,
-K = 10 local epochs (paper 50), lr 0.05 (paper 0.01; ``LR_NOTE`` in vmc_sim/reproduction/common.py says why), batch 16 (the paper
+K = 10 local epochs (paper 50), lr 0.01 with momentum 0.9 (the paper's; ``LR_NOTE`` in vmc_sim/reproduction/common.py says why not 0.05), batch 16 (the paper
 gives no batch size for the CNN; 16 gives four times the SGD steps of 64 per CPU second, which
 the short runs need), a diagonal Fisher (paper K-FAC: the diagonal projection is closed form, a
 K-FAC solve takes minutes here), training slices of 6,000 samples per dataset and the first

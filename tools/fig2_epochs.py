@@ -18,7 +18,7 @@ Time columns as in ``tools/table2.py``: ``parallel_s`` = slowest member + solve,
 
 The default run (reduced against the paper) for ``reports/fig2/`` (about 9 minutes on the 2-core box): MNIST, FEMNIST and
 CIFAR-10 (SVHN is not in ``shared/data``), M = 20, alpha 0.5, rho 0.5, the two-layer CNN,
-K in {10, 20, 30, 50, 80}, lr 0.05 (paper 0.01; ``LR_NOTE`` in vmc_sim/reproduction/common.py says why), batch 16
+K in {10, 20, 30, 50, 80}, lr 0.01 with momentum 0.9 (the paper's; ``LR_NOTE`` in vmc_sim/reproduction/common.py says why not 0.05), batch 16
 (the paper gives no batch size for the CNN; 16 gives four times the SGD steps of 64 per CPU
 second, which the small slices need), a diagonal Fisher (paper K-FAC; the diagonal projection is
 closed form, a K-FAC solve takes minutes here), training slices of 3,500 samples per dataset and

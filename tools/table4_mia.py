@@ -25,7 +25,7 @@ with a note otherwise). Datasets missing from the data directory are skipped wit
 
 Sizes. Default (about 8-10 minutes a dataset on two shared cores; run one dataset per
 invocation to stay within 15 minutes): M = 10 clients, a 5,000-sample training slice (about
-500 samples a client), K = 20 local epochs at lr 0.05, batch 32 (paper: K = 50 at lr 0.01 with
+500 samples a client), K = 20 local epochs at lr 0.01 with momentum 0.9, batch 32 (paper: K = 50 with
 M = 50 initial clients), CG capped at 100 iterations, 4 requests, 3 shadow models, at most
 1,000 members a request; the multi-round baselines train 3 FedAvg rounds of 5 clients, 1 local
 epoch each. ``--quick``: digits, MLP, M = 8, K = 5, 2 requests.
@@ -354,7 +354,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--alpha", type=float, default=0.5)
     p.add_argument("--rho", type=float, default=0.5)
     p.add_argument("--epochs", type=int, default=20)
-    p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--lr", type=float, default=0.01)
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--fisher", default="kfac")
     p.add_argument("--cg-tol", type=float, default=1e-5)

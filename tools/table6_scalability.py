@@ -29,7 +29,7 @@ Random streams: as in ``tools/fig3_sequences.py`` (``sequence`` keyed by ("table
 Default size (reduced against the paper; the committed ``reports/table6/``, about 25 minutes on this 2-core
 machine): populations 20, 50 and 100 (200 and 500 are beyond this machine's budget); a
 20,000-image MNIST training slice split among M + 15 clients, the two-layer CNN, diagonal Fisher,
-K = 10 local epochs at lr 0.05, accuracy on the first 2,000 test images (a 6,000-image slice with
+K = 10 local epochs at lr 0.01 (momentum 0.9), accuracy on the first 2,000 test images (a 6,000-image slice with
 500 test images runs in 7 minutes but leaves accuracies too noisy to compare methods); baselines: FedAvg 5 rounds x 5 clients x 1 epoch, FedRR one
 rapid-retraining round per removal, Fine-tuning epochs from {5, 10, 15, 20}.
 """

@@ -256,7 +256,7 @@ def add_common_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", default="cnn", choices=["cnn", "mlp", "resnet18"])
     p.add_argument("--fisher", default="diagonal", help="diagonal (default: closed-form solve), kfac, full")
     p.add_argument("--epochs", type=int, default=10, help="K local epochs (paper: 50)")
-    p.add_argument("--lr", type=float, default=0.05, help="local SGD lr (paper: 0.01 with K = 50)")
+    p.add_argument("--lr", type=float, default=0.01, help="local SGD lr, with momentum 0.9 (the paper's 0.01)")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--alpha", type=float, default=0.5, help="Dirichlet label skew")
     p.add_argument("--rho", type=float, default=0.5)
