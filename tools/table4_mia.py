@@ -120,7 +120,7 @@ def run_dataset(dataset: str, args: argparse.Namespace, notes: list[str]) -> tup
         rounds=args.rounds,
         clients_per_round=min(args.per_round, args.clients),
         local_epochs=args.round_epochs,
-        lr=args.lr,
+        lr=args.round_lr,
         batch_size=args.batch_size,
     )
     names = ["retrain"] + [b for b in BASELINES if b in EDITORS] + ["fsosa"]
@@ -365,6 +365,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=3, help="FedAvg rounds of the multi-round baselines")
     p.add_argument("--per-round", type=int, default=5, help="clients per round of the multi-round baselines")
     p.add_argument("--round-epochs", type=int, default=1, help="local epochs per round of the multi-round baselines")
+    p.add_argument(
+        "--round-lr", type=float, default=0.05, help="local SGD lr of those rounds (they train without momentum)"
+    )
     p.add_argument("--requests", type=int, default=4, help="unlearning requests in sequence")
     p.add_argument("--max-samples", type=int, default=1000, help="members (and non-members) per audit at most")
     p.add_argument("--shadows", type=int, default=3)

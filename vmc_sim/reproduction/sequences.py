@@ -271,7 +271,9 @@ def add_common_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--rounds", type=int, default=6, help="FedAvg rounds of the initial training")
     g.add_argument("--round-clients", type=int, default=10, help="clients per round")
     g.add_argument("--round-epochs", type=int, default=1, help="local epochs per round")
-    g.add_argument("--round-lr", type=float, default=None, help="local SGD lr (default: --lr)")
+    g.add_argument(
+        "--round-lr", type=float, default=0.05, help="local SGD lr of the rounds (they train without momentum)"
+    )
     g.add_argument("--round-batch", type=int, default=32)
     g.add_argument("--fedrr-rounds", type=int, default=1, help="FedRR's rapid-retraining rounds per removal")
     g.add_argument(
@@ -297,7 +299,7 @@ def baselines_of(args: argparse.Namespace) -> Baselines:
         rounds=args.rounds,
         clients_per_round=args.round_clients,
         local_epochs=args.round_epochs,
-        lr=args.round_lr or args.lr,
+        lr=args.round_lr,
         batch_size=args.round_batch,
     )
     return Baselines(
