@@ -25,6 +25,7 @@ import yaml
 
 from vmc_sim.config import load_model
 from vmc_sim.cosim import run_scenario
+from vmc_sim.inputs import resolve_paths
 from vmc_sim.runs import cpu_model
 from vmc_sim.scenario import Scenario
 
@@ -76,11 +77,7 @@ def shipped_scenarios() -> dict[str, dict[str, Any]]:
             data["duration"] = 7200.0
         else:
             data = _shrink(data, 240.0, 12)
-        if data["mobility"].get("net_file"):
-            for key in ("net_file",):
-                data["mobility"][key] = str(path.parent / data["mobility"][key])
-            data["mobility"]["route_files"] = [str(path.parent / f) for f in data["mobility"]["route_files"]]
-        out[path.stem] = data
+        out[path.stem] = resolve_paths(data, path.parent)
     for path in sorted((ROOT / "scenarios" / "sweeps").glob("*.yaml")):
         sweep = yaml.safe_load(path.read_text())
         base = sweep["base"]
