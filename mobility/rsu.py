@@ -5,12 +5,15 @@ Two placements:
 * ``explicit``: a list of positions in network coordinates (``{"x", "y"}``, or ``{"lon", "lat"}``
   for geo-referenced networks such as LuST, or ``{"junction": id}``: at that junction of the
   network), each with an optional own radius and id.
-* ``auto``: ``count`` RSUs on junctions inside a region (a bbox; default: the central box covering
-  ``central_fraction`` of the network's width and height, the "city centre"), picked greedily by
+* ``auto``: ``count`` RSUs on junctions inside a region (a bbox, or a ``polygon`` such as the
+  outline of a city centre; default: the central box covering ``central_fraction`` of the
+  network's width and height, the "city centre"), picked greedily by
   decreasing betweenness centrality of the junction graph (directed, edge lengths as weights,
   computed with networkx; approximate with ``centrality_samples`` seeded pivots on big networks),
   skipping any junction closer than ``min_spacing`` to one already chosen. Ties are broken by
-  distance to the region centre, then by junction id, so the placement is deterministic.
+  distance to the region centre (a polygon's centroid), then by junction id, so the placement is
+  deterministic. Several RSUs with touching cells make one region of coverage: under union
+  membership a vehicle handed over between them stays in coverage (:mod:`mobility.dwell`).
 """
 
 from __future__ import annotations
@@ -65,6 +68,7 @@ class RsuConfig:
     positions: list[Any] = field(default_factory=list)
     count: int = 1
     region: list[float] | None = None
+    polygon: list[list[float]] | None = None
     central_fraction: float = 0.5
     min_spacing: float | None = None
     radius: float = 150.0
@@ -99,6 +103,10 @@ class RsuConfig:
                 xmin, ymin, xmax, ymax = self.region
                 if xmin >= xmax or ymin >= ymax:
                     raise ValueError(f"rsu.region must have xmin < xmax and ymin < ymax, got {self.region!r}")
+            if self.polygon is not None:
+                _check_polygon(self.polygon)
+                if self.region is not None:
+                    raise ValueError("give mobility.rsus.region or mobility.rsus.polygon, not both")
             if not _pos(self.central_fraction) or self.central_fraction > 1:
                 raise ValueError(f"rsu.central_fraction must be in (0, 1], got {self.central_fraction!r}")
         if self.min_spacing is not None and (not _num(self.min_spacing) or self.min_spacing < 0):
@@ -130,6 +138,56 @@ def _num(v: Any) -> bool:
 
 def _pos(v: Any) -> bool:
     return _num(v) and v > 0
+
+
+def _check_polygon(poly: Any) -> None:
+    """Raise ValueError unless ``poly`` is [[x, y], ...] of 3+ vertices enclosing an area."""
+    where = "mobility.rsus.polygon"
+    if not isinstance(poly, (list, tuple)) or len(poly) < 3:
+        n = len(poly) if isinstance(poly, (list, tuple)) else type(poly).__name__
+        raise ValueError(f"{where} must be a list of at least 3 vertices [[x, y], ...] in network metres, got {n}")
+    for i, v in enumerate(poly):
+        if not isinstance(v, (list, tuple)) or len(v) != 2 or not all(_num(c) for c in v):
+            raise ValueError(f"{where}[{i}] must be [x, y] (network metres), got {v!r}")
+    if polygon_area(poly) == 0.0:
+        raise ValueError(f"{where} encloses no area (its vertices lie on one line): {poly!r}")
+
+
+def polygon_area(poly: Any) -> float:
+    """Absolute area (m²) of a simple polygon [[x, y], ...] (shoelace formula)."""
+    n = len(poly)
+    twice = sum(poly[i][0] * poly[(i + 1) % n][1] - poly[(i + 1) % n][0] * poly[i][1] for i in range(n))
+    return abs(twice) / 2.0
+
+
+def polygon_centroid(poly: Any) -> tuple[float, float]:
+    """Centroid of a polygon's area (the mean of its vertices if it encloses none)."""
+    n = len(poly)
+    a = cx = cy = 0.0
+    for i in range(n):
+        (x0, y0), (x1, y1) = poly[i], poly[(i + 1) % n]
+        cross = x0 * y1 - x1 * y0
+        a += cross
+        cx += (x0 + x1) * cross
+        cy += (y0 + y1) * cross
+    if a == 0.0:
+        return sum(p[0] for p in poly) / n, sum(p[1] for p in poly) / n
+    return cx / (3.0 * a), cy / (3.0 * a)
+
+
+def in_polygon(x: float, y: float, poly: Any) -> bool:
+    """True if (x, y) lies inside the polygon or on its boundary (even-odd rule, so a
+    self-crossing outline counts the areas it wraps an odd number of times)."""
+    n = len(poly)
+    inside = False
+    for i in range(n):
+        (x0, y0), (x1, y1) = poly[i], poly[(i + 1) % n]
+        cross = (x1 - x0) * (y - y0) - (y1 - y0) * (x - x0)
+        if cross == 0 and min(x0, x1) <= x <= max(x0, x1) and min(y0, y1) <= y <= max(y0, y1):
+            return True  # on this edge
+        if (y0 > y) != (y1 > y) and x < x0 + (y - y0) * (x1 - x0) / (y1 - y0):
+            inside = not inside
+    return inside
 
 
 def _parse_position(p: Any, i: int, radius: float, prefix: str) -> dict[str, Any]:
@@ -272,19 +330,28 @@ def place_rsus(config: RsuConfig, net_file: str | Path | None = None, *, cache_d
         return rsus
     if net_file is None:
         raise ValueError("rsu.placement 'auto' needs the network file")
-    region = tuple(config.region) if config.region is not None else central_region(net_file, config.central_fraction)
-    xmin, ymin, xmax, ymax = region
-    cx, cy = (xmin + xmax) / 2, (ymin + ymax) / 2
+    if config.polygon is not None:
+        poly = [(float(v[0]), float(v[1])) for v in config.polygon]
+        cx, cy = polygon_centroid(poly)
+        where = f"mobility.rsus.polygon ({len(poly)} vertices around {cx:.1f}, {cy:.1f})"
+    else:
+        region = (
+            tuple(config.region) if config.region is not None else central_region(net_file, config.central_fraction)
+        )
+        xmin, ymin, xmax, ymax = region
+        poly = [(xmin, ymin), (xmax, ymin), (xmax, ymax), (xmin, ymax)]
+        cx, cy = (xmin + xmax) / 2, (ymin + ymax) / 2
+        where = f"rsu.region {[round(v, 1) for v in region]}"
     net = _read_net(str(net_file))
     candidates = []
     for node in net.getNodes():
         if node.getType() == "internal":
             continue
         x, y = node.getCoord()[:2]
-        if xmin <= x <= xmax and ymin <= y <= ymax:
+        if in_polygon(x, y, poly):
             candidates.append((node.getID(), float(x), float(y)))
     if not candidates:
-        raise ValueError(f"rsu.region {list(region)} contains no junction of {net_file}")
+        raise ValueError(f"{where} contains no junction of {net_file}")
     score = junction_centrality(net_file, config.centrality_samples, config.seed, cache_dir=cache_dir)
     candidates.sort(key=lambda c: (-round(score.get(c[0], 0.0), 12), math.hypot(c[1] - cx, c[2] - cy), c[0]))
     chosen: list[tuple[str, float, float]] = []
@@ -295,7 +362,7 @@ def place_rsus(config: RsuConfig, net_file: str | Path | None = None, *, cache_d
                 break
     if len(chosen) < config.count:
         raise ValueError(
-            f"rsu.count={config.count} RSUs do not fit in rsu.region {[round(v, 1) for v in region]} with "
+            f"rsu.count={config.count} RSUs do not fit in {where} with "
             f"rsu.min_spacing={config.spacing:g} m (only {len(chosen)} of {len(candidates)} junctions could be used)"
         )
     return [

@@ -89,13 +89,13 @@ def test_every_request_reaches_every_method_and_replay_is_identical(tmp_path):
 
 
 def test_calibrated_time_does_not_depend_on_the_method_order(tmp_path):
-    """The default time model: two method orders (and two runs) give identical records, every
+    """The calibrated time model: two method orders (and two runs) give identical records, every
     field except the host-measured ``host_*`` columns, in the same row order."""
     trace = trace_file(tmp_path)
     runs = []
     for k, methods in enumerate((["fsosa", "retrain"], ["retrain", "fsosa"], ["fsosa", "retrain"])):
         sc = scenario(trace, federated={"methods": methods}, compute={"time_model": "calibrated"})
-        assert sc.compute.time_model == "calibrated" and Scenario().compute.time_model == "calibrated"
+        assert sc.compute.time_model == "calibrated" and Scenario().compute.time_model == "profile"
         runs.append(run_scenario(sc, out=tmp_path / f"o{k}", progress=False, say=lambda s: None))
     first, swapped, again = (sim_records(r) for r in runs)
     assert first == swapped == again
@@ -134,7 +134,14 @@ def test_transfer_to_a_vehicle_that_left_fails_and_is_recorded(tmp_path):
     rows = list(run.records())
     failed = [f for r in rows for f in r.get("failed", [])]
     assert failed and all(f["reason"] == "left_coverage" for f in failed)
-    assert any(r["provisional"] for r in rows if r.get("failed"))
+    # no released model holds a contribution that never arrived: each was taken out, or the model withdrawn
+    for r in rows:
+        assert not set(r["members"]) & set(r.get("not_arrived", []))
+        assert "provisional" not in r and "kept_unarrived" not in r
+    assert any(r.get("take_outs") or r["kind"] == "suspend" for r in rows if r.get("not_arrived"))
+    # failed work is charged: the device time of jobs whose uploads failed, and the airtime up to the failures
+    assert sum(r.get("wasted_compute_s", 0.0) for r in rows) > 0
+    assert all(r["bytes_sent"] >= r["bytes_delivered"] for r in rows if "bytes_sent" in r)
 
 
 def test_window_batches_requests(tmp_path):

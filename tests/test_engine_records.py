@@ -4,10 +4,10 @@ figure fails here.
 
 Each shipped file keeps its structure (methods, strategies, RSUs, coordinator, channel, compute
 mode); what makes it slow is shrunk: the data set becomes digits with a small MLP, two local epochs,
-a short duration, at most a few requests; LuST traffic is the committed case-study trace; costs are
-pinned so that simulated time does not depend on the host. ``time_model: measured`` (host time) is
-replaced by the calibrated model with the same pinned costs. A city-based scenario with every
-multi-round strategy covers the round worlds.
+a short duration, at most a few requests; LuST traffic is the committed case-study trace; simulated
+time is the device profiles' (host-independent), and ``calibrated`` or ``measured`` (host time) get
+the calibrated model with pinned costs. A city-based scenario with every multi-round strategy covers
+the round worlds, one with three RSUs covers handover and store-and-forward.
 
 ``VMC_WRITE_ENGINE_RECORDS=1 python -m pytest tests/test_engine_records.py`` writes the file anew.
 """
@@ -48,7 +48,7 @@ def _shrink(data: dict[str, Any], duration: float, max_requests: int) -> dict[st
     coord["max_requests"] = max_requests
     coord["min_clients"] = min(int(coord.get("min_clients", 4)), 6)
     compute = data.setdefault("compute", {})
-    if compute.get("time_model", "calibrated") in ("calibrated", "measured"):
+    if compute.get("time_model", "profile") in ("calibrated", "measured"):
         compute.update(time_model="calibrated", calibration=dict(COSTS))
     data["duration"] = min(float(data.get("duration", 600)), duration)
     return data
@@ -105,6 +105,16 @@ def shipped_scenarios() -> dict[str, dict[str, Any]]:
         "batch_overlap": 0.5,
     }
     out["city-slow-window"] = slow
+    region = _shrink(yaml.safe_load((ROOT / "scenarios" / "city.yaml").read_text()), 240.0, 12)
+    region["name"] = "city-region"  # three RSUs, one coordinator: transfers hand over and resume
+    region["mobility"]["rsus"] = {"placement": "auto", "count": 3, "radius": 150.0, "min_spacing": 200.0}
+    region["coordinator"].update(resume_within_s=10.0, backhaul_bps=1e8)
+    region["channel"] = {
+        **region.get("channel", {}),
+        "rate_cap_bps": 2e5,
+    }  # transfers of seconds: long enough to hand over
+    region["compute"] = {"time_model": "device", "seconds_per_sample_epoch": 0.002}
+    out["city-region"] = region
     return out
 
 

@@ -137,7 +137,7 @@ def test_print_config_shows_the_resolved_scenario_and_runs_nothing(tmp_path, cap
     assert main(["run", str(path), "--print-config", "--out", str(out)]) == 0
     printed = yaml.safe_load(capsys.readouterr().out)
     assert printed == load_scenario(path).model_dump(mode="json")
-    assert printed["federated"]["train"]["epochs"] == 20 and printed["compute"]["time_model"] == "calibrated"
+    assert printed["federated"]["train"]["epochs"] == 20 and printed["compute"]["time_model"] == "profile"
     assert not out.exists()
     again = write(tmp_path, yaml.safe_dump(printed), "again.yaml")
     assert load_scenario(again) == load_scenario(path)

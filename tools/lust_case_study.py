@@ -89,6 +89,8 @@ def scenario_for(args: argparse.Namespace, dataset: str, trace: Path | None):
         data["duration"] = 400.0
     if args.epochs:
         fed["train"]["epochs"] = args.epochs
+    if getattr(args, "time_model", None):
+        data["compute"]["time_model"] = args.time_model
     if trace is not None:
         data["mobility"] = {"source": "trace", "trace": str(trace)}
     elif getattr(args, "trace_cache", None) and not data["mobility"].get("trace_cache"):
@@ -218,6 +220,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", default=str(ROOT / "runs"), help="where the run directories go")
     p.add_argument("--out", default=str(ROOT / "tools" / "out" / "lust_case_study"))
     p.add_argument("--quick", action="store_true", help="embedded city, digits/mlp, 10 requests")
+    p.add_argument(
+        "--time-model",
+        choices=["profile", "calibrated", "measured", "device"],
+        default=None,
+        help="override compute.time_model (calibrated: the scenario's pinned host costs)",
+    )
     p.add_argument("--from-runs", nargs="+", metavar="RUN", help="only write the report from finished run directories")
     p.add_argument(
         "--jobs",
@@ -280,9 +288,9 @@ def main(argv: list[str] | None = None) -> int:
         except (OSError, TraceError) as e:
             p.error(f"--trace: {e}")
     datasets = args.datasets or (["digits"] if args.quick else ["mnist", "fashion_mnist"])
-    from vmc_sim.cosim import contribution_cache_text
     from vmc_sim.plots import plot_run
     from vmc_sim.runs import RunDir
+    from vmc_sim.summary import contribution_cache_text
 
     out = report.out_dir(args.out)
     summary, requests, traffic, caches = [], [], None, {}
@@ -318,16 +326,23 @@ def main(argv: list[str] | None = None) -> int:
         "triggered",
         "trained",
         "failed_transfers",
-        "provisional",
+        "not_arrived",
+        "take_outs",
+        "withdrawn",
         "unconverged_solves",
         "max_latency_s",
-        "broadcast_MB",
-        "model_upload_MB",
-        "fisher_upload_MB",
         "total_MB",
         "comm_saving_pct",
+        "sent_MB",
+        "lost_MB",
+        "sent_MB_saving_pct",
         "time_s",
         "time_saving_pct",
+        "device_s",
+        "wasted_device_s",
+        "airtime_s",
+        "failed_airtime_s",
+        "spent_s_saving_pct",
         "final_acc",
         "mean_acc",
         "max_acc_gap_vs_retrain",
@@ -365,10 +380,12 @@ def main(argv: list[str] | None = None) -> int:
         )
         for r in (x for x in summary if x["dataset"] == d and x["time_s"] is not None and x["failed_transfers"]):
             body.append(
-                f"  - **{r['method']}: {r['failed_transfers']} transfers failed** (the vehicle left coverage "
-                f"first) and {r['provisional']} of {r['requests'] + 1} models are provisional (they count a "
-                f"contribution that never arrived); a failed transfer charges no time past the failure, so "
-                f"time_s counts completed work only (requests waited up to {r['max_latency_s']:.0f} s)."
+                f"  - **{r['method']}: {r['failed_transfers']} transfers or jobs failed** (the vehicle left "
+                f"coverage first): {r['not_arrived']} contributions never arrived and were taken out in "
+                f"{r['take_outs']} take-outs before the models were released, the model was withdrawn "
+                f"{r['withdrawn']} time(s); {r['wasted_device_s']:.1f} device-seconds and "
+                f"{r['lost_MB']:.2f} MB went to work that never arrived (requests waited up to "
+                f"{r['max_latency_s']:.0f} s)."
             )
         for r in (x for x in summary if x["dataset"] == d and x["unconverged_solves"]):
             body.append(

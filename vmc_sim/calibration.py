@@ -1,4 +1,4 @@
-"""The calibrated time model (``compute.time_model: calibrated``, the default).
+"""The calibrated time model (``compute.time_model: calibrated``; the default is ``profile``).
 
 Simulated compute must not depend on which method ran first, nor on host noise. So a job's
 simulated duration is never the host time it happened to take: it is a **cost per unit of

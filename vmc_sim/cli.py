@@ -193,6 +193,16 @@ def build_parser() -> argparse.ArgumentParser:
     p_plot.add_argument("run", help="run directory")
     p_plot.add_argument("--out", help="output PNG (default: RUN/fig6.png)")
     p_plot.set_defaults(func=_plot)
+    from mobility.lust.cli import add_dwell_arguments
+
+    add_dwell_arguments(
+        sub.add_parser(
+            "dwell",
+            help="how long vehicles stay in coverage in a trace, run directory or scenario's trace",
+            description="Dwell times in coverage (join to leave, every visit; visits still open at the end are "
+            "censored and counted apart): count, median, p10, p90, mean, per RSU cell where recorded.",
+        )
+    )
     from .sweep import add_sweep_parser
 
     add_sweep_parser(sub)

@@ -25,6 +25,7 @@ from .radio import ChannelConfig
 from .recorder import RecordWriter
 from .scenario import ComputeSection, CoordinatorSection
 from .timing import TimeModel
+from .transfers import HandoverConfig, Links
 from .vehicles import Vehicles
 
 
@@ -62,6 +63,12 @@ class WorldContext:
             )
             for r in self.rsus
         }
+
+    def links(self) -> Links:
+        """One world's radio links: its channels of every RSU and the handover rule."""
+        c = self.coordinator
+        rule = HandoverConfig(c.handover, c.backhaul_bps, c.backhaul_latency_s, c.resume_within_s, self.step_length)
+        return Links(self.env, self.channels(), self.vehicles, rule)
 
     def device(self) -> SharedDevice | None:
         """One world's shared accelerator (None: on-board training)."""

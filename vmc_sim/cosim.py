@@ -19,7 +19,8 @@ from .engine import CoSimulation
 from .inputs import check_inputs, sumocfg_inputs
 from .runs import RunDir, new_run_dir, read_manifest
 from .scenario import Scenario
-from .solves import unconverged_solves, warning_lines
+from .solves import unconverged_solves
+from .summary import summarize
 
 
 def _sumo_files(scenario: Scenario) -> dict[str, Any]:
@@ -228,6 +229,7 @@ def _write_running(
         kind="cosim",
         status="running",
         calibration=sim.calibration.as_dict() if sim.calibration else None,
+        time_model=sim.time.describe(),
         mobility=source.metadata,
         rsus=[r.to_dict() for r in rsus],
         resumed_after=resumed_after,
@@ -330,149 +332,3 @@ def _last_time(trace: Path) -> float:
             if isinstance(t, (int, float)):
                 last = max(last, float(t))
     return last
-
-
-def contribution_cache_text(cache: dict) -> str:
-    """A run's use of the contribution cache (its manifest's ``summary.contribution_cache``), in words."""
-    reused, rejected = cache.get("weights_reused", 0), cache.get("rejected", 0)
-    bad = f", {rejected} cached entries did not verify (not used; computed again)" if rejected else ""
-    return (
-        f"contribution cache: {cache['hits']} of {cache['hits'] + cache['misses']} contributions loaded "
-        f"(hit rate {100 * cache['hit_rate']:.0f} %), {reused} computed at cached trained weights (Fisher only), "
-        f"{cache['misses'] - reused} trained{bad}; {cache['path']}"
-    )
-
-
-def summarize(run: RunDir) -> str:
-    """Totals per method: requests, triggered edits, bytes, simulated compute and latency, accuracy."""
-    totals: dict[str, dict[str, float]] = {}
-    for r in run.records():
-        t = totals.setdefault(
-            r["method"],
-            {
-                "n": 0,
-                "trig": 0,
-                "MB": 0.0,
-                "latency": 0.0,
-                "compute": 0.0,
-                "acc": float("nan"),
-                "failed": 0,
-                "suspended": 0,
-                "unreachable": 0,
-            },
-        )
-        t["n"] += 1
-        t["trig"] += int(bool(r.get("triggered")))
-        t["MB"] += r.get("total_bytes", 0) / 1e6
-        t["latency"] += r.get("latency_s", 0.0)
-        t["compute"] += r.get("compute_sim_s", 0.0)
-        t["failed"] += len(r.get("failed", []))
-        t["suspended"] += int(r.get("kind") == "suspend")
-        t["unreachable"] += int(bool(((r.get("extra") or {}).get("unlearn") or {}).get("ranked_out_of_coverage")))
-        if "accuracy" in r:
-            t["acc"] = float("nan") if r["accuracy"] is None else r["accuracy"]
-    try:
-        manifest = run.manifest()
-    except (OSError, ValueError):
-        manifest = {}
-    federated = (manifest.get("config") or {}).get("federated") or {}
-    listed = [m for m in federated.get("methods") or [] if m in totals]
-    totals = {m: totals[m] for m in [*listed, *(m for m in totals if m not in listed)]}  # the scenario's order
-    lines = [
-        "",
-        f"{'method':<10} {'requests':>8} {'triggered':>9} {'MB':>10} {'sim compute s':>13} "
-        f"{'sum latency s':>13} {'failed':>6} {'final acc %':>11}",
-    ]
-    for m, t in totals.items():
-        lines.append(
-            f"{m:<10} {t['n']:>8} {t['trig']:>9} {t['MB']:>10.2f} {t['compute']:>13.1f} "
-            f"{t['latency']:>13.1f} {t['failed']:>6} {100 * t['acc']:>11.2f}"
-        )
-    for m, t in totals.items():
-        if t["unreachable"]:
-            lines.append(
-                f"note: {m}: {t['unreachable']} unlearning request(s) found no retained participant in "
-                f"coverage and ranked every past participant instead, out of coverage ones included "
-                f"(records' extra.unlearn)"
-            )
-        if t["suspended"]:
-            end = "; it was withdrawn at the end (final acc nan)" if t["acc"] != t["acc"] else ""
-            lines.append(
-                f"note: {m}: the model was withdrawn {t['suspended']} time(s) when coverage fell below "
-                f"coordinator.min_clients (records of kind 'suspend'){end}"
-            )
-    summary = manifest.get("summary") or {}
-    held, asked = summary.get("validation_held"), federated.get("validation_samples")
-    if held is not None and asked is not None and held < asked:
-        lines.append(
-            f"note: the merges selected their damping on {held} held-out samples (federated.validation_samples "
-            f"asks {asked}; at most 10 % of the training set is held out)"
-        )
-    repaired = summary.get("partition_repaired")
-    if repaired:
-        lines.append(
-            f"note: no Dirichlet draw of the split (of {repaired['attempts']}) gave every client a sample: "
-            f"{repaired['samples_moved']} sample(s) were moved to empty clients, so the label skew is not "
-            "exactly Dir(alpha) (federated.alpha)"
-        )
-    ended = summary.get("traffic_ended_early")
-    if ended:
-        how = (
-            ""
-            if ended.get("trace_complete") is None or ended.get("trace_status") == "finished"
-            else "; the replayed trace has no end record (its recorder stopped)"
-            if not ended["trace_complete"]
-            else f"; the replayed trace ended with status '{ended.get('trace_status')}'"
-            + (f" ({ended['trace_message']})" if ended.get("trace_message") else "")
-        )
-        lines.append(
-            f"note: traffic ended at {ended['at']:.1f} s, {ended['scenario_end'] - ended['at']:.1f} s before "
-            f"the scenario's end ({ended['scenario_end']:.1f} s): no arrival or departure after it{how}"
-        )
-    teleports = summary.get("teleports")
-    if teleports:
-        lines.append(
-            f"note: SUMO teleported {teleports} vehicle(s) stuck longer than sumo.time_to_teleport (a jam); "
-            f"a teleport takes a vehicle out of coverage, so it may have sent departures and arrivals"
-        )
-    capped = summary.get("max_requests") or {}
-    if capped.get("events_not_dispatched"):
-        lines.append(
-            f"note: coordinator.max_requests = {capped['cap']} was reached: {capped['events_not_dispatched']} "
-            f"later coverage event(s) (arrivals and departures) were not sent as requests, so the final "
-            f"models still hold vehicles that left after it"
-        )
-    traced = (manifest.get("mobility") or {}).get("trace_cache")
-    if traced and traced.get("rejected"):
-        lines.append(
-            f"mobility: the cached trace {traced['key'][:12]} did not verify (changed, truncated or too "
-            f"short) and was not used; SUMO ran and recorded it again"
-        )
-    if traced and traced.get("hit"):
-        lines.append(
-            f"mobility: replayed the cached trace {traced['key'][:12]} (SUMO did not run; same traffic, "
-            f"same records); {(manifest.get('config') or {}).get('mobility', {}).get('trace_cache')}"
-        )
-    cache = summary.get("contribution_cache")
-    if cache:
-        lines.append(contribution_cache_text(cache))
-    min_clients = ((manifest.get("config") or {}).get("coordinator") or {}).get("min_clients")
-    for m in federated.get("methods") or []:
-        if m not in totals:
-            lines.append(
-                f"note: {m}: no record: no model was ever fitted (coverage never held "
-                f"coordinator.min_clients = {min_clients} vehicles after the warm-up)"
-            )
-    min_available = (federated.get("rounds") or {}).get("min_available")
-    for m in federated.get("strategies") or []:
-        if m not in totals:
-            lines.append(
-                f"note: {m}: no record: no round ran (coverage never held coordinator.min_clients = "
-                f"{min_clients} vehicles after the warm-up, then rounds.min_available = {min_available})"
-            )
-    try:
-        tol = float(manifest["config"]["federated"]["projection"]["tol"])
-    except (KeyError, TypeError, ValueError):
-        tol = float("nan")
-    lines += warning_lines(unconverged_solves(run.records()), tol)
-    return "\n".join(lines)

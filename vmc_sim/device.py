@@ -17,7 +17,7 @@ still computes the jobs one after another, which does not change their results.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 import simpy
 
@@ -37,6 +37,7 @@ def batch_seconds(durations: list[float], overlap: float) -> float:
 class _Job:
     seconds: float
     done: simpy.Event
+    alive: Callable[[], bool] | None = None
 
 
 class SharedDevice:
@@ -52,9 +53,10 @@ class SharedDevice:
         self._serving = False
         self.batches: list[int] = []  # size of every batch served, in order
 
-    def submit(self, seconds: float) -> simpy.Event:
-        """Queue a job; the returned event fires at its batch's end with (start, end)."""
-        job = _Job(seconds, self.env.event())
+    def submit(self, seconds: float, alive: Callable[[], bool] | None = None) -> simpy.Event:
+        """Queue a job; the returned event fires at its batch's end with (start, end), or with None
+        when ``alive()`` is false as the device reaches the job (dropped unrun)."""
+        job = _Job(seconds, self.env.event(), alive)
         self._waiting.append(job)
         if not self._serving:
             self._serving = True
@@ -65,6 +67,11 @@ class SharedDevice:
         env = self.env
         while self._waiting:
             yield env.timeout(0)  # let every job submitted at this instant join the batch
+            for j in [j for j in self._waiting if j.alive is not None and not j.alive()]:
+                self._waiting.remove(j)
+                j.done.succeed(None)
+            if not self._waiting:
+                break
             batch, self._waiting = self._waiting[: self.max_jobs], self._waiting[self.max_jobs :]
             start = env.now
             self.batches.append(len(batch))

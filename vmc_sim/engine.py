@@ -24,6 +24,7 @@ from typing import Any, Callable
 import simpy
 
 from fl_core.experiment import OneShotSetup
+from mobility.dwell import dwell_summary, dwell_warning, share_longer_than_dwell
 from mobility.rsu import Rsu
 from mobility.source import MobilitySource
 
@@ -198,6 +199,7 @@ class CoSimulation:
             "trainings": self.pool.trainings,
             "validation_held": len(self.setup.validation_set),
         }
+        summary.update(self.dwell_and_jobs())
         if self.setup.partition_repair:
             summary["partition_repaired"] = self.setup.partition_repair
         if self.traffic_ended is not None:
@@ -216,6 +218,20 @@ class CoSimulation:
         if self.cache is not None:
             summary["contribution_cache"] = {"path": str(self.cache.root), **self.cache.stats.as_dict()}
         return summary
+
+    def dwell_and_jobs(self) -> dict[str, Any]:
+        """How long vehicles stayed in coverage against how long each method's jobs took (request
+        start to upload, or to failure), with a warning for a method whose jobs mostly outlast a dwell."""
+        dwell = {**dwell_summary(self.vehicles.dwells), "censored": len(self.vehicles.joined_at)}
+        jobs: dict[str, Any] = {}
+        warnings: dict[str, str] = {}
+        for w in self.all_worlds:
+            jobs[w.name] = {**dwell_summary(w.job_times), "longer_than_median_dwell": None}
+            jobs[w.name]["longer_than_median_dwell"] = share_longer_than_dwell(w.job_times, dwell)
+            text = dwell_warning(w.job_times, dwell)
+            if text:
+                warnings[w.name] = text
+        return {"dwell_s": dwell, "job_s": jobs, **({"dwell_warnings": warnings} if warnings else {})}
 
     def save_models(self) -> None:
         """Every method's final model as ``models.safetensors`` (``<method>.weights``), for ``vmc audit``."""

@@ -14,7 +14,8 @@ Departures as unlearning requests (``rounds.unlearn_on_departure``; strategies t
 unlearn, i.e. PDF): the departing vehicle's history is ranked and PDF's unlearning rounds run
 on the host, then play out in simulated time one after another. Because they are computed before
 they play, a participant that leaves during them is recorded under ``failed`` but is not taken out
-of that aggregate (the documented fallback, as for the one-shot editors' provisional models).
+of that aggregate: the record names it under ``kept_unarrived`` (the rounds' ordinary aggregates
+hold only the updates that arrived).
 Unlearning and ordinary rounds never overlap: one lock per world.
 """
 
@@ -30,7 +31,7 @@ from fl_core.training import evaluate
 from .calibration import host_columns
 from .context import WorldContext
 from .requests import Request, RequestKind
-from .transfers import broadcast, device_job, upload
+from .transfers import device_job, new_timing
 
 if TYPE_CHECKING:
     from fl_core.rounds.pdf import UnlearnResult
@@ -52,7 +53,8 @@ class RoundWorld:
         self.strategy: RoundStrategy = self._new_strategy()
         self.queue: simpy.Store = simpy.Store(env)
         self.lock = simpy.Resource(env, capacity=1)
-        self.channels = ctx.channels()
+        self.links = ctx.links()
+        self.job_times: list[float] = []  # simulated seconds from a round's start to each participant's upload
         self.device = ctx.device()
         self.eval_model = ctx.setup.model_fn()
         self.started = env.event()
@@ -124,6 +126,7 @@ class RoundWorld:
             "model_epoch": self.epoch,
             "triggered": True,
             "withdrawn": withdrawn,
+            "members": [],
             "removed": list(req.removed),
             "added": list(req.added),
             "population": len(self.present),
@@ -169,11 +172,11 @@ class RoundWorld:
         t0 = self.env.now
         strategy = self.strategy
         report = strategy.begin(available)
-        timing: dict[str, Any] = {"queue_s": 0.0, "compute_sim_s": 0.0, "transfer_s": 0.0, "failed": []}
+        timing: dict[str, Any] = new_timing()
         size = {t["client"]: t["bytes"] for t in report.transfers if t["kind"] == "broadcast"}
         got = yield from self._broadcast(list(report.selected), size, timing)
         dropped = set(report.selected) - got
-        procs = [self.env.process(self._train_upload(c, timing, dropped)) for c in sorted(got, key=str)]
+        procs = [self.env.process(self._train_upload(c, timing, dropped, t0)) for c in sorted(got, key=str)]
         if procs:
             yield simpy.AllOf(self.env, procs)
         report = strategy.finish(dropped)
@@ -182,7 +185,7 @@ class RoundWorld:
 
     def _broadcast(self, clients: list[Hashable], size: dict[Hashable, int], timing: dict):
         nbytes = max((size.get(c, 0) for c in clients), default=0)
-        return (yield from broadcast(self.env, self.channels, self.ctx.vehicles, clients, nbytes, timing))
+        return (yield from self.links.broadcast(clients, nbytes, timing))
 
     def _seconds(self, update) -> float:
         """Simulated device time of one local update (a reused DG-FedReuse update trains nothing)."""
@@ -192,15 +195,22 @@ class RoundWorld:
             reused=update.extra.get("path") == "reused",
         )
 
-    def _train_upload(self, client: Hashable, timing: dict, dropped: set):
+    def _train_upload(self, client: Hashable, timing: dict, dropped: set, t0: float):
         report = self.strategy._require_open()
         before = len(report.transfers)
         update = self.strategy.update(client)
         uplink = sum(t["bytes"] for t in report.transfers[before:] if t["kind"] != "broadcast")
-        yield from device_job(self.env, self.device, self._seconds(update), timing)
-        ok = yield from upload(self.env, self.channels, self.ctx.vehicles, client, uplink, timing)
-        if not ok:
+        vehicles = self.ctx.vehicles
+        charged = yield from device_job(
+            self.env, self.device, self._seconds(update), timing, alive=lambda: vehicles.reachable(client)
+        )
+        if charged is None:
+            timing["failed"].append({"client": client, "tag": "job", "reason": "left_coverage"})
             dropped.add(client)
+        elif not (yield from self.links.upload(client, uplink, timing)):
+            timing["wasted_compute_s"] += charged
+            dropped.add(client)
+        self.job_times.append(self.env.now - t0)
 
     # -- unlearning requests -------------------------------------------------------------------
     def unlearn(self, req: "Request", targets: list[Hashable]):
@@ -210,7 +220,7 @@ class RoundWorld:
             # the retained candidates: vehicles in coverage that took part in this model's rounds
             available = sorted((self.ctx.vehicles.covered & self.participants) - set(targets), key=str)
             result = cast(_Unlearning, self.strategy).unlearn(targets, available=available or None)
-            timing: dict[str, Any] = {"queue_s": 0.0, "compute_sim_s": 0.0, "transfer_s": 0.0, "failed": []}
+            timing: dict[str, Any] = new_timing()
             for report in result.reports:
                 size = {t["client"]: t["bytes"] for t in report.transfers if t["kind"] == "broadcast"}
                 got = yield from self._broadcast(list(report.selected), size, timing)
@@ -241,8 +251,10 @@ class RoundWorld:
 
     def _replay_client(self, report: RoundReport, client: Hashable, seconds: float, timing: dict):
         uplink = sum(t["bytes"] for t in report.transfers if t["client"] == client and t["kind"] != "broadcast")
-        yield from device_job(self.env, self.device, seconds, timing)
-        yield from upload(self.env, self.channels, self.ctx.vehicles, client, uplink, timing)
+        charged = yield from device_job(self.env, self.device, seconds, timing)
+        if not (yield from self.links.upload(client, uplink, timing)):
+            timing["wasted_compute_s"] += charged or 0.0
+            timing.setdefault("kept_unarrived", []).append(client)
 
     # -- records ---------------------------------------------------------------------------------
     def _record(
@@ -272,6 +284,9 @@ class RoundWorld:
             acc, loss = evaluate(self.eval_model, self.strategy.weights, self.ctx.test_set)
             row.update(accuracy=acc, loss=loss)
         timing["makespan_s"] = self.env.now - t0
+        kept = set(timing.get("kept_unarrived", ()))
+        row["arrived"] = [c for c in report.completed if c not in kept]
+        row["members"] = sorted(self.participants, key=str)
         row.update(timing)
         self.ctx.writer.emit(self.name, row)
 

@@ -23,6 +23,7 @@ from mobility.coverage import CoverageConfig
 from mobility.rsu import RsuConfig
 
 from .config import FederatedSection, Strict, TrainSection, load_model
+from .hardware import EDGE_DEFAULT, ONBOARD_DEFAULT, PROFILES, DeviceProfile, profile_of, profile_table
 from .radio import ChannelConfig
 
 if TYPE_CHECKING:
@@ -144,6 +145,25 @@ class CoordinatorSection(Strict):
     withdrawal_grace: float = Field(
         30.0, ge=0, description="a departing member may still upload its contribution for this long"
     )
+    handover: bool = Field(
+        True,
+        description="a transfer continues through the next RSU of the region the vehicle is attached to "
+        "(false: it stays on the RSU it started on while the vehicle is in the region)",
+    )
+    backhaul_bps: float = Field(1e9, gt=0, description="handover: rate of the backhaul between RSUs, bit/s")
+    backhaul_latency_s: float = Field(0.002, ge=0, description="handover: one-way latency of the backhaul, s")
+    resume_within_s: float = Field(
+        0.0,
+        ge=0,
+        description="store and forward: a vehicle that leaves every RSU mid-transfer resumes it when back "
+        "in coverage within this many seconds (0: the transfer fails when it leaves)",
+    )
+    keep_unarrived: bool = Field(
+        False,
+        description="fallback for methods that cannot remove a client: release a model that still holds "
+        "contributions whose upload failed, named in the record's 'kept_unarrived' (false: the model is "
+        "withdrawn instead)",
+    )
 
 
 class CalibrationCosts(Strict):
@@ -154,9 +174,35 @@ class CalibrationCosts(Strict):
     solve_s_per_unit: float = Field(ge=0, description="coordinator solve: s per (1 + operator products)")
 
 
+class CustomProfile(Strict):
+    """A device of the user's own (:mod:`vmc_sim.hardware`): charged at ``flops_per_s`` as given."""
+
+    name: str = Field(min_length=1)
+    flops_per_s: float = Field(gt=0)
+    source: str = Field(min_length=1)
+    description: str = ""
+
+    @field_validator("name")
+    @classmethod
+    def _own_name(cls, v: str) -> str:
+        if v in PROFILES:
+            raise ValueError(f"{v!r} is a built-in device profile; give a custom profile another name")
+        return v
+
+
+ProfileSpec = str | CustomProfile | None
+
+
+def _known_profile(v: ProfileSpec) -> ProfileSpec:
+    if isinstance(v, str):
+        PROFILES.canonical(v)  # raises naming the known profiles
+    return v
+
+
 class TimeModelKind(str, Enum):
     """How a job's simulated seconds are found (:mod:`vmc_sim.timing`)."""
 
+    PROFILE = "profile"
     CALIBRATED = "calibrated"
     MEASURED = "measured"
     DEVICE = "device"
@@ -165,12 +211,17 @@ class TimeModelKind(str, Enum):
 class ComputeSection(Strict):
     mode: Literal["shared_gpu", "onboard"] = "shared_gpu"
     time_model: TimeModelKind = Field(
-        TimeModelKind.CALIBRATED,
-        description="calibrated: per-sample costs measured once per process after a warm-up "
+        TimeModelKind.PROFILE,
+        description="profile: each job's FLOPs over the simulated device's FLOP/s (the same on every host); "
+        "calibrated: per-sample costs measured on this host once per process after a warm-up "
         "(deterministic); measured: each job's host time; device: the fixed model below",
     )
+    profile: ProfileSpec = None
+    coordinator_profile: ProfileSpec = None
     calibration: CalibrationCosts | None = Field(
-        None, description="calibrated: pin the costs (e.g. from a manifest's 'calibration'); null = measure them"
+        None,
+        description="calibrated only: pin the costs (e.g. from a manifest's 'calibration'); null = measure "
+        "them; ignored by the other time models",
     )
     seconds_per_sample_epoch: float = Field(2.3e-4, gt=0, description="device model: s per sample per epoch")
     fisher_factor: float = Field(1.0, ge=0, description="device model: Fisher pass cost in epochs")
@@ -187,10 +238,25 @@ class ComputeSection(Strict):
         "settings gets only its Fisher computed; null = off (vmc sweep turns it on)",
     )
 
+    _profiles = field_validator("profile", "coordinator_profile")(lambda cls, v: _known_profile(v))
+
+    def client_profile(self) -> DeviceProfile:
+        """The device the clients' jobs run on (null: by ``mode``, :mod:`vmc_sim.hardware`)."""
+        default = ONBOARD_DEFAULT if self.mode == "onboard" else EDGE_DEFAULT
+        return profile_of(_spec(self.profile), default)
+
+    def solver_profile(self) -> DeviceProfile:
+        """The device the coordinator's solve runs on (null: the edge-server GPU)."""
+        return profile_of(_spec(self.coordinator_profile), EDGE_DEFAULT)
+
     @property
     def measures_costs(self) -> bool:
         """True when the calibrated time model has no pinned costs: they are measured on this host."""
         return self.time_model is TimeModelKind.CALIBRATED and self.calibration is None
+
+
+def _spec(v: ProfileSpec) -> str | dict[str, Any] | None:
+    return v.model_dump() if isinstance(v, CustomProfile) else v
 
 
 class Scenario(Strict):
@@ -270,6 +336,7 @@ MEANINGS: dict[str, str] = {
     "mobility.rsus.positions": "explicit: [{id, x, y, radius}] in network metres, or {lon, lat}",
     "mobility.rsus.count": "auto: how many RSUs",
     "mobility.rsus.region": "auto: [xmin, ymin, xmax, ymax] to place in",
+    "mobility.rsus.polygon": "auto: [[x, y], ...] of 3+ vertices (network metres) to place in, instead of region",
     "mobility.rsus.central_fraction": "auto: share of the network's central region considered",
     "mobility.rsus.min_spacing": "auto: metres between RSUs (null: twice the radius)",
     "mobility.rsus.radius": "metres of coverage",
@@ -312,6 +379,15 @@ MEANINGS: dict[str, str] = {
     "federated.rounds.weighted": "aggregate weighted by sample count",
     "coordinator.evaluate": "record test accuracy and loss after every request",
     "compute.mode": "shared_gpu: each method's jobs queue for one device; onboard: every vehicle trains on its own unit",
+    "compute.profile": "profile time model: the device the clients' jobs run on, a built-in profile's name (table "
+    f"at the end) or a custom one (below); null: {ONBOARD_DEFAULT} for mode onboard, {EDGE_DEFAULT} for shared_gpu",
+    "compute.coordinator_profile": "profile time model: the device the coordinator's solves run on, a name or a "
+    f"custom profile as for profile; null: {EDGE_DEFAULT}",
+    "compute.profile.name": "a custom device's name (not a built-in one's), recorded in the manifest",
+    "compute.profile.flops_per_s": "its sustained FP32 FLOP/s, charged as given (a peak times the utilisation "
+    "your models reach on it)",
+    "compute.profile.source": "where the figure comes from (a datasheet, a measurement), recorded in the manifest",
+    "compute.profile.description": "what the device is",
 }
 
 
@@ -341,6 +417,7 @@ def scenario_reference() -> str:
         ("channel", ChannelConfig),
         ("compute", ComputeSection),
         ("compute.calibration", CalibrationCosts),
+        ("compute.profile", CustomProfile),
     ]
 
     def at(path: str) -> Any:
@@ -405,4 +482,7 @@ def scenario_reference() -> str:
                     value = None
                 meaning = MEANINGS.get(f"{path}.{fld.name}", "see vmc_sim/channel.py" if path == "channel" else "")
                 lines.append(f"| `{fld.name}` | {show(value)} | {meaning} |")
+    lines += ["", "## device profiles", "", "Built in (`vmc_sim/hardware.py`), for `compute.profile` and"]
+    lines += ["`compute.coordinator_profile`; a job is charged its FLOPs over the charged FLOP/s.", ""]
+    lines += profile_table()
     return "\n".join(lines) + "\n"

@@ -17,6 +17,8 @@ class Vehicles:
         self.state: dict[Hashable, tuple[float, float, float, str]] = {}  # x, y, speed, rsu
         self.covered: set[str] = set()
         self.departed_at: dict[Hashable, float] = {}
+        self.joined_at: dict[Hashable, float] = {}
+        self.dwells: list[float] = []  # every completed visit's time in coverage, in order of departure
         self.now = 0.0
 
     def apply(self, events: list[MobilityEvent], members: Iterable) -> None:
@@ -25,9 +27,13 @@ class Vehicles:
             if e.kind == "join":
                 self.covered.add(e.vehicle)
                 self.departed_at.pop(e.vehicle, None)
+                self.joined_at[e.vehicle] = e.time
             else:
                 self.covered.discard(e.vehicle)
                 self.departed_at[e.vehicle] = e.time
+                joined = self.joined_at.pop(e.vehicle, None)
+                if joined is not None:
+                    self.dwells.append(e.time - joined)
             self.state[e.vehicle] = (e.x, e.y, e.speed, e.rsu)
         for m in members:
             self.state[m.vehicle] = (m.x, m.y, m.speed, m.rsu)

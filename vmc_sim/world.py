@@ -4,10 +4,28 @@ A request is handled in two steps. The editor decides and computes the edit on t
 training, real Fisher, real solve); its report then plays out in simulated time: departing
 members upload their contributions, W0 is broadcast to the clients that train (at the rate of
 the worst receiver), they queue for the GPU (or train on board), upload model and Fisher, and
-the coordinator solves. A transfer that cannot finish before its vehicle leaves coverage fails
-and is recorded. Fallback (documented): the model released by that edit is flagged
-``provisional``, since it includes a contribution that never arrived; the vehicle's departure
-is already a request in the queue, and its exact removal path takes the contribution out.
+the coordinator solves.
+
+**A model holds only what arrived.** A contribution whose upload fails (its vehicle left the
+region, a broadcast never reached it) is taken out before the model is released, by the
+method's own removal path (F-SOSA's exact removal, Retrain's retraining without it, ...), and
+that take-out plays out in simulated time too (replacement members train and upload; they may
+fail in turn, and are taken out in turn). Only the final solve is charged: the coordinator
+solves once it knows what arrived. A method that cannot remove a client withdraws the model
+(``kind: suspend``), unless ``coordinator.keep_unarrived`` is set: then the model keeps the
+unarrived contributions and the record names them under ``kept_unarrived``. Every record's
+``members`` are the clients whose contributions the released model holds. Exactness: a trainee
+that left mid-upload is taken out at once, a newcomer that was not drawn stays a client until its
+departure request is processed (it finds the other already gone); once the departures known at a
+take-out are processed, F-SOSA's subset is uniform over the remaining clients, as Retrain's
+(``tests/test_arrival.py``, chi-square). In between, the two differ in whether the departed
+newcomer is still counted, not in what the model holds.
+
+**Failed work costs what it cost.** Device time of a job whose upload then failed is charged
+(``wasted_compute_s``), airtime and bytes of failed transfers up to their failure likewise
+(``failed_transfer_s``, ``bytes_sent`` vs ``bytes_delivered``); a queued job whose vehicle
+has left before the device reaches it is dropped unrun.
+
 A departing member uploads its contribution within ``withdrawal_grace`` seconds of leaving
 coverage (the withdrawal is issued before it disconnects), at its last known position.
 """
@@ -27,7 +45,7 @@ from fl_core.training import evaluate
 from .calibration import host_columns
 from .context import WorldContext
 from .requests import Request, RequestKind
-from .transfers import broadcast, device_job, upload
+from .transfers import COST_KEYS, device_job, new_timing
 
 UPLOAD_KINDS = ("model_upload", "fisher_upload")
 
@@ -51,7 +69,10 @@ class World:
         self.suspended = False
         self.epoch = 0
         self.queue: simpy.Store = simpy.Store(self.env)
-        self.channels = ctx.channels()
+        self.links = ctx.links()
+        self.job_times: list[
+            float
+        ] = []  # simulated seconds from a request's start to each trainee's upload (or failure)
         self.device = ctx.device()
         self.eval_model = ctx.setup.model_fn()
         self.process = self.env.process(self.run())
@@ -87,15 +108,16 @@ class World:
             report = self.editor.fit(batch[0].added)
         elif self.suspended:
             self.present = present
-            if len(present) < min_clients:
-                self.record(batch, None, self._suspended_note(present, min_clients), t_request)
+            here = present - self.known_departed()
+            if len(here) < min_clients:
+                self.record(batch, None, self._suspended_note(here, min_clients), t_request)
                 return
             self.editor = self.ctx.new_editor(self.name, self.epoch)
-            report = self.editor.fit(sorted(present))
+            report = self.editor.fit(sorted(here, key=str))
             self.suspended = False
             extra = {
                 "refit": True,
-                "note": f"fresh fit: {len(present)} vehicles present again (coordinator.min_clients = {min_clients})",
+                "note": f"fresh fit: {len(here)} vehicles present again (coordinator.min_clients = {min_clients})",
             }
         else:
             if len(present) < min_clients:
@@ -109,7 +131,7 @@ class World:
             removed, added = self._net(batch)
             if not removed and not added:
                 self.present = present
-                self.record(batch, None, {"note": "requests cancel out"}, t_request)
+                self.record(batch, None, {"kind": "none", "triggered": False, "note": "requests cancel out"}, t_request)
                 return
             kind = (
                 "remove"
@@ -122,7 +144,9 @@ class World:
                 report = self.editor.batch(removed, added, kind=kind)
             except UnsupportedRequestError as e:  # e.g. fine-tuning cannot remove: recorded, state unchanged
                 self.present = present
-                self.record(batch, None, {"note": f"unsupported: {e}"}, t_request)
+                self.record(
+                    batch, None, {"kind": "unsupported", "triggered": False, "note": f"unsupported: {e}"}, t_request
+                )
                 return
             except EmptyPopulationError as e:  # e.g. fewer clients than a fixed subset size
                 self.present = present
@@ -130,13 +154,71 @@ class World:
                 return
             self.present = present
         host_s = time.perf_counter() - host0
+        t_play = self.env.now
         timing = yield from self.play(report)
-        timing["host_edit_s"] = host_s
+        outcome = yield from self.take_out(timing)
+        timing["makespan_s"] = self.env.now - t_play
+        if isinstance(outcome, str):
+            self.suspend(batch, t_request, outcome, timing)
+            return
+        timing["host_edit_s"] = host_s + outcome.pop("host_s", 0.0)
         timing.update(extra)
-        self.record(batch, report, timing, t_request)
+        self.record(batch, report, timing, t_request, outcome)
 
-    def suspend(self, batch: list[Request], t_request: float, reason: str) -> None:
-        """Withdraw the model: its clients' contributions go with it; wait for enough vehicles."""
+    def take_out(self, timing: dict):
+        """Take the contributions that never arrived out of the model, by the editor's removal path,
+        playing each take-out in simulated time, until the model holds only what arrived.
+        Returns what the take-outs did (merged into the record), or a reason to withdraw the model."""
+        lost = [c for c in timing["not_arrived"] if c in self.editor.clients]
+        passes: list[dict[str, Any]] = []
+        host_s = 0.0
+        while lost:
+            gone = sorted((self.known_departed() & self.editor.clients) - set(lost), key=str)
+            taken = [*lost, *gone]
+            if len(self.editor.clients) - len(taken) < self.ctx.coordinator.min_clients:
+                return (
+                    f"{len(lost)} contribution(s) never arrived ({_named(lost)}); without them and the "
+                    f"{len(gone)} client(s) known to have left, fewer than coordinator.min_clients = "
+                    f"{self.ctx.coordinator.min_clients} clients remain"
+                )
+            host0 = time.perf_counter()
+            try:
+                report = self.editor.batch(taken, [], kind="remove" if len(taken) == 1 else "batch")
+            except UnsupportedRequestError:
+                if not self.ctx.coordinator.keep_unarrived:
+                    return (
+                        f"{self.name} cannot remove the contribution(s) that never arrived ({_named(lost)}) "
+                        "(coordinator.keep_unarrived would release the model with them)"
+                    )
+                timing["kept_unarrived"] = sorted(lost, key=str)
+                break
+            except EmptyPopulationError as e:
+                return str(e)
+            host_s += time.perf_counter() - host0
+            again = yield from self.play(report, skip=set(lost))
+            _add_costs(timing, again)
+            passes.append(
+                {
+                    "removed": sorted(lost, key=str),
+                    "departed": gone,
+                    "trained": list(report.trained),
+                    "bytes": report.total_bytes,
+                    "solve": _solve_fields(report),
+                }
+            )
+            lost = [c for c in again["not_arrived"] if c in self.editor.clients]
+        return {"take_outs": passes, "host_s": host_s, "population": len(self.editor.clients)}
+
+    def known_departed(self) -> set[Hashable]:
+        """Clients known to have left: out of coverage, with a departure waiting in this world's queue.
+        A take-out removes them with the contributions that never arrived, so that the next
+        retraining does not ask them to train (their departure requests then find them gone)."""
+        vehicles = self.ctx.vehicles
+        return {v for r in self.queue.items for v in r.removed if not vehicles.reachable(v)}
+
+    def suspend(self, batch: list[Request], t_request: float, reason: str, spent: dict | None = None) -> None:
+        """Withdraw the model: its clients' contributions go with it; wait for enough vehicles.
+        ``spent``: what the request cost in simulated time before the model was withdrawn."""
         withdrawn = sorted(self.editor.clients, key=str)
         departed = {v for r in batch for v in r.removed}
         for c in departed:
@@ -157,6 +239,8 @@ class World:
                 "accuracy": None,
                 "makespan_s": 0.0,
                 **_no_bytes(),
+                **(spent or {}),
+                "members": [],
                 "note": f"model withdrawn: {reason}; a fresh fit follows once enough vehicles are present",
             },
             t_request,
@@ -170,6 +254,7 @@ class World:
             "accuracy": None,
             "makespan_s": 0.0,
             **_no_bytes(),
+            "members": [],
             "note": f"model withdrawn: {len(present)} vehicle(s) present, coordinator.min_clients = {min_clients}",
         }
 
@@ -191,57 +276,60 @@ class World:
         return removed, added
 
     # -- playing a report out in simulated time ----------------------------------------------
-    def play(self, report: EditReport):
-        env, vehicles = self.env, self.ctx.vehicles
+    def play(self, report: EditReport, skip: set[Hashable] | frozenset = frozenset()):
+        """Play ``report``'s transfers and jobs; ``skip``: clients whose contributions are being
+        taken out (never arrived), who send nothing. ``not_arrived`` lists the trainees whose
+        contributions did not reach the coordinator; the solve is charged only when all did."""
+        env = self.env
         t0 = env.now
-        timing: dict[str, Any] = {"queue_s": 0.0, "compute_sim_s": 0.0, "transfer_s": 0.0, "failed": []}
-        per_client: dict[Hashable, dict[str, int]] = {}
+        timing = new_timing()
+        per_client: dict[Hashable, int] = {}
         broadcast_bytes = 0
         for t in report.transfers:
             if t["kind"] in UPLOAD_KINDS:
-                kinds = per_client.setdefault(t["client"], {})
-                kinds[t["kind"]] = kinds.get(t["kind"], 0) + t["bytes"]
+                per_client[t["client"]] = per_client.get(t["client"], 0) + t["bytes"]
             elif t["kind"] == "broadcast":
                 broadcast_bytes += t["bytes"]
-        trained = set(report.trained)
+        trained = [c for c in report.trained if c not in skip]
+        arrived: set[Hashable] = set()
         procs = [
-            env.process(self._withdraw(c, sum(per_client[c].values()), timing)) for c in per_client if c not in trained
+            env.process(self._withdraw(c, n, timing))
+            for c, n in per_client.items()
+            if c not in report.trained and c not in skip
         ]
         if trained:
-            got = yield from broadcast(env, self.channels, vehicles, trained, broadcast_bytes, timing)
-            for c in sorted(got):
-                procs.append(
-                    env.process(
-                        self._train_upload(
-                            c, sum(per_client.get(c, {}).values()), timing, self.compute_seconds(c, report)
-                        )
-                    )
-                )
+            got = yield from self.links.broadcast(trained, broadcast_bytes, timing)
+            for c in sorted(got, key=str):
+                seconds = self.compute_seconds(c, report)
+                procs.append(env.process(self._train_upload(c, per_client.get(c, 0), timing, seconds, arrived, t0)))
         if procs:
             yield simpy.AllOf(env, procs)
-        solve = self.ctx.time.solve(report)
+        timing["arrived"] = [c for c in trained if c in arrived]
+        timing["not_arrived"] = [c for c in trained if c not in arrived]
+        solve = 0.0 if timing["not_arrived"] else self.ctx.time.solve(report)
         timing["solve_sim_s"] = solve
         yield env.timeout(solve)
         timing["makespan_s"] = env.now - t0
-        timing["provisional"] = bool(timing["failed"])
         return timing
 
     def _withdraw(self, client: Hashable, nbytes: int, timing: dict):
         vehicles = self.ctx.vehicles
-        yield from upload(
-            self.env,
-            self.channels,
-            vehicles,
-            client,
-            nbytes,
-            timing,
-            tag="withdrawal",
-            reachable=vehicles.reachable_for_withdrawal,
+        yield from self.links.upload(
+            client, nbytes, timing, tag="withdrawal", reachable=vehicles.reachable_for_withdrawal
         )
 
-    def _train_upload(self, client: Hashable, nbytes: int, timing: dict, seconds: float):
-        yield from device_job(self.env, self.device, seconds, timing)
-        yield from upload(self.env, self.channels, self.ctx.vehicles, client, nbytes, timing)
+    def _train_upload(self, client: Hashable, nbytes: int, timing: dict, seconds: float, arrived: set, t0: float):
+        vehicles = self.ctx.vehicles
+        charged = yield from device_job(
+            self.env, self.device, seconds, timing, alive=lambda: vehicles.reachable(client)
+        )
+        if charged is None:
+            timing["failed"].append({"client": client, "tag": "job", "reason": "left_coverage"})
+        elif (yield from self.links.upload(client, nbytes, timing)):
+            arrived.add(client)
+        else:
+            timing["wasted_compute_s"] += charged
+        self.job_times.append(self.env.now - t0)
 
     def compute_seconds(self, client: Hashable, report: EditReport) -> float:
         """Simulated duration of one client's training (+ Fisher) job for ``report``: its
@@ -257,8 +345,16 @@ class World:
         return self.ctx.time.contribution(len(pool.data_of(client)), report.client_work.get(client), host_s)
 
     # -- records -----------------------------------------------------------------------------
-    def record(self, batch: list[Request], report: EditReport | None, timing: dict, t_request: float) -> None:
-        """One record of this world for the requests of ``batch``."""
+    def record(
+        self,
+        batch: list[Request],
+        report: EditReport | None,
+        timing: dict,
+        t_request: float,
+        outcome: dict | None = None,
+    ) -> None:
+        """One record of this world for the requests of ``batch`` (``outcome``: the take-outs of
+        contributions that never arrived, whose bytes and population the record adds)."""
         now = self.env.now
         row: dict[str, Any] = {
             "method": self.name,
@@ -274,12 +370,40 @@ class World:
             d.pop("transfers")
             d.pop("method")
             row.update(d)
+            if outcome is not None:
+                row["population"] = outcome["population"]
+                row["total_bytes"] += sum(p["bytes"] for p in outcome["take_outs"])
+                row["take_outs"] = outcome["take_outs"]
             if self.ctx.coordinator.evaluate:
                 assert self.editor.model is not None  # the editor has answered a request
                 acc, loss = evaluate(self.eval_model, self.editor.model, self.ctx.test_set)
                 row.update(accuracy=acc, loss=loss)
+        row["members"] = sorted(getattr(self.editor, "members", self.editor.clients), key=str)
         row.update(timing)
         self.ctx.writer.emit(self.name, row)
+
+
+def _add_costs(into: dict, more: dict) -> None:
+    """Add one take-out's costs to its request's (failures and contributions that never arrived appended)."""
+    for k in ("queue_s", "compute_sim_s", "solve_sim_s", "wasted_compute_s", *COST_KEYS):
+        into[k] += more[k]
+    into["failed"].extend(more["failed"])
+    into["arrived"].extend(more["arrived"])
+    into["not_arrived"].extend(more["not_arrived"])
+
+
+def _solve_fields(report: EditReport) -> dict[str, Any] | None:
+    """A take-out's solve without its host-measured seconds (records hold simulated fields only)."""
+    if report.solve is None:
+        return None
+    d = report.solve.as_dict()
+    d.pop("seconds", None)
+    return d
+
+
+def _named(clients: list) -> str:
+    shown = ", ".join(map(str, clients[:5]))
+    return shown + (f" and {len(clients) - 5} more" if len(clients) > 5 else "")
 
 
 def _no_bytes() -> dict[str, Any]:

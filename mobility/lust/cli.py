@@ -1,4 +1,4 @@
-"""``vmc lust build`` / ``vmc lust report`` / ``vmc lust rsu`` (also ``python -m mobility lust ...``).
+"""``vmc lust build`` / ``report`` / ``rsu`` / ``dwell`` (also ``python -m mobility lust ...``).
 
 ``build`` builds (or finds in the cache) the rebuilt network and the calibrated demand and prints
 the network against LuST's, the bus lines placed, the run settings and how the calibration run
@@ -6,7 +6,9 @@ itself flowed. ``report`` replays the built scenario with its run settings and p
 figures for a window (07:00-09:00 by default; ``--day`` for a full day, which builds a full-day
 demand), optionally sizing an RSU for the 08:00 peak (``--fit-rsu``; ``rsu`` refits from saved
 positions without SUMO). They write what they print
-under ``--out``. A scenario file (``--scenario``) supplies ``mobility.lust``, the SUMO seed,
+under ``--out``. ``dwell`` prints how long vehicles stay in coverage in a recorded trace (a
+run's ``trace.jsonl``, e.g. ``reports/lust_case_study/trace.jsonl``): the time a vehicle has to
+finish its contribution. A scenario file (``--scenario``) supplies ``mobility.lust``, the SUMO seed,
 backend and extra arguments, and ``mobility.density``; options given here override it.
 """
 
@@ -292,8 +294,30 @@ def cmd_rsu(a: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_dwell(a: argparse.Namespace) -> int:
+    """Print the dwell in coverage of a recorded trace (or of the trace a scenario names)."""
+    from mobility.dwell import dwell_command
+
+    source = a.trace or a.scenario
+    if not source:
+        raise ValueError("vmc lust dwell needs a trace (or a run directory), or --scenario with mobility.trace")
+    return dwell_command(source, as_json=a.json)
+
+
+def add_dwell_arguments(p: argparse.ArgumentParser) -> None:
+    """The arguments of ``vmc lust dwell`` and ``vmc dwell``."""
+    p.add_argument(
+        "trace",
+        nargs="?",
+        help="a trace file (a run's trace.jsonl), a run directory or a scenario YAML with mobility.trace",
+    )
+    p.add_argument("--scenario", help="instead: a scenario YAML whose mobility.trace to read")
+    p.add_argument("--json", action="store_true", help="print the figures as JSON")
+    p.set_defaults(func=cmd_dwell)
+
+
 def add_lust_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """``vmc lust {build,report}`` on an argparse subparsers object."""
+    """``vmc lust {build,report,rsu,dwell}`` on an argparse subparsers object."""
     p = subparsers.add_parser(
         "lust",
         help="build LuST and report how it flows against the published day",
@@ -316,6 +340,11 @@ def add_lust_parser(subparsers: Any) -> argparse.ArgumentParser:
     _add_common(f)
     _add_report_flags(f)
     f.set_defaults(func=cmd_rsu)
+    d = sub.add_parser(
+        "dwell",
+        help="how long vehicles stay in coverage in a recorded trace: visits, median, p10/p90, censored",
+    )
+    add_dwell_arguments(d)
     return p
 
 
@@ -336,9 +365,9 @@ def _add_report_flags(p: argparse.ArgumentParser) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m mobility lust {build,report} [options]``."""
+    """``python -m mobility lust {build,report,rsu,dwell} [options]``."""
     args = list(sys.argv[1:] if argv is None else argv)
-    if not args or args[0] not in ("build", "report", "rsu", "-h", "--help"):
+    if not args or args[0] not in ("build", "report", "rsu", "dwell", "-h", "--help"):
         args = ["build", *args]  # the old `python -m mobility lust [options]` builds
     p = argparse.ArgumentParser(prog="python -m mobility")
     add_lust_parser(p.add_subparsers(dest="command", required=True))

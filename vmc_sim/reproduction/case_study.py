@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..summary import spending
 from .common import paper_style, unit_sizes
 
 KINDS = ("broadcast", "model_upload", "fisher_upload", "control")
@@ -21,6 +22,7 @@ def method_rows(run, dataset: str) -> list[dict[str, Any]]:
         rows.sort(key=lambda r: r["index"])
     by["fsosa, paper accounting"] = paper_style(by["fsosa"], unit_sizes(by["fsosa"][0]))
     short = unconverged_solves(records)
+    spent = spending(records)
     out = []
     base = by["retrain"]
     for m, rows in by.items():
@@ -36,7 +38,8 @@ def method_rows(run, dataset: str) -> list[dict[str, Any]]:
                 "triggered": sum(int(bool(r.get("triggered"))) for r in rows[1:]),
                 "trained": sum(len(r.get("trained") or []) for r in rows),
                 "failed_transfers": sum(len(r.get("failed") or []) for r in rows),
-                "provisional": sum(int(bool(r.get("provisional"))) for r in rows),
+                **_spent(spent.get(m)),
+                "withdrawn": sum(int(r.get("kind") == "suspend") for r in rows),
                 "unconverged_solves": short.get(m, {}).get("unconverged", 0) if t is not None else None,
                 "max_latency_s": max((r.get("latency_s") or 0.0 for r in rows), default=0.0) if t is not None else None,
                 **{f"{k}_MB": mb[k] for k in KINDS},
@@ -63,7 +66,28 @@ def method_rows(run, dataset: str) -> list[dict[str, Any]]:
     for r in out:
         r["comm_saving_pct"] = 100 * (r["total_MB"] / ref["total_MB"] - 1)
         r["time_saving_pct"] = 100 * (r["time_s"] / ref["time_s"] - 1) if r["time_s"] is not None else None
+        for k in ("spent_s", "sent_MB"):
+            r[f"{k}_saving_pct"] = 100 * (r[k] / ref[k] - 1) if r.get(k) is not None and ref.get(k) else None
     return out
+
+
+def _spent(t: dict[str, float] | None) -> dict[str, Any]:
+    """What a method really spent (:func:`vmc_sim.summary.spending`), in the report's units; None
+    for the paper's accounting, which models no transfer."""
+    if t is None:
+        keys = ("device_s", "wasted_device_s", "airtime_s", "failed_airtime_s", "spent_s", "sent_MB", "lost_MB")
+        return {**dict.fromkeys(keys), "not_arrived": None, "take_outs": None}
+    return {
+        "device_s": t["device_s"],
+        "wasted_device_s": t["wasted_device_s"],
+        "airtime_s": t["airtime_s"],
+        "failed_airtime_s": t["failed_airtime_s"],
+        "spent_s": t["device_s"] + t["airtime_s"],
+        "sent_MB": t["bytes_sent"] / 1e6,
+        "lost_MB": (t["bytes_sent"] - t["bytes_delivered"]) / 1e6,
+        "not_arrived": int(t["not_arrived"]),
+        "take_outs": int(t["take_outs"]),
+    }
 
 
 def per_request(run, dataset: str) -> list[dict[str, Any]]:
@@ -85,6 +109,13 @@ def per_request(run, dataset: str) -> list[dict[str, Any]]:
                 "makespan_s": r.get("makespan_s"),
                 "accuracy": r.get("accuracy"),
                 "failed": len(r.get("failed") or []),
+                "members": " ".join(map(str, r.get("members") or [])),
+                "not_arrived": " ".join(map(str, r.get("not_arrived") or [])),
+                "take_outs": len(r.get("take_outs") or []),
+                "bytes_sent": r.get("bytes_sent"),
+                "bytes_delivered": r.get("bytes_delivered"),
+                "wasted_compute_s": r.get("wasted_compute_s"),
+                "handovers": r.get("handovers"),
             }
         )
     return rows
@@ -148,7 +179,7 @@ def cache_lines(caches: dict[str, dict]) -> list[str]:
     """The report's lines on the contribution cache (``caches``: dataset -> its run's manifest
     ``summary.contribution_cache``); they say whether the wall-clock is a cold run's, which it is
     only when nothing was loaded from the cache."""
-    from vmc_sim.cosim import contribution_cache_text
+    from vmc_sim.summary import contribution_cache_text
 
     if not caches:
         return []
