@@ -61,7 +61,8 @@ def check_records(run: RunDir) -> dict[str, int]:
         got.update(r.get("arrived", ()))
         members, never = set(r["members"]), set(r.get("not_arrived", ()))
         assert members <= got, f"{r['method']} record {r['index']} holds {sorted(members - got)}, never received"
-        assert not members & never, f"{r['method']} record {r['index']} holds contributions that never arrived"
+        if r["kind"] != "round":  # a round's dropout may still hold its update of an earlier round
+            assert not members & never, f"{r['method']} record {r['index']} holds contributions that never arrived"
         assert "kept_unarrived" not in r and "provisional" not in r
         assert r.get("bytes_sent", 0) >= r.get("bytes_delivered", 0)
         lost[r["method"]] = lost.get(r["method"], 0) + len(never)
@@ -83,8 +84,8 @@ def test_random_traffic_releases_only_what_arrived(tmp_path, seed):
                 "dataset": "digits",
                 "num_clients": 24,
                 "methods": METHODS,
-                "strategies": ["fedavg"],
-                "rounds": {"clients_per_round": 4, "local_epochs": 1, "rounds": 6},
+                "strategies": ["fedavg", "pdf"],
+                "rounds": {"clients_per_round": 4, "local_epochs": 1, "rounds": 6, "unlearn_on_departure": True},
                 "train": {"epochs": 2, "fisher": "diagonal"},
             },
             "coordinator": {"warmup": 5.0, "min_clients": 3},

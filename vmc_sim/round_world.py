@@ -13,9 +13,10 @@ the simulated job starts; a reused DG-FedReuse update takes no device time.
 Departures as unlearning requests (``rounds.unlearn_on_departure``; strategies that can
 unlearn, i.e. PDF): the departing vehicle's history is ranked and PDF's unlearning rounds run
 on the host, then play out in simulated time one after another. Because they are computed before
-they play, a participant that leaves during them is recorded under ``failed`` but is not taken out
-of that aggregate: the record names it under ``kept_unarrived`` (the rounds' ordinary aggregates
-hold only the updates that arrived).
+they play, a participant that leaves during them cannot be taken out of that aggregate: the model
+is withdrawn (``kind: suspend``; rounds start again from W0), unless ``coordinator.keep_unarrived``
+releases it with the update named under ``kept_unarrived``. Ordinary rounds aggregate only the
+updates that arrived.
 Unlearning and ordinary rounds never overlap: one lock per world.
 """
 
@@ -112,9 +113,11 @@ class RoundWorld:
                 if gone:
                     yield from self.unlearn(req, gone)
 
-    def suspend(self, req: Request, min_clients: int) -> None:
-        """Withdraw the model: record it and restart the strategy from W0 (a fresh fit)."""
+    def suspend(self, req: Request, min_clients: int, reason: str | None = None, spent: dict | None = None) -> None:
+        """Withdraw the model: record it and restart the strategy from W0 (a fresh fit). ``reason``:
+        why, when not too few vehicles; ``spent``: what the request cost before the withdrawal."""
         withdrawn = sorted(self.participants, key=str)
+        why = reason or f"{len(self.present)} vehicle(s) present, fewer than coordinator.min_clients = {min_clients}"
         row: dict[str, Any] = {
             "method": self.name,
             "kind": "suspend",
@@ -133,8 +136,8 @@ class RoundWorld:
             "accuracy": None,
             "makespan_s": 0.0,
             "total_bytes": 0,
-            "note": f"model withdrawn: {len(self.present)} vehicle(s) present, fewer than coordinator.min_clients = "
-            f"{min_clients}; rounds start again from W0 once enough vehicles are present",
+            "note": f"model withdrawn: {why}; rounds start again from W0 once enough vehicles are present",
+            **(spent or {}),
         }
         self.ctx.writer.emit(self.name, row)
         self.strategy = self._new_strategy()
@@ -180,6 +183,7 @@ class RoundWorld:
         if procs:
             yield simpy.AllOf(self.env, procs)
         report = strategy.finish(dropped)
+        timing["not_arrived"] = sorted(dropped, key=str)  # selected, their update never arrived: not aggregated
         self.participants.update(report.completed)
         self._record("round", report, timing, t0)
 
@@ -239,6 +243,17 @@ class RoundWorld:
             }
             if not available:  # nobody reachable: the strategy ranked every past participant instead
                 merged.extra["unlearn"]["ranked_out_of_coverage"] = True
+            kept = timing.get("kept_unarrived")
+            if kept and not self.ctx.coordinator.keep_unarrived:
+                timing.pop("kept_unarrived")
+                timing["not_arrived"] = kept
+                timing["makespan_s"] = self.env.now - t0
+                why = (
+                    f"{len(kept)} update(s) of the unlearning rounds never arrived ({', '.join(map(str, kept))}) and "
+                    f"{self.name} cannot take them out (coordinator.keep_unarrived would release the model with them)"
+                )
+                self.suspend(req, self.ctx.coordinator.min_clients, why, timing)
+                return
             self._record("unlearn", merged, timing, t0, request=req.index, request_time=req.time)
 
     def _unlearn_seconds(self, report: RoundReport, client: Hashable) -> float:
