@@ -101,6 +101,14 @@ def scenario_for(args: argparse.Namespace, dataset: str, trace: Path | None):
     return load_model(Scenario, None, data)
 
 
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{v:+.2f} %"
+
+
+def _acc(v: float | None, unit: str = " %") -> str:
+    return "none (every model withdrawn)" if v is None else f"{v:.2f}{unit}"
+
+
 def same_work(a: str, b: str, root: str | None) -> bool:
     """Whether datasets ``a`` and ``b`` cost the same per sample: the same image shape and number
     of classes (the model and its Fisher are then the same size)."""
@@ -343,6 +351,7 @@ def main(argv: list[str] | None = None) -> int:
         "airtime_s",
         "failed_airtime_s",
         "spent_s_saving_pct",
+        "models",
         "final_acc",
         "mean_acc",
         "max_acc_gap_vs_retrain",
@@ -369,14 +378,16 @@ def main(argv: list[str] | None = None) -> int:
     ]
     for d in datasets:
         f = next(r for r in summary if r["dataset"] == d and r["method"] == "fsosa")
-        pa = next(r for r in summary if r["dataset"] == d and r["method"] == "fsosa, paper accounting")
+        rt = next(r for r in summary if r["dataset"] == d and r["method"] == "retrain")
+        pa = next((r for r in summary if r["dataset"] == d and r["method"] == "fsosa, paper accounting"), None)
+        paper_acc = "no F-SOSA fit was released" if pa is None else f"{pa['comm_saving_pct']:+.2f} %"
         body.append(
-            f"- {d}: F-SOSA communication {f['comm_saving_pct']:+.2f} % vs Retrain (paper's accounting on the "
-            f"same run: {pa['comm_saving_pct']:+.2f} %; paper {PAPER['comm_saving_pct'][0]} to "
-            f"{PAPER['comm_saving_pct'][1]} %), time {f['time_saving_pct']:+.2f} % (paper "
-            f"{PAPER['time_saving_pct'][0]} to {PAPER['time_saving_pct'][1]} %), final accuracy "
-            f"{f['final_acc']:.2f} % vs Retrain {next(r for r in summary if r['dataset'] == d and r['method'] == 'retrain')['final_acc']:.2f} %, "
-            f"largest per-request gap {f['max_acc_gap_vs_retrain']:.2f} points."
+            f"- {d}: F-SOSA communication {_pct(f['comm_saving_pct'])} vs Retrain (paper's accounting on the "
+            f"same run: {paper_acc}; paper {PAPER['comm_saving_pct'][0]} to {PAPER['comm_saving_pct'][1]} %), "
+            f"bytes on the air {_pct(f['sent_MB_saving_pct'])}, cumulative time {_pct(f['time_saving_pct'])} "
+            f"(paper {PAPER['time_saving_pct'][0]} to {PAPER['time_saving_pct'][1]} %), device time + airtime "
+            f"{_pct(f['spent_s_saving_pct'])}, final accuracy {_acc(f['final_acc'])} vs Retrain "
+            f"{_acc(rt['final_acc'])}, largest per-request gap {_acc(f['max_acc_gap_vs_retrain'], ' points')}."
         )
         for r in (x for x in summary if x["dataset"] == d and x["time_s"] is not None and x["failed_transfers"]):
             body.append(

@@ -158,7 +158,9 @@ class World:
         timing = yield from self.play(report)
         outcome = yield from self.take_out(timing)
         timing["makespan_s"] = self.env.now - t_play
-        if isinstance(outcome, str):
+        if isinstance(outcome, str):  # what was tried before the model was withdrawn stays on record
+            tried = report.total_bytes + sum(p["bytes"] for p in timing["take_outs"])
+            timing.update(trained=list(report.trained), bytes=dict(report.bytes), total_bytes=tried)
             self.suspend(batch, t_request, outcome, timing)
             return
         timing["host_edit_s"] = host_s + outcome.pop("host_s", 0.0)
@@ -172,6 +174,7 @@ class World:
         lost = [c for c in timing["not_arrived"] if c in self.editor.clients]
         passes: list[dict[str, Any]] = []
         host_s = 0.0
+        timing["take_outs"] = passes
         while lost:
             gone = sorted((self.known_departed() & self.editor.clients) - set(lost), key=str)
             taken = [*lost, *gone]

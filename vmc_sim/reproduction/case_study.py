@@ -20,7 +20,9 @@ def method_rows(run, dataset: str) -> list[dict[str, Any]]:
         by.setdefault(r["method"], []).append(r)
     for rows in by.values():
         rows.sort(key=lambda r: r["index"])
-    by["fsosa, paper accounting"] = paper_style(by["fsosa"], unit_sizes(by["fsosa"][0]))
+    fits = [r for r in by["fsosa"] if r.get("kind") == "fit" and r.get("trained")]
+    if fits:  # none when every F-SOSA model was withdrawn: there is no fit to price the paper's accounting
+        by["fsosa, paper accounting"] = paper_style(by["fsosa"], unit_sizes(fits[0]))
     short = unconverged_solves(records)
     spent = spending(records)
     out = []
@@ -45,7 +47,8 @@ def method_rows(run, dataset: str) -> list[dict[str, Any]]:
                 **{f"{k}_MB": mb[k] for k in KINDS},
                 "total_MB": total,
                 "time_s": t,
-                "final_acc": 100 * acc[-1] if acc else None,
+                "models": len(acc),  # records releasing a model (the others withdrew it or kept none)
+                "final_acc": 100 * rows[-1]["accuracy"] if rows[-1].get("accuracy") is not None else None,
                 "mean_acc": 100 * sum(acc) / len(acc) if acc else None,
                 "max_acc_gap_vs_retrain": (
                     100
@@ -64,8 +67,10 @@ def method_rows(run, dataset: str) -> list[dict[str, Any]]:
         )
     ref = next(r for r in out if r["method"] == "retrain")
     for r in out:
-        r["comm_saving_pct"] = 100 * (r["total_MB"] / ref["total_MB"] - 1)
-        r["time_saving_pct"] = 100 * (r["time_s"] / ref["time_s"] - 1) if r["time_s"] is not None else None
+        r["comm_saving_pct"] = 100 * (r["total_MB"] / ref["total_MB"] - 1) if ref["total_MB"] else None
+        r["time_saving_pct"] = (
+            100 * (r["time_s"] / ref["time_s"] - 1) if r["time_s"] is not None and ref["time_s"] else None
+        )
         for k in ("spent_s", "sent_MB"):
             r[f"{k}_saving_pct"] = 100 * (r[k] / ref[k] - 1) if r.get(k) is not None and ref.get(k) else None
     return out
