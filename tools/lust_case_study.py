@@ -97,7 +97,7 @@ def scenario_for(args: argparse.Namespace, dataset: str, trace: Path | None):
         data["mobility"]["trace_cache"] = str(args.trace_cache)
     if getattr(args, "contribution_cache", None) and not data["compute"].get("contribution_cache"):
         data["compute"]["contribution_cache"] = str(args.contribution_cache)
-    data["name"] = f"lust-case-study-{dataset}" + ("-quick" if args.quick else "")
+    data["name"] = f"lust-case-study-{dataset}-quick" if args.quick else f"{data['name']}-{dataset}"
     return load_model(Scenario, None, data)
 
 

@@ -381,6 +381,13 @@ class World:
                 assert self.editor.model is not None  # the editor has answered a request
                 acc, loss = evaluate(self.eval_model, self.editor.model, self.ctx.test_set)
                 row.update(accuracy=acc, loss=loss)
+        if report is None:  # nothing was asked of anyone (the timing of a withdrawal says otherwise)
+            row.update(
+                removed=sorted({v for r in batch for v in r.removed}, key=str),
+                added=sorted({v for r in batch for v in r.added}, key=str),
+                bytes={k.value: 0 for k in ByteKind},
+                total_bytes=0,
+            )
         row["members"] = sorted(getattr(self.editor, "members", self.editor.clients), key=str)
         row.update(timing)
         self.ctx.writer.emit(self.name, row)

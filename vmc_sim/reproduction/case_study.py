@@ -28,7 +28,7 @@ def method_rows(run, dataset: str) -> list[dict[str, Any]]:
     out = []
     base = by["retrain"]
     for m, rows in by.items():
-        mb = {k: sum(r["bytes"][k] for r in rows) / 1e6 for k in KINDS}
+        mb = {k: sum((r.get("bytes") or {}).get(k, 0) for r in rows) / 1e6 for k in KINDS}
         total = sum(mb.values())
         t = sum(r.get("makespan_s") or 0.0 for r in rows) if m != "fsosa, paper accounting" else None
         acc: list[float] = [r["accuracy"] for r in rows if r.get("accuracy") is not None]
@@ -48,7 +48,7 @@ def method_rows(run, dataset: str) -> list[dict[str, Any]]:
                 "total_MB": total,
                 "time_s": t,
                 "models": len(acc),  # records releasing a model (the others withdrew it or kept none)
-                "final_acc": 100 * rows[-1]["accuracy"] if rows[-1].get("accuracy") is not None else None,
+                "final_acc": _final_accuracy(rows),
                 "mean_acc": 100 * sum(acc) / len(acc) if acc else None,
                 "max_acc_gap_vs_retrain": (
                     100
@@ -74,6 +74,18 @@ def method_rows(run, dataset: str) -> list[dict[str, Any]]:
         for k in ("spent_s", "sent_MB"):
             r[f"{k}_saving_pct"] = 100 * (r[k] / ref[k] - 1) if r.get(k) is not None and ref.get(k) else None
     return out
+
+
+def _final_accuracy(rows: list[dict[str, Any]]) -> float | None:
+    """Accuracy (%) of the model that exists after the last record: a record that changed nothing keeps
+    the one before; a withdrawal leaves none."""
+    acc = None
+    for r in rows:
+        if r.get("kind") in ("suspend", "suspended"):
+            acc = None
+        elif r.get("accuracy") is not None:
+            acc = 100 * r["accuracy"]
+    return acc
 
 
 def _spent(t: dict[str, float] | None) -> dict[str, Any]:
@@ -110,7 +122,7 @@ def per_request(run, dataset: str) -> list[dict[str, Any]]:
                 "population": r.get("population"),
                 "subset_size": r.get("subset_size"),
                 "triggered": int(bool(r.get("triggered"))),
-                **{f"{k}_bytes": r["bytes"][k] for k in KINDS},
+                **{f"{k}_bytes": (r.get("bytes") or {}).get(k, 0) for k in KINDS},
                 "makespan_s": r.get("makespan_s"),
                 "accuracy": r.get("accuracy"),
                 "failed": len(r.get("failed") or []),

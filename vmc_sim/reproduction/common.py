@@ -76,7 +76,7 @@ def paper_style(fsosa: list[dict[str, Any]], unit: dict[str, float]) -> list[dic
             "broadcast": unit["broadcast"] if trig else 0,
             "model_upload": p * unit["model_upload"],
             "fisher_upload": p * unit["fisher_upload"],
-            "control": r["bytes"]["control"],
+            "control": (r.get("bytes") or {}).get("control", 0),
         }
         out.append(
             {

@@ -152,7 +152,7 @@ def report(
 ) -> str:
     labels = request_labels()
     fs, rt, pp = runs["fsosa"], runs["retrain"], runs["fsosa_paper"]
-    tot = {m: {k: sum(r["bytes"][k] for r in runs[m]) for k in KINDS} for m in METHODS}
+    tot = {m: {k: sum((r.get("bytes") or {}).get(k, 0) for r in runs[m]) for k in KINDS} for m in METHODS}
     for m in METHODS:
         tot[m]["total"] = sum(tot[m][k] for k in KINDS)
     forced, expect = expected_triggers(info["rho"])
