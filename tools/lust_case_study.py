@@ -298,10 +298,11 @@ def main(argv: list[str] | None = None) -> int:
     datasets = args.datasets or (["digits"] if args.quick else ["mnist", "fashion_mnist"])
     from vmc_sim.plots import plot_run
     from vmc_sim.runs import RunDir
-    from vmc_sim.summary import contribution_cache_text
+    from vmc_sim.summary import contribution_cache_text, dwell_job_lines
 
     out = report.out_dir(args.out)
     summary, requests, traffic, caches = [], [], None, {}
+    dwell: dict[str, list[str]] = {}
     t0 = time.perf_counter()
     if args.from_runs:
         finished = [RunDir(r) for r in args.from_runs]
@@ -321,6 +322,7 @@ def main(argv: list[str] | None = None) -> int:
         requests += per_request(run, d)
         shutil.copy(plot, out / f"fig6_{d}.png")
         print(f"{d}: {run.path}", file=sys.stderr, flush=True)
+        dwell[d] = dwell_job_lines(run.manifest().get("summary") or {})
         cache = (run.manifest().get("summary") or {}).get("contribution_cache")
         if cache:
             caches[d] = cache
@@ -350,6 +352,7 @@ def main(argv: list[str] | None = None) -> int:
         "wasted_device_s",
         "airtime_s",
         "failed_airtime_s",
+        "handovers",
         "spent_s_saving_pct",
         "models",
         "final_acc",
@@ -398,6 +401,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{r['lost_MB']:.2f} MB went to work that never arrived (requests waited up to "
                 f"{r['max_latency_s']:.0f} s)."
             )
+        body += [f"  - {line}" for line in dwell[d] if line]
         for r in (x for x in summary if x["dataset"] == d and x["unconverged_solves"]):
             body.append(
                 f"  - **{r['method']}: {r['unconverged_solves']} solve(s) stopped before their tolerance** "

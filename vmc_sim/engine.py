@@ -220,8 +220,9 @@ class CoSimulation:
         return summary
 
     def dwell_and_jobs(self) -> dict[str, Any]:
-        """How long vehicles stayed in coverage against how long each method's jobs took (request
-        start to upload, or to failure), with a warning for a method whose jobs mostly outlast a dwell."""
+        """How long vehicles stayed in coverage against how long each method's jobs took (from the
+        request, queueing behind earlier ones included, to the upload or its failure; a round's from the
+        round's start), with a warning for a method whose jobs mostly outlast a dwell."""
         dwell = {**dwell_summary(self.vehicles.dwells), "censored": len(self.vehicles.joined_at)}
         jobs: dict[str, Any] = {}
         warnings: dict[str, str] = {}

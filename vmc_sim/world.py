@@ -70,9 +70,8 @@ class World:
         self.epoch = 0
         self.queue: simpy.Store = simpy.Store(self.env)
         self.links = ctx.links()
-        self.job_times: list[
-            float
-        ] = []  # simulated seconds from a request's start to each trainee's upload (or failure)
+        self.job_times: list[float] = []  # from a request to each of its trainees' upload (or failure), in s
+        self.asked_at = 0.0  # when the request being handled was made
         self.device = ctx.device()
         self.eval_model = ctx.setup.model_fn()
         self.process = self.env.process(self.run())
@@ -154,7 +153,7 @@ class World:
                 return
             self.present = present
         host_s = time.perf_counter() - host0
-        t_play = self.env.now
+        t_play, self.asked_at = self.env.now, t_request
         timing = yield from self.play(report)
         outcome = yield from self.take_out(timing)
         timing["makespan_s"] = self.env.now - t_play
@@ -304,7 +303,7 @@ class World:
             got = yield from self.links.broadcast(trained, broadcast_bytes, timing)
             for c in sorted(got, key=str):
                 seconds = self.compute_seconds(c, report)
-                procs.append(env.process(self._train_upload(c, per_client.get(c, 0), timing, seconds, arrived, t0)))
+                procs.append(env.process(self._train_upload(c, per_client.get(c, 0), timing, seconds, arrived)))
         if procs:
             yield simpy.AllOf(env, procs)
         timing["arrived"] = [c for c in trained if c in arrived]
@@ -321,7 +320,7 @@ class World:
             client, nbytes, timing, tag="withdrawal", reachable=vehicles.reachable_for_withdrawal
         )
 
-    def _train_upload(self, client: Hashable, nbytes: int, timing: dict, seconds: float, arrived: set, t0: float):
+    def _train_upload(self, client: Hashable, nbytes: int, timing: dict, seconds: float, arrived: set):
         vehicles = self.ctx.vehicles
         charged = yield from device_job(
             self.env, self.device, seconds, timing, alive=lambda: vehicles.reachable(client)
@@ -332,7 +331,7 @@ class World:
             arrived.add(client)
         else:
             timing["wasted_compute_s"] += charged
-        self.job_times.append(self.env.now - t0)
+        self.job_times.append(self.env.now - self.asked_at)  # queueing behind earlier requests included
 
     def compute_seconds(self, client: Hashable, report: EditReport) -> float:
         """Simulated duration of one client's training (+ Fisher) job for ``report``: its

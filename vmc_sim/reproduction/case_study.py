@@ -40,6 +40,7 @@ def method_rows(run, dataset: str) -> list[dict[str, Any]]:
                 "triggered": sum(int(bool(r.get("triggered"))) for r in rows[1:]),
                 "trained": sum(len(r.get("trained") or []) for r in rows),
                 "failed_transfers": sum(len(r.get("failed") or []) for r in rows),
+                "handovers": sum(r.get("handovers") or 0 for r in rows) if m in spent else None,
                 **_spent(spent.get(m)),
                 "withdrawn": sum(int(r.get("kind") == "suspend") for r in rows),
                 "unconverged_solves": short.get(m, {}).get("unconverged", 0) if t is not None else None,
@@ -148,7 +149,7 @@ def setting(run) -> dict[str, Any]:
     span = (reqs[-1]["request_time"] - t_fit) if reqs else 0.0
     return {
         "rsus": rsus,
-        "clients_at_fit": fit.get("population"),
+        "clients_at_fit": len(fit.get("added") or ()) or fit.get("population"),
         "fit_time": t_fit,
         "requests": len(reqs),
         "span_s": span,
