@@ -26,12 +26,20 @@ is not counted but written out, for a whole-vector product: diagonal ``2 d`` (mu
 add), full ``2 d^2``, K-FAC ``members x sum over layers 2 out in (out + in)`` (``G V A`` per
 member; low-rank uploads are charged as their rebuilt factors, an upper bound).
 
-Counts are kept in memory per (model key, input shape, Fisher kind, labels).
+Counts are kept in memory per (model key, input shape, Fisher kind, labels), and on disk in
+``$VMC_CACHE/flops.json`` (default ``~/.cache/vmc-sim/flops.json``) keyed by the same and torch's
+version: the counter's first use in a process costs about a second (it loads torch's compiler
+stack), as much as a whole default run. An entry read back is used only if its fields are
+non-negative integers and its parameter count and layer shapes are those of the model built now;
+anything else is counted again and rewritten.
 """
 
 from __future__ import annotations
 
+import json
+import os
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any, Callable, Hashable
 
 import torch
@@ -126,5 +134,66 @@ def model_flops(
     that fixes its architecture with ``input_shape`` and ``num_classes``), Fisher kind and labels."""
     full = (key, tuple(input_shape), int(num_classes), FisherKind(fisher).value, FisherLabels(labels).value)
     if full not in _CACHE:
-        _CACHE[full] = count_flops(model_fn, input_shape, fisher, labels)
+        name = json.dumps([str(key), list(full[1]), *full[2:], torch.__version__])
+        found = _read_stored(name, model_fn)
+        if found is None:
+            found = count_flops(model_fn, input_shape, fisher, labels)
+            _write_stored(name, found)
+        _CACHE[full] = found
     return _CACHE[full]
+
+
+def store_path() -> Path:
+    """``$VMC_CACHE/flops.json``, else ``~/.cache/vmc-sim/flops.json``."""
+    env = os.environ.get("VMC_CACHE")
+    return (Path(env).expanduser() if env else Path.home() / ".cache" / "vmc-sim") / "flops.json"
+
+
+def _read_all() -> dict[str, Any]:
+    try:
+        data = json.loads(store_path().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _read_stored(name: str, model_fn: Callable[[], nn.Module]) -> ModelFlops | None:
+    """The stored count of ``name`` if it verifies against the model ``model_fn`` builds now."""
+    entry = _read_all().get(name)
+    if not isinstance(entry, dict):
+        return None
+    try:
+        found = ModelFlops(
+            forward=entry["forward"],
+            train=entry["train"],
+            fisher=entry["fisher"],
+            params=entry["params"],
+            fisher_kind=str(entry["fisher_kind"]),
+            fisher_labels=str(entry["fisher_labels"]),
+            layers=tuple((int(o), int(i)) for o, i in entry["layers"]),
+        )
+    except (KeyError, TypeError, ValueError):
+        return None
+    counts = (found.forward, found.train, found.fisher, found.params)
+    if not all(type(v) is int and v >= 0 for v in counts):
+        return None
+    with torch.random.fork_rng(devices=[]):
+        model = model_fn()
+    shapes = tuple((s.out_features, s.in_features) for s in layer_specs(model))
+    if found.params != sum(p.numel() for p in model.parameters()) or found.layers != shapes:
+        return None
+    return found
+
+
+def _write_stored(name: str, found: ModelFlops) -> None:
+    """Add ``found`` to the store (written whole to a temporary file, then renamed over it)."""
+    path = store_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        data = _read_all()
+        data[name] = found.as_dict()
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a read-only cache: count again next time

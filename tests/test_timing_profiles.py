@@ -178,3 +178,27 @@ def test_shipped_scenarios_that_pin_costs_still_load():
         sc = load_scenario(path)
         if sc.compute.calibration is not None and sc.compute.time_model is TimeModelKind.PROFILE:
             assert not sc.compute.measures_costs and sc.compute.client_profile().name
+
+
+def test_a_stored_count_is_reused_only_if_it_verifies(tmp_path, monkeypatch):
+    """Counts persist in ``$VMC_CACHE/flops.json``; an entry that no longer matches the model is counted again."""
+    import json
+
+    import fl_core.flops as flops
+
+    monkeypatch.setenv("VMC_CACHE", str(tmp_path))
+    monkeypatch.setattr(flops, "_CACHE", {})
+    fn = lambda: build_model("mlp", (1, 8, 8), 10, hidden=(32,))  # noqa: E731
+    first = model_flops("mlp-test", fn, (1, 8, 8), 10)
+    stored = json.loads(flops.store_path().read_text())
+    (name,) = stored
+    assert stored[name]["forward"] == first.forward
+    monkeypatch.setattr(flops, "_CACHE", {})
+    monkeypatch.setattr(flops, "count_flops", lambda *a, **k: pytest.fail("a verified count is counted again"))
+    assert model_flops("mlp-test", fn, (1, 8, 8), 10) == first
+    stored[name]["params"] += 1  # another model under the same key
+    flops.store_path().write_text(json.dumps(stored))
+    monkeypatch.setattr(flops, "_CACHE", {})
+    monkeypatch.setattr(flops, "count_flops", count_flops)
+    assert model_flops("mlp-test", fn, (1, 8, 8), 10) == first
+    assert json.loads(flops.store_path().read_text())[name]["params"] == first.params
