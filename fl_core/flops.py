@@ -48,6 +48,7 @@ from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 from .fisher import FisherKind, FisherLabels, compute_fisher, layer_specs
+from .json_store import read_entries, write_entry
 
 
 @dataclass(frozen=True)
@@ -149,17 +150,9 @@ def store_path() -> Path:
     return (Path(env).expanduser() if env else Path.home() / ".cache" / "vmc-sim") / "flops.json"
 
 
-def _read_all() -> dict[str, Any]:
-    try:
-        data = json.loads(store_path().read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
 def _read_stored(name: str, model_fn: Callable[[], nn.Module]) -> ModelFlops | None:
     """The stored count of ``name`` if it verifies against the model ``model_fn`` builds now."""
-    entry = _read_all().get(name)
+    entry = read_entries(store_path()).get(name)
     if not isinstance(entry, dict):
         return None
     try:
@@ -186,14 +179,4 @@ def _read_stored(name: str, model_fn: Callable[[], nn.Module]) -> ModelFlops | N
 
 
 def _write_stored(name: str, found: ModelFlops) -> None:
-    """Add ``found`` to the store (written whole to a temporary file, then renamed over it)."""
-    path = store_path()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        data = _read_all()
-        data[name] = found.as_dict()
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError:
-        pass  # a read-only cache: count again next time
+    write_entry(store_path(), name, found.as_dict())

@@ -42,6 +42,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, cast
 
+from fl_core.json_store import read_entries, write_entry
+
 CALIBRATION_EPOCHS = 2
 CALIBRATION_CLIENTS = 8
 CALIBRATION_SOLVE_ITER = 50  # operator products a timed solve may take: enough for a per-product cost
@@ -166,24 +168,11 @@ def cache_file() -> Path:
 
 
 def _read_cache() -> dict[str, Any]:
-    try:
-        data = json.loads(cache_file().read_text())
-        return data if isinstance(data, dict) else {}
-    except (OSError, ValueError):
-        return {}
+    return read_entries(cache_file())
 
 
 def _write_cache(key: str, cal: Calibration) -> None:
-    path = cache_file()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        data = _read_cache()
-        data[key] = cal.as_dict()
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
-        os.replace(tmp, path)
-    except OSError:  # a read-only home: the costs stay per process
-        pass
+    write_entry(cache_file(), key, cal.as_dict())  # a read-only home: the costs stay per process
 
 
 def calibrated(federated, setup, repeats: int = 5) -> Calibration:
