@@ -139,6 +139,41 @@ def visits_summary(visits: Sequence[Visit]) -> dict[str, Any]:
     return out
 
 
+def positions_dwell(positions: Mapping[float, tuple[Sequence[str], Any]], cells: Sequence[Any]) -> dict[str, Any]:
+    """Dwell in the union of ``cells`` (objects with ``x``, ``y``, ``radius``: RSUs) from every
+    vehicle's position sampled at each time of ``positions`` (``{time: (ids, xy array)}``, as
+    ``vmc lust report --fit-rsu`` records them). A vehicle is in coverage at a sample if it is within
+    any cell; a visit already open at the first sample has no known start and one still open at
+    the last has no end: both are counted as censored, not in the distribution."""
+    import numpy as np
+
+    times = sorted(positions)
+    events: list[MobilityEvent] = []
+    inside: set[str] = set()
+    first: set[str] = set()
+    for k, t in enumerate(times):
+        ids, xy = positions[t]
+        now: set[str] = set()
+        if len(ids):
+            xy = np.asarray(xy, dtype=float).reshape(-1, 2)
+            near = np.zeros(len(ids), dtype=bool)
+            for c in cells:
+                near |= np.hypot(xy[:, 0] - c.x, xy[:, 1] - c.y) <= c.radius
+            now = {str(ids[int(i)]) for i in np.flatnonzero(near)}
+        if k == 0:
+            first = set(now)
+        events += [MobilityEvent(t, "leave", v, "region", 0.0, 0.0, 0.0) for v in sorted(inside - now)]
+        events += [MobilityEvent(t, "join", v, "region", 0.0, 0.0, 0.0) for v in sorted(now - inside)]
+        inside = now
+    visits = coverage_visits(events)
+    start = times[0] if times else None
+    known = [v for v in visits if not (v.join == start and v.vehicle in first)]
+    out = visits_summary(known)
+    out["censored"] += len(visits) - len(known)
+    out["window"] = [times[0], times[-1]] if times else None
+    return out
+
+
 def events_dwell(events: Sequence[MobilityEvent]) -> dict[str, Any]:
     """Dwell in the union of cells (:func:`visits_summary`) and, when recorded, per cell.
 

@@ -134,3 +134,28 @@ def test_vmc_dwell_reads_a_trace_a_run_directory_or_a_scenario(tmp_path, capsys)
     lust.write_text("mobility:\n  source: lust\n")
     assert main(["dwell", str(lust)]) == 1
     assert "has no trace (mobility.source is 'lust')" in capsys.readouterr().err
+
+
+def test_the_dwell_of_a_region_from_sampled_positions():
+    """``vmc lust report --region``: union of cells, one sample a second; visits open at the first
+    or the last sample are censored."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from mobility.dwell import positions_dwell
+
+    cells = [SimpleNamespace(x=0.0, y=0.0, radius=10.0), SimpleNamespace(x=15.0, y=0.0, radius=10.0)]
+    track = {  # vehicle -> x at t = 0..9 (y = 0); the cells cover x in [-10, 25]
+        "a": [-20, -12, -5, 5, 15, 24, 30, 40, 50, 60],  # in at t 2-5 (crosses both cells): 4 s
+        "b": [0, 1, 2, 30, 40, 50, 60, 70, 80, 90],  # in from the first sample: censored
+        "c": [90, 80, 70, 60, 50, 40, 30, 20, 10, 0],  # joins at t 7, still in at the end: censored
+        "d": [-30, -30, -5, -30, -30, 0, 0, -30, -30, -30],  # two visits: 1 s and 2 s
+    }
+    positions = {
+        float(t): (list(track), np.array([[track[v][t], 0.0] for v in track], dtype=np.float32)) for t in range(10)
+    }
+    found = positions_dwell(positions, cells)
+    assert found["count"] == 3 and found["censored"] == 2 and found["vehicles"] == 3
+    assert found["median"] == 2.0 and found["mean"] == (4 + 1 + 2) / 3
+    assert found["window"] == [0.0, 9.0]

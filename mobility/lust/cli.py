@@ -220,7 +220,7 @@ def cmd_report(
     end = DAY_WINDOW[1] if a.day else cfg.end
     positions: list[float] = []
     fit = getattr(a, "fit_rsu", False)
-    if fit:
+    if fit or a.region:
         at = _clock(a.rsu_at)
         positions = [at - 120 + i for i in range(0, 120 + int(a.rsu_horizon) + 1)]
     print(
@@ -254,12 +254,15 @@ def cmd_report(
     )
     print(report.summary())
     paths = report.write(out, "report")
-    if fit:
+    if fit or a.region:
         from mobility.lust.rsu_fit import save_positions
 
         if a.save_positions:
             save_positions(a.save_positions, rec.positions)
+    if fit:
         _fit(a, str(files.net_file), rec.positions, cfg.cache_dir, out)
+    if a.region:
+        _region_dwell(a, str(files.net_file), rec.positions, out)
     print(f"written: {', '.join(str(p) for p in paths.values())}")
     return 0
 
@@ -281,6 +284,29 @@ def _fit(a: argparse.Namespace, net_file: str, positions: dict, cache_dir: str |
     )
 
 
+def _region_dwell(a: argparse.Namespace, net_file: str, positions: dict, out: Path) -> None:
+    """Print (and write ``dwell.json``) the dwell in the union of the ``--region`` junctions' cells."""
+    from mobility.dwell import positions_dwell, summary_line
+    from mobility.rsu import RsuConfig, place_rsus
+
+    junctions = [j for j in a.region.split(",") if j]
+    cells = place_rsus(
+        RsuConfig(
+            placement="explicit",
+            radius=a.region_radius,
+            positions=[{"id": f"rsu{k}", "junction": j} for k, j in enumerate(junctions)],
+        ),
+        net_file,
+    )
+    found = positions_dwell(positions, cells)
+    found["region"] = [c.to_dict() for c in cells]
+    (out / "dwell.json").write_text(json.dumps(found, indent=2) + "\n")
+    print(
+        f"dwell in the region of {len(cells)} RSU(s) of {a.region_radius:g} m over "
+        f"{hhmm(found['window'][0])}-{hhmm(found['window'][1])}: {summary_line(found)}"
+    )
+
+
 def cmd_rsu(a: argparse.Namespace) -> int:
     """Fit the RSU from positions saved by ``report --fit-rsu --save-positions`` (no SUMO run)."""
     from mobility.lust.network import build_lust_network
@@ -290,7 +316,11 @@ def cmd_rsu(a: argparse.Namespace) -> int:
     net_file, _ = build_lust_network(cfg)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    _fit(a, str(net_file), load_positions(a.positions), cfg.cache_dir, out)
+    positions = load_positions(a.positions)
+    if a.fit_rsu or not a.region:
+        _fit(a, str(net_file), positions, cfg.cache_dir, out)
+    if a.region:
+        _region_dwell(a, str(net_file), positions, out)
     return 0
 
 
@@ -352,6 +382,12 @@ def _add_report_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--fit-rsu", action="store_true", help="also choose an RSU with about --rsu-target vehicles at --rsu-at"
     )
+    p.add_argument(
+        "--region",
+        help="comma-separated junction ids: print the dwell in coverage of their cells' union "
+        "(with --region-radius) over the sampled window around --rsu-at",
+    )
+    p.add_argument("--region-radius", type=float, default=85.0, help="metres of each region cell (default 85)")
     p.add_argument("--rsu-at", default="08:00", help="time of the first fit (default 08:00)")
     p.add_argument("--rsu-target", type=int, default=12, help="vehicles in coverage wanted then (default 12)")
     p.add_argument("--rsu-horizon", type=float, default=600.0, help="s after --rsu-at over which requests are counted")
