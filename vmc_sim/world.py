@@ -375,7 +375,6 @@ class World:
             if outcome is not None:
                 row["population"] = outcome["population"]
                 row["total_bytes"] += sum(p["bytes"] for p in outcome["take_outs"])
-                row["take_outs"] = outcome["take_outs"]
             if self.ctx.coordinator.evaluate:
                 assert self.editor.model is not None  # the editor has answered a request
                 acc, loss = evaluate(self.eval_model, self.editor.model, self.ctx.test_set)
