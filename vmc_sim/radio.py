@@ -7,9 +7,19 @@ Link budget (all in dB)::
 with ``P_tx`` the transmitter's power (RSU on the downlink, vehicle on the uplink), ``G_ant`` the
 sum of both antenna gains, ``PL`` the path loss below, ``S`` an optional log-normal shadowing term,
 ``N0`` the thermal noise density (-174 dBm/Hz), ``B`` the channel bandwidth and ``NF`` the
-receiver noise figure. The rate of one transfer that holds ``share`` Hz of the channel is::
+receiver noise figure. The rate of one transfer that holds ``share`` Hz of the channel (processor
+sharing: ``share = B / n`` with ``n`` transfers active on it) depends on ``rate_model``:
 
-    rate = min(rate_cap, share * min(log2(1 + SNR), spectral_efficiency_cap))
+* ``shannon`` (default): ``share * min(log2(1 + SNR), spectral_efficiency_cap)``; the cap is off
+  (``null``) by default, :data:`vmc_sim.rates.SHANNON_SPECTRAL_EFFICIENCY_CAP` is the suggested value.
+* ``ieee80211p``: ``(share / B) * R(SNR) * mac_efficiency(msdu_bytes, R(SNR), stations)``, with
+  ``R`` the fastest 802.11p data rate whose SNR threshold is met (10 MHz channels only). The
+  contending ``stations`` are the ``n`` transfers on the channel, except on a downlink channel of
+  its own (``duplex: separate``), where the RSU is the only sender.
+* ``nr``: ``share * SE(CQI(SNR)) * (1 - OH)``, the 5G NR CQI table with TS 38.306's overhead.
+
+Every model is then capped at ``rate_cap``; a link below the lowest MCS or CQI gets 0. The tables
+and their sources are in :mod:`vmc_sim.rates`.
 
 Path-loss models (``d`` is the 3-D distance in metres, computed from the 2-D ground distance and
 the two antenna heights; ``fc`` in GHz):
@@ -37,9 +47,18 @@ from typing import Any, Callable, Hashable
 
 import numpy as np
 
+from .rates import (
+    IEEE80211P_BANDWIDTH_HZ,
+    MAX_MSDU_BYTES,
+    ieee80211p_rate,
+    mac_efficiency,
+    nr_spectral_efficiency,
+)
+
 PATH_LOSS_MODELS = ("tr37885_urban_los", "tr37885_highway_los", "tr38901_umi_los", "free_space", "log_distance")
 DIRECTIONS = ("downlink", "uplink")
 DUPLEX_MODES = ("separate", "shared")
+RATE_MODELS = ("shannon", "ieee80211p", "nr")
 
 SPEED_OF_LIGHT = 299_792_458.0
 _C_3GPP = 3.0e8
@@ -72,8 +91,10 @@ class ChannelConfig:
     noise_density_dbm_hz: float = -174.0
     bandwidth_hz: float = 20e6
     duplex: str = "separate"
+    rate_model: str = "shannon"
     rate_cap_bps: float | None = 100e6
     spectral_efficiency_cap: float | None = None
+    msdu_bytes: int = 1500
     path_loss_exponent: float = 2.7
     log_distance_ref_m: float = 1.0
     shadowing_sigma_db: float = 0.0
@@ -90,6 +111,11 @@ class ChannelConfig:
             raise ValueError(f"channel.path_loss_model must be one of {PATH_LOSS_MODELS}, got {self.path_loss_model!r}")
         if self.duplex not in DUPLEX_MODES:
             raise ValueError(f"channel.duplex must be one of {DUPLEX_MODES}, got {self.duplex!r}")
+        if self.rate_model not in RATE_MODELS:
+            raise ValueError(f"channel.rate_model must be one of {RATE_MODELS}, got {self.rate_model!r}")
+        msdu = self.msdu_bytes
+        if isinstance(msdu, bool) or not isinstance(msdu, (int, np.integer)) or not 0 < msdu <= MAX_MSDU_BYTES:
+            raise ValueError(f"channel.msdu_bytes must be an integer in 1..{MAX_MSDU_BYTES}, got {msdu!r}")
         for name in (
             "tx_power_dbm_downlink",
             "tx_power_dbm_uplink",
@@ -127,6 +153,11 @@ class ChannelConfig:
                         f"channel.{name} must exceed 1 m for tr38901_umi_los "
                         f"(effective height h - 1 m), got {getattr(self, name)!r}"
                     )
+        if self.rate_model == "ieee80211p" and self.bandwidth_hz != IEEE80211P_BANDWIDTH_HZ:
+            raise ValueError(
+                f"channel.bandwidth_hz must be {IEEE80211P_BANDWIDTH_HZ:.0f} for rate_model ieee80211p "
+                f"(the 10 MHz OFDM PHY), got {self.bandwidth_hz!r}"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict (run manifests)."""
@@ -185,13 +216,24 @@ def snr_db(distance_m: float, direction: str, cfg: ChannelConfig, shadowing_db: 
 def rate_bps(
     distance_m: float, share_hz: float, direction: str, cfg: ChannelConfig, shadowing_db: float = 0.0
 ) -> float:
-    """Shannon rate (bit/s) of a transfer holding ``share_hz`` of the channel, with both caps applied."""
+    """Rate (bit/s) of a transfer holding ``share_hz`` of the channel under ``cfg.rate_model``, capped."""
     if not is_number(share_hz) or share_hz < 0:
         raise ValueError(f"share_hz must be a non-negative number, got {share_hz!r}")
-    se = math.log2(1.0 + 10.0 ** (snr_db(distance_m, direction, cfg, shadowing_db) / 10.0))
-    if cfg.spectral_efficiency_cap is not None:
-        se = min(se, cfg.spectral_efficiency_cap)
-    rate = share_hz * se
+    snr = snr_db(distance_m, direction, cfg, shadowing_db)
+    if cfg.rate_model == "ieee80211p":
+        phy = ieee80211p_rate(snr)
+        if phy == 0.0 or share_hz == 0:
+            return 0.0
+        alone = cfg.duplex == "separate" and direction == "downlink"
+        stations = 1 if alone else max(1, round(cfg.bandwidth_hz / share_hz))
+        rate = share_hz / cfg.bandwidth_hz * phy * mac_efficiency(int(cfg.msdu_bytes), phy, stations)
+    elif cfg.rate_model == "nr":
+        rate = share_hz * nr_spectral_efficiency(snr, direction, cfg.carrier_ghz)
+    else:
+        se = math.log2(1.0 + 10.0 ** (snr / 10.0))
+        if cfg.spectral_efficiency_cap is not None:
+            se = min(se, cfg.spectral_efficiency_cap)
+        rate = share_hz * se
     if cfg.rate_cap_bps is not None:
         rate = min(rate, cfg.rate_cap_bps)
     return rate
