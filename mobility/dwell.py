@@ -264,11 +264,11 @@ def _s(v: float | None) -> str:
 def summary_line(s: Mapping[str, Any]) -> str:
     """One line of a visits summary, with units."""
     if not s["count"]:
-        return f"no completed visit ({s.get('censored', 0)} still in coverage at the end)"
+        return f"no completed visit ({s.get('censored', 0)} censored: no known start or end)"
     return (
         f"{s['count']} visits of {s.get('vehicles', '?')} vehicles: median {_s(s['median'])}, "
         f"p10 {_s(s['p10'])}, p90 {_s(s['p90'])}, mean {_s(s['mean'])}; "
-        f"{s.get('censored', 0)} censored (still in coverage at the end, not counted)"
+        f"{s.get('censored', 0)} censored (no known start or end: not counted)"
     )
 
 

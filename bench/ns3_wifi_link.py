@@ -1,0 +1,285 @@
+"""Check our 802.11p rate model (``rate_model = "ieee80211p"``) against ns-3's wifi module at 10 MHz.
+
+Two modes, each writing a CSV and printing a table:
+
+``link``: one vehicle -> RSU saturating UDP flow, goodput against ground distance. ns-3 sends at
+the MCS our model picks at that distance (``ConstantRateWifiManager``, so the comparison checks the
+MAC/PHY overhead model and whether ns-3's error model holds the link at that MCS); a second ns-3
+run with ``IdealWifiManager`` (SNR-based, picks the fastest MCS whose BER meets 1e-6 under ns-3's
+AWGN error model) is written beside it to show where ns-3's own thresholds would differ from ours.
+
+``contention``: N vehicles on a circle of 50 m around the RSU (all in range of each other), each a
+saturating UDP upload at the top MCS (27 Mb/s constant rate); per-vehicle and total goodput,
+against ours with each vehicle holding ``bandwidth / N`` (``rate_bps(50, 10e6 / N, ...)``).
+
+ns-3 (the ``ns3`` wheel, import name ``ns``) setup: ``WIFI_STANDARD_80211p`` (10 MHz, channel 172
+at 5.86 GHz; the propagation loss is evaluated at 5.9 GHz as ours), ``YansWifiPhy`` with
+TxPower 23 dBm, RxNoiseFigure 9 dB and the default ``TableBasedErrorRateModel``;
+``ThreeGppV2vUrbanPropagationLossModel`` with ``AlwaysLosChannelConditionModel`` and shadowing
+off; RSU at height 5.0 m, vehicles at 1.5 m. The wheel has no ``wave`` module (no OCB MAC), so
+``AdhocWifiMac`` without QoS stands for OCB: no association, no beacons needed, DCF access with
+AIFSN 2 (the DIFS), CWmin 15, CWmax 1023, normal ACK, as our model assumes (``aifsn = 2``). UDP
+payload 1472 B, i.e. a 1500-byte IP packet = our ``msdu_bytes``; goodput counts UDP payload
+received by the RSU's ``PacketSink`` after a warm-up.
+
+    python bench/ns3_wifi_link.py link                       # reports/channel_validation/link.csv
+    python bench/ns3_wifi_link.py contention                 # reports/channel_validation/contention.csv
+    python bench/ns3_wifi_link.py link --distances 100 --out /tmp/link.csv
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from vmc_sim.radio import ChannelConfig, rate_bps, snr_db  # noqa: E402
+from vmc_sim.rates import ieee80211p_rate  # noqa: E402
+
+DISTANCES_M = (10, 50, 100, 200, 300, 400, 500)
+STATIONS = (1, 2, 4, 8, 16)
+CONTENTION_DISTANCE_M = 50.0
+BANDWIDTH_HZ = 10e6
+CARRIER_HZ = 5.9e9
+TX_POWER_DBM = 23.0
+NOISE_FIGURE_DB = 9.0
+RSU_HEIGHT_M = 5.0
+VEHICLE_HEIGHT_M = 1.5
+UDP_PAYLOAD_BYTES = 1472  # + 8 UDP + 20 IPv4 = 1500-byte MSDU (ours: msdu_bytes = 1500)
+OFFERED_BPS = 40e6  # above the 27 Mb/s PHY rate: every sender's queue stays full
+WARMUP_S = 1.0
+MEASURE_S = 3.0
+SEED = 1
+LINK_TOLERANCE = 0.10
+CONTENTION_TOLERANCE = 0.15
+OUT_DIR = ROOT / "reports" / "channel_validation"
+LINK_FIELDS = ("distance", "snr_db", "mcs_mbps", "ns3_goodput_mbps", "ours_mbps", "ratio", "ns3_ideal_mbps")
+CONTENTION_FIELDS = (
+    "N",
+    "ns3_total_mbps",
+    "ns3_per_vehicle_mbps",
+    "ns3_min_vehicle_mbps",
+    "ns3_max_vehicle_mbps",
+    "ours_total_mbps",
+    "ours_per_vehicle_mbps",
+    "ratio",
+)
+
+
+def our_config() -> ChannelConfig:
+    return ChannelConfig(
+        rate_model="ieee80211p",
+        bandwidth_hz=BANDWIDTH_HZ,
+        rate_cap_bps=None,
+        carrier_ghz=CARRIER_HZ / 1e9,
+        tx_power_dbm_uplink=TX_POWER_DBM,
+        noise_figure_db=NOISE_FIGURE_DB,
+        rsu_height_m=RSU_HEIGHT_M,
+        vehicle_height_m=VEHICLE_HEIGHT_M,
+    )
+
+
+def ours_mbps(distance_m: float, stations: int = 1) -> float:
+    """Our per-vehicle uplink rate (Mb/s) with ``stations`` vehicles sharing the 10 MHz channel."""
+    return rate_bps(distance_m, BANDWIDTH_HZ / stations, "uplink", our_config()) / 1e6
+
+
+def our_mcs_bps(distance_m: float) -> float:
+    return ieee80211p_rate(snr_db(distance_m, "uplink", our_config()))
+
+
+def ns3_mode(rate_bps_: float) -> str:
+    """ns-3's WifiMode name of an 802.11p (OFDM, 10 MHz) data rate."""
+    mbps = rate_bps_ / 1e6
+    return f"OfdmRate{mbps:g}MbpsBW10MHz".replace(".", "_")
+
+
+def simulate(vehicles_xy: list[tuple[float, float]], manager: str, data_rate_bps: float | None = None) -> list[float]:
+    """Goodput (Mb/s) of each vehicle's saturating UDP upload to the RSU at the origin (ns-3)."""
+    from ns import ns
+
+    ns.RngSeedManager.SetSeed(SEED)
+    ns.RngSeedManager.SetRun(1)
+    n = len(vehicles_xy)
+    nodes = ns.NodeContainer()
+    nodes.Create(1 + n)  # node 0: the RSU
+
+    loss = ns.CreateObject[ns.ThreeGppV2vUrbanPropagationLossModel]()
+    loss.SetAttribute("Frequency", ns.DoubleValue(CARRIER_HZ))
+    loss.SetAttribute("ShadowingEnabled", ns.BooleanValue(False))
+    loss.SetAttribute(
+        "ChannelConditionModel", ns.PointerValue(ns.CreateObject[ns.AlwaysLosChannelConditionModel]())
+    )
+    channel = ns.CreateObject[ns.YansWifiChannel]()
+    channel.SetPropagationLossModel(loss)
+    channel.SetPropagationDelayModel(ns.CreateObject[ns.ConstantSpeedPropagationDelayModel]())
+
+    phy = ns.YansWifiPhyHelper()
+    phy.SetChannel(channel)
+    phy.Set("TxPowerStart", ns.DoubleValue(TX_POWER_DBM))
+    phy.Set("TxPowerEnd", ns.DoubleValue(TX_POWER_DBM))
+    phy.Set("RxNoiseFigure", ns.DoubleValue(NOISE_FIGURE_DB))
+
+    wifi = ns.WifiHelper()
+    wifi.SetStandard(ns.WIFI_STANDARD_80211p)
+    if manager == "constant":
+        mode = ns.StringValue(ns3_mode(data_rate_bps))
+        wifi.SetRemoteStationManager("ns3::ConstantRateWifiManager", "DataMode", mode)
+    else:
+        wifi.SetRemoteStationManager("ns3::IdealWifiManager")
+    mac = ns.WifiMacHelper()
+    mac.SetType("ns3::AdhocWifiMac")  # OCB stand-in: no association, DCF (no QoS)
+    devices = wifi.Install(phy, mac, nodes)
+
+    positions = [(0.0, 0.0, RSU_HEIGHT_M)] + [(x, y, VEHICLE_HEIGHT_M) for x, y in vehicles_xy]
+    keep = [devices, channel, loss]
+    for i, (x, y, z) in enumerate(positions):
+        mobility = ns.CreateObject[ns.ConstantPositionMobilityModel]()
+        mobility.SetPosition(ns.Vector(x, y, z))
+        nodes.Get(i).AggregateObject(mobility)
+        keep.append(mobility)
+
+    ns.InternetStackHelper().Install(nodes)
+    addresses = ns.Ipv4AddressHelper(ns.Ipv4Address("10.1.0.0"), ns.Ipv4Mask("255.255.0.0")).Assign(devices)
+    rsu_address = addresses.GetAddress(0)
+
+    sinks = []
+    for i in range(n):
+        port = 9000 + i
+        sink = ns.CreateObject[ns.PacketSink]()
+        sink.SetAttribute("Protocol", ns.TypeIdValue(ns.UdpSocketFactory.GetTypeId()))
+        sink.SetAttribute("Local", ns.AddressValue(ns.InetSocketAddress(ns.Ipv4Address.GetAny(), port).ConvertTo()))
+        nodes.Get(0).AddApplication(sink)
+        sink.SetStartTime(ns.Seconds(0.0))
+        sinks.append(sink)
+
+        app = ns.CreateObject[ns.OnOffApplication]()
+        app.SetAttribute("Protocol", ns.TypeIdValue(ns.UdpSocketFactory.GetTypeId()))
+        app.SetAttribute("Remote", ns.AddressValue(ns.InetSocketAddress(rsu_address, port).ConvertTo()))
+        app.SetAttribute("OnTime", ns.StringValue("ns3::ConstantRandomVariable[Constant=1]"))
+        app.SetAttribute("OffTime", ns.StringValue("ns3::ConstantRandomVariable[Constant=0]"))
+        app.SetAttribute("DataRate", ns.StringValue(f"{OFFERED_BPS:.0f}bps"))
+        app.SetAttribute("PacketSize", ns.UintegerValue(UDP_PAYLOAD_BYTES))
+        nodes.Get(1 + i).AddApplication(app)
+        app.SetStartTime(ns.Seconds(0.1 + 0.01 * i))
+        keep.append(app)
+
+    ns.Simulator.Stop(ns.Seconds(WARMUP_S))
+    ns.Simulator.Run()
+    before = [s.GetTotalRx() for s in sinks]
+    ns.Simulator.Stop(ns.Seconds(MEASURE_S))
+    ns.Simulator.Run()
+    after = [s.GetTotalRx() for s in sinks]
+    ns.Simulator.Destroy()
+    del keep
+    return [8.0 * (a - b) / MEASURE_S / 1e6 for a, b in zip(after, before)]
+
+
+def run_link(distances_m: list[float]) -> list[dict]:
+    rows = []
+    for d in distances_m:
+        mcs = our_mcs_bps(d)
+        ns3 = simulate([(d, 0.0)], "constant", mcs)[0] if mcs > 0 else 0.0
+        ideal = simulate([(d, 0.0)], "ideal")[0]
+        ours = ours_mbps(d)
+        rows.append(
+            {
+                "distance": float(d),
+                "snr_db": snr_db(d, "uplink", our_config()),
+                "mcs_mbps": mcs / 1e6,
+                "ns3_goodput_mbps": ns3,
+                "ours_mbps": ours,
+                "ratio": ns3 / ours if ours > 0 else math.nan,
+                "ns3_ideal_mbps": ideal,
+            }
+        )
+    return rows
+
+
+def circle(n: int, radius_m: float) -> list[tuple[float, float]]:
+    return [(radius_m * math.cos(2 * math.pi * k / n), radius_m * math.sin(2 * math.pi * k / n)) for k in range(n)]
+
+
+def run_contention(stations: list[int]) -> list[dict]:
+    top = our_mcs_bps(CONTENTION_DISTANCE_M)
+    rows = []
+    for n in stations:
+        per = simulate(circle(n, CONTENTION_DISTANCE_M), "constant", top)
+        ours = ours_mbps(CONTENTION_DISTANCE_M, n)
+        total = sum(per)
+        rows.append(
+            {
+                "N": n,
+                "ns3_total_mbps": total,
+                "ns3_per_vehicle_mbps": total / n,
+                "ns3_min_vehicle_mbps": min(per),
+                "ns3_max_vehicle_mbps": max(per),
+                "ours_total_mbps": n * ours,
+                "ours_per_vehicle_mbps": ours,
+                "ratio": total / (n * ours),
+            }
+        )
+    return rows
+
+
+def _fmt(value) -> str:
+    return f"{value:g}" if isinstance(value, int) else f"{value:.4f}"
+
+
+def write_csv(rows: list[dict], fields: tuple[str, ...], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(fields)
+        for r in rows:
+            w.writerow([_fmt(r[k]) for k in fields])
+
+
+def read_csv(path: Path) -> list[dict]:
+    with path.open(newline="") as f:
+        return [{k: float(v) for k, v in r.items()} for r in csv.DictReader(f)]
+
+
+def table(rows: list[dict], fields: tuple[str, ...]) -> str:
+    lines = ["| " + " | ".join(fields) + " |", "|" + "---:|" * len(fields)]
+    for r in rows:
+        lines.append("| " + " | ".join(f"{r[k]:g}" if k in ("distance", "N") else f"{r[k]:.3f}" for k in fields) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("mode", choices=("link", "contention"))
+    ap.add_argument("--distances", type=float, nargs="+", default=list(DISTANCES_M), help="link: ground distances (m)")
+    ap.add_argument("--stations", type=int, nargs="+", default=list(STATIONS), help="contention: vehicle counts")
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args(argv)
+
+    t0 = time.perf_counter()
+    from ns import ns  # noqa: F401  (timed here)
+
+    print(f"ns-3 imported in {time.perf_counter() - t0:.1f} s")
+    if args.mode == "link":
+        rows, fields, tol = run_link(args.distances), LINK_FIELDS, LINK_TOLERANCE
+    else:
+        rows, fields, tol = run_contention(args.stations), CONTENTION_FIELDS, CONTENTION_TOLERANCE
+    out = args.out or OUT_DIR / f"{args.mode}.csv"
+    write_csv(rows, fields, out)
+    print(table(rows, fields))
+    held = [r["ratio"] for r in rows if not math.isnan(r["ratio"])]
+    worst = max(abs(x - 1.0) for x in held)
+    ok = worst <= tol
+    print(f"largest |ns-3 / ours - 1| = {worst:.3f} ({'within' if ok else 'OVER'} {tol:.2f}); wrote {out}")
+    print(f"wall {time.perf_counter() - t0:.1f} s")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
