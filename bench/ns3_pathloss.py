@@ -24,11 +24,10 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from vmc_sim.radio import ChannelConfig, path_loss_db
 
-from vmc_sim.radio import ChannelConfig, path_loss_db  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
+
 
 DISTANCES_M = (5, 10, 20, 50, 100, 150, 200, 300, 400, 500)
 CARRIER_HZ = 5.9e9

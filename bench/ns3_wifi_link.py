@@ -36,12 +36,11 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from vmc_sim.radio import ChannelConfig, rate_bps, snr_db
+from vmc_sim.rates import ieee80211p_rate
 
-from vmc_sim.radio import ChannelConfig, rate_bps, snr_db  # noqa: E402
-from vmc_sim.rates import ieee80211p_rate  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
+
 
 DISTANCES_M = (10, 50, 100, 200, 300, 400, 500)
 STATIONS = (1, 2, 4, 8, 16)
@@ -114,9 +113,7 @@ def simulate(vehicles_xy: list[tuple[float, float]], manager: str, data_rate_bps
     loss = ns.CreateObject[ns.ThreeGppV2vUrbanPropagationLossModel]()
     loss.SetAttribute("Frequency", ns.DoubleValue(CARRIER_HZ))
     loss.SetAttribute("ShadowingEnabled", ns.BooleanValue(False))
-    loss.SetAttribute(
-        "ChannelConditionModel", ns.PointerValue(ns.CreateObject[ns.AlwaysLosChannelConditionModel]())
-    )
+    loss.SetAttribute("ChannelConditionModel", ns.PointerValue(ns.CreateObject[ns.AlwaysLosChannelConditionModel]()))
     channel = ns.CreateObject[ns.YansWifiChannel]()
     channel.SetPropagationLossModel(loss)
     channel.SetPropagationDelayModel(ns.CreateObject[ns.ConstantSpeedPropagationDelayModel]())
@@ -146,9 +143,16 @@ def simulate(vehicles_xy: list[tuple[float, float]], manager: str, data_rate_bps
         nodes.Get(i).AggregateObject(mobility)
         keep.append(mobility)
 
-    ns.InternetStackHelper().Install(nodes)
+    internet = ns.InternetStackHelper()
+    internet.Install(nodes)
+    # fixed stream numbers: a point gives the same result alone or after other points in one process
+    ns.WifiHelper.AssignStreams(devices, 0)
+    internet.AssignStreams(nodes, 10_000)
+    channel.AssignStreams(20_000)
     addresses = ns.Ipv4AddressHelper(ns.Ipv4Address("10.1.0.0"), ns.Ipv4Mask("255.255.0.0")).Assign(devices)
     rsu_address = addresses.GetAddress(0)
+    # static ARP entries: with 16 saturated senders a lost ARP exchange can starve a vehicle
+    ns.NeighborCacheHelper().PopulateNeighborCache()
 
     sinks = []
     for i in range(n):

@@ -68,3 +68,61 @@ def test_ns3_still_gives_the_committed_column(bench, committed, tmp_path):
     assert set(fresh) == {(m, float(d)) for m in bench.NS3_MODELS for d in distances}
     for key, value in fresh.items():
         assert value == pytest.approx(old[key], abs=1e-5), key
+
+
+# ---------------------------------------------------------------- 802.11p goodput against ns-3's wifi
+
+WIFI_BENCH = "bench/ns3_wifi_link.py"
+LINK_CSV = ROOT / "reports" / "channel_validation" / "link.csv"
+CONTENTION_CSV = ROOT / "reports" / "channel_validation" / "contention.csv"
+
+
+@pytest.fixture(scope="module")
+def wifi():
+    return load_script(WIFI_BENCH)
+
+
+def test_wifi_csvs_cover_every_point(wifi):
+    assert [r["distance"] for r in wifi.read_csv(LINK_CSV)] == [float(d) for d in wifi.DISTANCES_M]
+    assert [r["N"] for r in wifi.read_csv(CONTENTION_CSV)] == [float(n) for n in wifi.STATIONS]
+
+
+def test_our_80211p_link_goodput_matches_ns3(wifi):
+    """One vehicle -> RSU, ns-3 at the MCS ours picks: ours within 10 % wherever the link holds."""
+    off = []
+    for r in wifi.read_csv(LINK_CSV):
+        ours = wifi.ours_mbps(r["distance"])
+        assert wifi.our_mcs_bps(r["distance"]) / 1e6 == r["mcs_mbps"], r  # ns-3 ran at the MCS ours picks now
+        assert r["ns3_goodput_mbps"] > 0 and ours > 0, r  # the link holds at every distance up to 500 m
+        if abs(r["ns3_goodput_mbps"] / ours - 1.0) > wifi.LINK_TOLERANCE:
+            off.append((r["distance"], round(ours, 3), r["ns3_goodput_mbps"]))
+    assert not off, f"(distance m, ours Mb/s, ns-3 Mb/s) beyond {wifi.LINK_TOLERANCE:.0%}: {off}"
+
+
+def test_our_80211p_contention_matches_ns3(wifi):
+    """N vehicles at 50 m, 27 Mb/s: ours with bandwidth / N each, total within 15 % of ns-3's."""
+    off = []
+    for r in wifi.read_csv(CONTENTION_CSV):
+        n = int(r["N"])
+        ours_total = n * wifi.ours_mbps(wifi.CONTENTION_DISTANCE_M, n)
+        if abs(r["ns3_total_mbps"] / ours_total - 1.0) > wifi.CONTENTION_TOLERANCE:
+            off.append((n, round(ours_total, 3), r["ns3_total_mbps"]))
+    assert not off, f"(N, ours total Mb/s, ns-3 total Mb/s) beyond {wifi.CONTENTION_TOLERANCE:.0%}: {off}"
+
+
+@pytest.mark.slow  # two ns-3 runs, each with ns-3's 6-14 s import: about 20 s
+@pytest.mark.skipif(not _ns3_installed(), reason="ns-3 not installed (pip install -e .[ns3])")
+def test_ns3_wifi_still_gives_the_committed_columns(wifi, tmp_path):
+    runs = (
+        ("link", ["--distances", "300"], LINK_CSV, "distance", ("ns3_goodput_mbps", "ns3_ideal_mbps")),
+        ("contention", ["--stations", "4"], CONTENTION_CSV, "N", ("ns3_total_mbps", "ns3_min_vehicle_mbps")),
+    )
+    for mode, args, committed_csv, key, columns in runs:
+        out = tmp_path / f"{mode}.csv"
+        cmd = [sys.executable, str(ROOT / WIFI_BENCH), mode, *args, "--out", str(out)]
+        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+        assert proc.returncode in (0, 1), proc.stdout + proc.stderr  # 1: ours off by more than the tolerance
+        (fresh,) = wifi.read_csv(out)
+        (old,) = [r for r in wifi.read_csv(committed_csv) if r[key] == fresh[key]]
+        for column in columns:  # same seed and ns-3 version: the same run
+            assert fresh[column] == pytest.approx(old[column], rel=1e-3), (mode, column)
