@@ -9,6 +9,12 @@ from .runs import RunDir
 from .solves import unconverged_solves, warning_lines
 
 
+def _s(seconds: float) -> str:
+    """Seconds for a table: one decimal from 10 s up, three significant digits below (a job on a
+    fast simulated device takes milliseconds)."""
+    return f"{seconds:.1f}" if abs(seconds) >= 10 or seconds == 0 else f"{seconds:.3g}"
+
+
 def spending(records: Iterable[dict]) -> dict[str, dict[str, float]]:
     """What each method really spent, from its records: device seconds (training, Fisher, solves)
     and those wasted on contributions that never arrived, airtime and the part of it lost to failed
@@ -55,8 +61,8 @@ def spending_lines(spent: dict[str, dict[str, float]], order: list[str], referen
             if base_b > 0:
                 mb_vs = f"{100 * (t['bytes_sent'] / base_b - 1):+.1f} %"
         lines.append(
-            f"{m:<10} {t['device_s']:>9.1f} {t['wasted_device_s']:>7.1f} {t['airtime_s']:>9.1f} "
-            f"{t['failed_airtime_s']:>7.1f} {t['bytes_sent'] / 1e6:>9.2f} "
+            f"{m:<10} {_s(t['device_s']):>9} {_s(t['wasted_device_s']):>7} {_s(t['airtime_s']):>9} "
+            f"{_s(t['failed_airtime_s']):>7} {t['bytes_sent'] / 1e6:>9.2f} "
             f"{(t['bytes_sent'] - t['bytes_delivered']) / 1e6:>8.2f} {int(t['not_arrived']):>11} {time_vs:>16} {mb_vs:>14}"
         )
     return lines
@@ -72,7 +78,7 @@ def dwell_job_lines(summary: dict[str, Any]) -> list[str]:
     def span(d: dict[str, Any]) -> str:
         if not d.get("count"):
             return "none"
-        return f"median {d['median']:.1f} s (p10 {d['p10']:.1f}, p90 {d['p90']:.1f}; {d['count']})"
+        return f"median {_s(d['median'])} s (p10 {_s(d['p10'])}, p90 {_s(d['p90'])}; {d['count']})"
 
     lines = ["", f"dwell in coverage: {span(dwell)}, {dwell.get('censored', 0)} still covered at the end"]
     for m, d in jobs.items():
@@ -137,8 +143,8 @@ def summarize(run: RunDir) -> str:
     ]
     for m, t in totals.items():
         lines.append(
-            f"{m:<10} {t['n']:>8} {t['trig']:>9} {t['MB']:>10.2f} {t['compute']:>13.1f} "
-            f"{t['latency']:>13.1f} {t['failed']:>6} {100 * t['acc']:>11.2f}"
+            f"{m:<10} {t['n']:>8} {t['trig']:>9} {t['MB']:>10.2f} {_s(t['compute']):>13} "
+            f"{_s(t['latency']):>13} {t['failed']:>6} {100 * t['acc']:>11.2f}"
         )
     spent = spending(rows)
     if any("bytes_sent" in r for r in rows):
