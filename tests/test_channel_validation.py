@@ -10,6 +10,7 @@ that the committed column is what ns-3 gives.
 from __future__ import annotations
 
 import importlib.util
+import math
 import subprocess
 import sys
 
@@ -126,3 +127,80 @@ def test_ns3_wifi_still_gives_the_committed_columns(wifi, tmp_path):
         (old,) = [r for r in wifi.read_csv(committed_csv) if r[key] == fresh[key]]
         for column in columns:  # same seed and ns-3 version: the same run
             assert fresh[column] == pytest.approx(old[column], rel=1e-3), (mode, column)
+
+
+# ---------------------------------------------------------------- drive-by upload against ns-3
+
+DRIVEBY_BENCH = "bench/ns3_driveby.py"
+DRIVEBY_CSV = ROOT / "reports" / "channel_validation" / "driveby.csv"
+
+
+@pytest.fixture(scope="module")
+def driveby():
+    return load_script(DRIVEBY_BENCH)
+
+
+def _driveby_ours(driveby, r):
+    """(ns-3 / ours for TCP, ns-3 / ours for UDP) of one committed pass, ours recomputed now."""
+    done, delivered = driveby.ours(r["speed"], int(r["bytes"]))
+    if math.isnan(r["ns3_completion_s"]):  # no completion within the pass: bytes delivered
+        assert math.isnan(done), r
+        return r["ns3_bytes_delivered"] / delivered, r["ns3_udp_bytes_delivered"] / delivered
+    assert delivered == r["bytes"], r
+    return r["ns3_completion_s"] / done, r["ns3_udp_completion_s"] / done
+
+
+def test_driveby_csv_covers_every_pass(driveby):
+    rows = driveby.read_csv(DRIVEBY_CSV)
+    want = [(float(v), float(driveby.BYTES)) for v in driveby.SPEEDS_MPS]
+    want.append((float(max(driveby.SPEEDS_MPS)), float(driveby.LARGE_BYTES)))
+    assert [(r["speed"], r["bytes"]) for r in rows] == want
+
+
+def test_our_driveby_channel_is_the_committed_one(driveby):
+    """The ours columns are what RsuChannel gives now (else re-run the bench and the report)."""
+    for r in driveby.read_csv(DRIVEBY_CSV):
+        done, delivered = driveby.ours(r["speed"], int(r["bytes"]))
+        if math.isnan(r["ours_completion_s"]):
+            assert math.isnan(done) and delivered == pytest.approx(r["ours_bytes_delivered"], abs=1), r
+        else:
+            assert done == pytest.approx(r["ours_completion_s"], abs=1e-4) and delivered == r["bytes"], r
+
+
+def test_our_driveby_matches_ns3_udp(driveby):
+    """Without transport ACKs (UDP at 27 Mb/s) ns-3's pass is within 10 % of our channel's."""
+    off = []
+    for r in driveby.read_csv(DRIVEBY_CSV):
+        _, udp = _driveby_ours(driveby, r)
+        if abs(udp - 1.0) > driveby.TOLERANCE:
+            off.append((r["speed"], r["bytes"], round(udp, 3)))
+    assert not off, f"(speed m/s, bytes, ns-3 UDP / ours) beyond {driveby.TOLERANCE:.0%}: {off}"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="ns-3's TCP upload takes 22 % longer than ours (1.566 s against 1.282 s) and delivers 18 % fewer "
+    "bytes in a 25 m/s pass: TCP ACKs from the RSU take airtime our goodput model does not count "
+    "(see reports/channel_validation/report.md, drive-by upload)",
+)
+def test_our_driveby_matches_ns3_tcp(driveby):
+    """The upload as the co-simulation means it (TCP bulk send, 27 Mb/s): ours within 10 % of ns-3."""
+    off = []
+    for r in driveby.read_csv(DRIVEBY_CSV):
+        tcp, _ = _driveby_ours(driveby, r)
+        if abs(tcp - 1.0) > driveby.TOLERANCE:
+            off.append((r["speed"], r["bytes"], round(tcp, 3)))
+    assert not off, f"(speed m/s, bytes, ns-3 TCP / ours) beyond {driveby.TOLERANCE:.0%}: {off}"
+
+
+@pytest.mark.slow  # three ns-3 runs after ns-3's 6-14 s import: about 10 s
+@pytest.mark.skipif(not _ns3_installed(), reason="ns-3 not installed (pip install -e .[ns3])")
+def test_ns3_driveby_still_gives_the_committed_columns(driveby, tmp_path):
+    out = tmp_path / "driveby.csv"
+    cmd = [sys.executable, str(ROOT / DRIVEBY_BENCH), "--speeds", "13.9", "--no-large", "--out", str(out)]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode in (0, 1), proc.stdout + proc.stderr  # 1: ours off by more than the tolerance
+    (fresh,) = driveby.read_csv(out)
+    (old,) = [r for r in driveby.read_csv(DRIVEBY_CSV) if (r["speed"], r["bytes"]) == (13.9, driveby.BYTES)]
+    for column in ("ns3_completion_s", "ns3_ideal_completion_s", "ns3_udp_completion_s"):  # same seed: same run
+        assert fresh[column] == pytest.approx(old[column], abs=1e-3), column
