@@ -30,7 +30,6 @@ with a position function returning (x, y, vx, vy), coverage = ground distance <=
 from __future__ import annotations
 
 import argparse
-import csv
 import math
 import sys
 import tempfile
@@ -38,11 +37,21 @@ import time
 from pathlib import Path
 
 import simpy
+from ns3_common import (
+    OUT_DIR,
+    RSU_HEIGHT_M,
+    SEED,
+    VEHICLE_HEIGHT_M,
+    fmt,
+    ip_stack,
+    our_80211p,
+    read_floats,
+    wifi_80211p,
+    write_csv,
+)
 
 from vmc_sim.channel import RsuChannel
 from vmc_sim.radio import ChannelConfig
-
-ROOT = Path(__file__).resolve().parents[1]
 
 SPEEDS_MPS = (8.3, 13.9, 25.0)
 BYTES = 2_600_000
@@ -50,12 +59,6 @@ LARGE_BYTES = 20_000_000  # one more pass at the top speed that cannot complete:
 RADIUS_M = 85.0
 ROAD_Y_M = 10.0
 X_ENTER_M = math.sqrt(RADIUS_M**2 - ROAD_Y_M**2)  # 84.41 m: where the road crosses the 85 m circle
-BANDWIDTH_HZ = 10e6
-CARRIER_HZ = 5.9e9
-TX_POWER_DBM = 23.0
-NOISE_FIGURE_DB = 9.0
-RSU_HEIGHT_M = 5.0
-VEHICLE_HEIGHT_M = 1.5
 TOP_MCS_BPS = 27e6
 TCP_SEGMENT_BYTES = 1448  # + 12 timestamp option + 20 TCP + 20 IPv4 = 1500-byte IP packet
 UDP_PAYLOAD_BYTES = 1472
@@ -65,9 +68,7 @@ UDP_OFFERED_BPS = (
 T_ENTER_S = 1.0  # ns-3 time at which the vehicle crosses into coverage and the upload starts
 POLL_S = 0.001
 UPDATE_INTERVAL_S = 0.1
-SEED = 1
 TOLERANCE = 0.10
-OUT_DIR = ROOT / "reports" / "channel_validation"
 FIELDS = (
     "speed",
     "bytes",
@@ -85,17 +86,7 @@ FIELDS = (
 
 
 def our_config() -> ChannelConfig:
-    return ChannelConfig(
-        rate_model="ieee80211p",
-        bandwidth_hz=BANDWIDTH_HZ,
-        rate_cap_bps=None,
-        carrier_ghz=CARRIER_HZ / 1e9,
-        tx_power_dbm_uplink=TX_POWER_DBM,
-        noise_figure_db=NOISE_FIGURE_DB,
-        rsu_height_m=RSU_HEIGHT_M,
-        vehicle_height_m=VEHICLE_HEIGHT_M,
-        update_interval=UPDATE_INTERVAL_S,
-    )
+    return our_80211p(update_interval=UPDATE_INTERVAL_S)
 
 
 def pass_s(speed: float) -> float:
@@ -148,31 +139,7 @@ def simulate(speed: float, manager: str, transport: str, nbytes: int = BYTES) ->
     nodes = ns.NodeContainer()
     nodes.Create(2)  # node 0: the RSU, node 1: the vehicle
 
-    loss = ns.CreateObject[ns.ThreeGppV2vUrbanPropagationLossModel]()
-    loss.SetAttribute("Frequency", ns.DoubleValue(CARRIER_HZ))
-    loss.SetAttribute("ShadowingEnabled", ns.BooleanValue(False))
-    loss.SetAttribute("ChannelConditionModel", ns.PointerValue(ns.CreateObject[ns.AlwaysLosChannelConditionModel]()))
-    channel = ns.CreateObject[ns.YansWifiChannel]()
-    channel.SetPropagationLossModel(loss)
-    channel.SetPropagationDelayModel(ns.CreateObject[ns.ConstantSpeedPropagationDelayModel]())
-
-    phy = ns.YansWifiPhyHelper()
-    phy.SetChannel(channel)
-    phy.Set("TxPowerStart", ns.DoubleValue(TX_POWER_DBM))
-    phy.Set("TxPowerEnd", ns.DoubleValue(TX_POWER_DBM))
-    phy.Set("RxNoiseFigure", ns.DoubleValue(NOISE_FIGURE_DB))
-
-    wifi = ns.WifiHelper()
-    wifi.SetStandard(ns.WIFI_STANDARD_80211p)
-    if manager == "constant":
-        wifi.SetRemoteStationManager(
-            "ns3::ConstantRateWifiManager", "DataMode", ns.StringValue("OfdmRate27MbpsBW10MHz")
-        )
-    else:
-        wifi.SetRemoteStationManager("ns3::IdealWifiManager")
-    mac = ns.WifiMacHelper()
-    mac.SetType("ns3::AdhocWifiMac")
-    devices = wifi.Install(phy, mac, nodes)
+    devices, channel, keep = wifi_80211p(ns, nodes, manager, TOP_MCS_BPS)
 
     rsu_mobility = ns.CreateObject[ns.ConstantPositionMobilityModel]()
     rsu_mobility.SetPosition(ns.Vector(0.0, 0.0, RSU_HEIGHT_M))
@@ -181,16 +148,9 @@ def simulate(speed: float, manager: str, transport: str, nbytes: int = BYTES) ->
         trace = Path(tmp) / "driveby.ns2"
         ns2_trace(speed, trace)
         ns.Ns2MobilityHelper(str(trace)).Install()  # reads the file now; installs on node 1
-    keep = [devices, channel, loss, rsu_mobility]
+    keep.append(rsu_mobility)
 
-    internet = ns.InternetStackHelper()
-    internet.Install(nodes)
-    ns.WifiHelper.AssignStreams(devices, 0)
-    internet.AssignStreams(nodes, 10_000)
-    channel.AssignStreams(20_000)
-    addresses = ns.Ipv4AddressHelper(ns.Ipv4Address("10.1.0.0"), ns.Ipv4Mask("255.255.0.0")).Assign(devices)
-    rsu_address = addresses.GetAddress(0)
-    ns.NeighborCacheHelper().PopulateNeighborCache()
+    rsu_address = ip_stack(ns, nodes, devices, channel)
 
     factory = ns.TcpSocketFactory if transport == "tcp" else ns.UdpSocketFactory
     port = 9000
@@ -267,22 +227,8 @@ def run(cases: list[tuple[float, int]]) -> list[dict]:
     return rows
 
 
-def _fmt(value) -> str:
-    return f"{value:d}" if isinstance(value, int) else f"{value:.4f}"
-
-
-def write_csv(rows: list[dict], path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(FIELDS)
-        for r in rows:
-            w.writerow([_fmt(r[k]) for k in FIELDS])
-
-
 def read_csv(path: Path) -> list[dict]:
-    with path.open(newline="") as f:
-        return [{k: float(v) for k, v in r.items()} for r in csv.DictReader(f)]
+    return read_floats(path)
 
 
 def table(rows: list[dict]) -> str:
@@ -309,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"ns-3 imported in {time.perf_counter() - t0:.1f} s")
     rows = run(cases)
-    write_csv(rows, args.out)
+    write_csv(args.out, FIELDS, ([fmt(r[k]) for k in FIELDS] for r in rows))
     print(table(rows))
     worst = max(abs(r["ratio"] - 1.0) for r in rows)
     ok = worst <= TOLERANCE

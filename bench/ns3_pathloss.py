@@ -24,17 +24,13 @@ import sys
 import time
 from pathlib import Path
 
+from ns3_common import CARRIER_HZ, OUT_DIR, RSU_HEIGHT_M, VEHICLE_HEIGHT_M, write_csv
+
 from vmc_sim.radio import ChannelConfig, path_loss_db
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
 DISTANCES_M = (5, 10, 20, 50, 100, 150, 200, 300, 400, 500)
-CARRIER_HZ = 5.9e9
-RSU_HEIGHT_M = 5.0
-VEHICLE_HEIGHT_M = 1.5
 TOLERANCE_DB = 0.01
-DEFAULT_OUT = ROOT / "reports" / "channel_validation" / "pathloss.csv"
+DEFAULT_OUT = OUT_DIR / "pathloss.csv"
 FIELDS = ("distance", "model", "ns3_db", "ours_db", "diff_db")
 
 # our path_loss_model -> ns-3 TypeId name
@@ -93,17 +89,6 @@ def compare(distances_m: list[float]) -> list[dict]:
     return rows
 
 
-def write_csv(rows: list[dict], path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(FIELDS)
-        for r in rows:
-            w.writerow(
-                [f"{r['distance']:g}", r["model"], f"{r['ns3_db']:.6f}", f"{r['ours_db']:.6f}", f"{r['diff_db']:.6f}"]
-            )
-
-
 def read_csv(path: Path) -> list[dict]:
     with path.open(newline="") as f:
         return [
@@ -132,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
 
     print(f"ns-3 {ns3_version()} imported in {time.perf_counter() - t0:.1f} s")
     rows = compare(args.distances)
-    write_csv(rows, args.out)
+    cells = ([f"{r['distance']:g}", r["model"], *(f"{r[k]:.6f}" for k in FIELDS[2:])] for r in rows)
+    write_csv(args.out, FIELDS, cells)
     print(table(rows))
     worst = max(abs(r["diff_db"]) for r in rows)
     ok = worst <= TOLERANCE_DB

@@ -30,35 +30,37 @@ received by the RSU's ``PacketSink`` after a warm-up.
 from __future__ import annotations
 
 import argparse
-import csv
 import math
 import sys
 import time
 from pathlib import Path
 
-from vmc_sim.radio import ChannelConfig, rate_bps, snr_db
+from ns3_common import (
+    BANDWIDTH_HZ,
+    OUT_DIR,
+    RSU_HEIGHT_M,
+    SEED,
+    VEHICLE_HEIGHT_M,
+    fmt,
+    ip_stack,
+    our_80211p,
+    read_floats,
+    wifi_80211p,
+    write_csv,
+)
+
+from vmc_sim.radio import rate_bps, snr_db
 from vmc_sim.rates import ieee80211p_rate
-
-ROOT = Path(__file__).resolve().parents[1]
-
 
 DISTANCES_M = (10, 50, 100, 200, 300, 400, 500)
 STATIONS = (1, 2, 4, 8, 16)
 CONTENTION_DISTANCE_M = 50.0
-BANDWIDTH_HZ = 10e6
-CARRIER_HZ = 5.9e9
-TX_POWER_DBM = 23.0
-NOISE_FIGURE_DB = 9.0
-RSU_HEIGHT_M = 5.0
-VEHICLE_HEIGHT_M = 1.5
 UDP_PAYLOAD_BYTES = 1472  # + 8 UDP + 20 IPv4 = 1500-byte MSDU (ours: msdu_bytes = 1500)
 OFFERED_BPS = 40e6  # above the 27 Mb/s PHY rate: every sender's queue stays full
 WARMUP_S = 1.0
 MEASURE_S = 3.0
-SEED = 1
 LINK_TOLERANCE = 0.10
 CONTENTION_TOLERANCE = 0.15
-OUT_DIR = ROOT / "reports" / "channel_validation"
 LINK_FIELDS = ("distance", "snr_db", "mcs_mbps", "ns3_goodput_mbps", "ours_mbps", "ratio", "ns3_ideal_mbps")
 CONTENTION_FIELDS = (
     "N",
@@ -72,32 +74,13 @@ CONTENTION_FIELDS = (
 )
 
 
-def our_config() -> ChannelConfig:
-    return ChannelConfig(
-        rate_model="ieee80211p",
-        bandwidth_hz=BANDWIDTH_HZ,
-        rate_cap_bps=None,
-        carrier_ghz=CARRIER_HZ / 1e9,
-        tx_power_dbm_uplink=TX_POWER_DBM,
-        noise_figure_db=NOISE_FIGURE_DB,
-        rsu_height_m=RSU_HEIGHT_M,
-        vehicle_height_m=VEHICLE_HEIGHT_M,
-    )
-
-
 def ours_mbps(distance_m: float, stations: int = 1) -> float:
     """Our per-vehicle uplink rate (Mb/s) with ``stations`` vehicles sharing the 10 MHz channel."""
-    return rate_bps(distance_m, BANDWIDTH_HZ / stations, "uplink", our_config()) / 1e6
+    return rate_bps(distance_m, BANDWIDTH_HZ / stations, "uplink", our_80211p()) / 1e6
 
 
 def our_mcs_bps(distance_m: float) -> float:
-    return ieee80211p_rate(snr_db(distance_m, "uplink", our_config()))
-
-
-def ns3_mode(rate_bps_: float) -> str:
-    """ns-3's WifiMode name of an 802.11p (OFDM, 10 MHz) data rate."""
-    mbps = rate_bps_ / 1e6
-    return f"OfdmRate{mbps:g}MbpsBW10MHz".replace(".", "_")
+    return ieee80211p_rate(snr_db(distance_m, "uplink", our_80211p()))
 
 
 def simulate(vehicles_xy: list[tuple[float, float]], manager: str, data_rate_bps: float | None = None) -> list[float]:
@@ -110,49 +93,16 @@ def simulate(vehicles_xy: list[tuple[float, float]], manager: str, data_rate_bps
     nodes = ns.NodeContainer()
     nodes.Create(1 + n)  # node 0: the RSU
 
-    loss = ns.CreateObject[ns.ThreeGppV2vUrbanPropagationLossModel]()
-    loss.SetAttribute("Frequency", ns.DoubleValue(CARRIER_HZ))
-    loss.SetAttribute("ShadowingEnabled", ns.BooleanValue(False))
-    loss.SetAttribute("ChannelConditionModel", ns.PointerValue(ns.CreateObject[ns.AlwaysLosChannelConditionModel]()))
-    channel = ns.CreateObject[ns.YansWifiChannel]()
-    channel.SetPropagationLossModel(loss)
-    channel.SetPropagationDelayModel(ns.CreateObject[ns.ConstantSpeedPropagationDelayModel]())
-
-    phy = ns.YansWifiPhyHelper()
-    phy.SetChannel(channel)
-    phy.Set("TxPowerStart", ns.DoubleValue(TX_POWER_DBM))
-    phy.Set("TxPowerEnd", ns.DoubleValue(TX_POWER_DBM))
-    phy.Set("RxNoiseFigure", ns.DoubleValue(NOISE_FIGURE_DB))
-
-    wifi = ns.WifiHelper()
-    wifi.SetStandard(ns.WIFI_STANDARD_80211p)
-    if manager == "constant":
-        mode = ns.StringValue(ns3_mode(data_rate_bps))
-        wifi.SetRemoteStationManager("ns3::ConstantRateWifiManager", "DataMode", mode)
-    else:
-        wifi.SetRemoteStationManager("ns3::IdealWifiManager")
-    mac = ns.WifiMacHelper()
-    mac.SetType("ns3::AdhocWifiMac")  # OCB stand-in: no association, DCF (no QoS)
-    devices = wifi.Install(phy, mac, nodes)
+    devices, channel, keep = wifi_80211p(ns, nodes, manager, data_rate_bps)
 
     positions = [(0.0, 0.0, RSU_HEIGHT_M)] + [(x, y, VEHICLE_HEIGHT_M) for x, y in vehicles_xy]
-    keep = [devices, channel, loss]
     for i, (x, y, z) in enumerate(positions):
         mobility = ns.CreateObject[ns.ConstantPositionMobilityModel]()
         mobility.SetPosition(ns.Vector(x, y, z))
         nodes.Get(i).AggregateObject(mobility)
         keep.append(mobility)
 
-    internet = ns.InternetStackHelper()
-    internet.Install(nodes)
-    # fixed stream numbers: a point gives the same result alone or after other points in one process
-    ns.WifiHelper.AssignStreams(devices, 0)
-    internet.AssignStreams(nodes, 10_000)
-    channel.AssignStreams(20_000)
-    addresses = ns.Ipv4AddressHelper(ns.Ipv4Address("10.1.0.0"), ns.Ipv4Mask("255.255.0.0")).Assign(devices)
-    rsu_address = addresses.GetAddress(0)
-    # static ARP entries: with 16 saturated senders a lost ARP exchange can starve a vehicle
-    ns.NeighborCacheHelper().PopulateNeighborCache()
+    rsu_address = ip_stack(ns, nodes, devices, channel)
 
     sinks = []
     for i in range(n):
@@ -196,7 +146,7 @@ def run_link(distances_m: list[float]) -> list[dict]:
         rows.append(
             {
                 "distance": float(d),
-                "snr_db": snr_db(d, "uplink", our_config()),
+                "snr_db": snr_db(d, "uplink", our_80211p()),
                 "mcs_mbps": mcs / 1e6,
                 "ns3_goodput_mbps": ns3,
                 "ours_mbps": ours,
@@ -233,22 +183,8 @@ def run_contention(stations: list[int]) -> list[dict]:
     return rows
 
 
-def _fmt(value) -> str:
-    return f"{value:g}" if isinstance(value, int) else f"{value:.4f}"
-
-
-def write_csv(rows: list[dict], fields: tuple[str, ...], path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(fields)
-        for r in rows:
-            w.writerow([_fmt(r[k]) for k in fields])
-
-
 def read_csv(path: Path) -> list[dict]:
-    with path.open(newline="") as f:
-        return [{k: float(v) for k, v in r.items()} for r in csv.DictReader(f)]
+    return read_floats(path)
 
 
 def table(rows: list[dict], fields: tuple[str, ...]) -> str:
@@ -275,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         rows, fields, tol = run_contention(args.stations), CONTENTION_FIELDS, CONTENTION_TOLERANCE
     out = args.out or OUT_DIR / f"{args.mode}.csv"
-    write_csv(rows, fields, out)
+    write_csv(out, fields, ([fmt(r[k]) for k in fields] for r in rows))
     print(table(rows, fields))
     held = [r["ratio"] for r in rows if not math.isnan(r["ratio"])]
     worst = max(abs(x - 1.0) for x in held)

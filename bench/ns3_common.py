@@ -1,0 +1,115 @@
+"""What the ns-3 comparisons of the channel share: the link budget both sides use, our 802.11p
+channel configured to it, ns-3's 802.11p devices and IP stack built the same way for every
+scenario, and the CSV files they write (``reports/channel_validation/``).
+
+ns-3 side (``bench/ns3_wifi_link.py`` says why): ``WIFI_STANDARD_80211p`` at 10 MHz,
+``YansWifiPhy`` with 23 dBm and a 9 dB noise figure, ``ThreeGppV2vUrbanPropagationLossModel`` at
+5.9 GHz with ``AlwaysLosChannelConditionModel`` and no shadowing, ``AdhocWifiMac`` without QoS for
+OCB; fixed random streams and static ARP entries, so that a point gives the same figure alone or
+in a sweep.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Any, Iterable
+
+from vmc_sim.radio import ChannelConfig
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT_DIR = ROOT / "reports" / "channel_validation"
+
+BANDWIDTH_HZ = 10e6
+CARRIER_HZ = 5.9e9
+TX_POWER_DBM = 23.0
+NOISE_FIGURE_DB = 9.0
+RSU_HEIGHT_M = 5.0
+VEHICLE_HEIGHT_M = 1.5
+SEED = 1
+
+
+def our_80211p(**extra: Any) -> ChannelConfig:
+    """Our ``ieee80211p`` channel with the comparisons' link budget (no rate cap)."""
+    return ChannelConfig(
+        rate_model="ieee80211p",
+        bandwidth_hz=BANDWIDTH_HZ,
+        rate_cap_bps=None,
+        carrier_ghz=CARRIER_HZ / 1e9,
+        tx_power_dbm_uplink=TX_POWER_DBM,
+        noise_figure_db=NOISE_FIGURE_DB,
+        rsu_height_m=RSU_HEIGHT_M,
+        vehicle_height_m=VEHICLE_HEIGHT_M,
+        **extra,
+    )
+
+
+def ns3_mode(rate_bps: float) -> str:
+    """ns-3's WifiMode name of an 802.11p (OFDM, 10 MHz) data rate."""
+    return f"OfdmRate{rate_bps / 1e6:g}MbpsBW10MHz".replace(".", "_")
+
+
+def wifi_80211p(ns: Any, nodes: Any, manager: str, data_rate_bps: float | None = None) -> tuple[Any, Any, list]:
+    """802.11p devices on ``nodes`` sharing one channel: (devices, channel, objects to keep alive).
+    ``manager``: ``constant`` (every frame at ``data_rate_bps``) or ``ideal`` (ns-3's SNR-based choice)."""
+    loss = ns.CreateObject[ns.ThreeGppV2vUrbanPropagationLossModel]()
+    loss.SetAttribute("Frequency", ns.DoubleValue(CARRIER_HZ))
+    loss.SetAttribute("ShadowingEnabled", ns.BooleanValue(False))
+    loss.SetAttribute("ChannelConditionModel", ns.PointerValue(ns.CreateObject[ns.AlwaysLosChannelConditionModel]()))
+    channel = ns.CreateObject[ns.YansWifiChannel]()
+    channel.SetPropagationLossModel(loss)
+    channel.SetPropagationDelayModel(ns.CreateObject[ns.ConstantSpeedPropagationDelayModel]())
+
+    phy = ns.YansWifiPhyHelper()
+    phy.SetChannel(channel)
+    phy.Set("TxPowerStart", ns.DoubleValue(TX_POWER_DBM))
+    phy.Set("TxPowerEnd", ns.DoubleValue(TX_POWER_DBM))
+    phy.Set("RxNoiseFigure", ns.DoubleValue(NOISE_FIGURE_DB))
+
+    wifi = ns.WifiHelper()
+    wifi.SetStandard(ns.WIFI_STANDARD_80211p)
+    if manager == "constant":
+        assert data_rate_bps is not None, "a constant rate needs its data rate"
+        wifi.SetRemoteStationManager(
+            "ns3::ConstantRateWifiManager", "DataMode", ns.StringValue(ns3_mode(data_rate_bps))
+        )
+    else:
+        wifi.SetRemoteStationManager("ns3::IdealWifiManager")
+    mac = ns.WifiMacHelper()
+    mac.SetType("ns3::AdhocWifiMac")  # OCB stand-in: no association, DCF (no QoS)
+    devices = wifi.Install(phy, mac, nodes)
+    return devices, channel, [devices, channel, loss]
+
+
+def ip_stack(ns: Any, nodes: Any, devices: Any, channel: Any) -> Any:
+    """Install IPv4 on ``nodes`` with fixed random streams and static ARP entries; node 0's (the
+    RSU's) address. Fixed streams: a point gives the same result alone or after others in one
+    process; static ARP: with many saturated senders a lost ARP exchange can starve a vehicle."""
+    internet = ns.InternetStackHelper()
+    internet.Install(nodes)
+    ns.WifiHelper.AssignStreams(devices, 0)
+    internet.AssignStreams(nodes, 10_000)
+    channel.AssignStreams(20_000)
+    addresses = ns.Ipv4AddressHelper(ns.Ipv4Address("10.1.0.0"), ns.Ipv4Mask("255.255.0.0")).Assign(devices)
+    ns.NeighborCacheHelper().PopulateNeighborCache()
+    return addresses.GetAddress(0)
+
+
+def fmt(value: Any) -> str:
+    """A CSV cell: integers whole, other numbers to four decimals."""
+    return f"{value:d}" if isinstance(value, int) else f"{value:.4f}"
+
+
+def write_csv(path: Path, fields: Iterable[str], rows: Iterable[Iterable[str]]) -> None:
+    """Write the header ``fields`` and the already formatted ``rows``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(list(fields))
+        w.writerows(list(r) for r in rows)
+
+
+def read_floats(path: Path) -> list[dict]:
+    """A CSV whose every cell is a number, as dicts of floats."""
+    with path.open(newline="") as f:
+        return [{k: float(v) for k, v in r.items()} for r in csv.DictReader(f)]
