@@ -28,6 +28,16 @@ approximation: real CQI reporting depends on the receiver, the channel and the H
 rate is the CQI's spectral efficiency times the bandwidth times ``1 - OH``, with OH the overhead of
 the approximate peak-rate formula of TS 38.306 clause 4.1.2 (FR1: 0.14 downlink, 0.08 uplink;
 FR2: 0.18 and 0.10), for the control channels and reference signals.
+
+**Transport.** A transfer's bytes are the application's (a model, its Fisher); each MSDU is an IP
+packet that also carries the transport's headers, so every rate model delivers payload at
+``(msdu - headers) / msdu`` of its MSDU rate: IPv4 20 B + TCP 20 B + the 12 B timestamp option
+(RFC 7323, on by default in Linux) for ``tcp``, IPv4 20 B + UDP 8 B for ``udp``, nothing for
+``none`` (the MSDU counted as payload). Over ``tcp`` the receiver returns one pure ACK (a 52-byte
+IP packet) per two full segments (delayed ACK, RFC 1122 4.2.3.2 / RFC 5681 4.2). On an 802.11p
+channel that ACK is a frame of its own on the same channel, with its AIFS, backoff and MAC ACK:
+:func:`tcp_data_share` gives the share of channel time left to data. On NR the ACKs travel in
+the opposite direction's resources, so only the headers are charged there (and for ``shannon``).
 """
 
 from __future__ import annotations
@@ -155,6 +165,47 @@ def mac_efficiency(payload_bytes: int, rate_bps: float, stations: int = 1, *, ai
     mean_slot = (1.0 - p_tr) * SLOT_S + p_tr * p_s * t_success + p_tr * (1.0 - p_s) * t_collision
     goodput = p_s * p_tr * 8.0 * payload_bytes / mean_slot
     return goodput / rate_bps
+
+
+# ---------------------------------------------------------------- transport
+
+#: Transport protocols a transfer can run over.
+TRANSPORTS = ("tcp", "udp", "none")
+#: IP and transport header bytes per packet: IPv4 20 + TCP 20 + timestamps 12, IPv4 20 + UDP 8.
+TRANSPORT_HEADER_BYTES = {"tcp": 52, "udp": 28, "none": 0}
+#: A pure TCP ACK: IPv4 20 + TCP 20 + timestamps 12, no payload.
+TCP_ACK_PACKET_BYTES = 52
+#: Full-sized segments per delayed ACK (RFC 1122 4.2.3.2, RFC 5681 4.2).
+TCP_SEGMENTS_PER_ACK = 2
+
+
+def payload_fraction(msdu_bytes: int, transport: str) -> float:
+    """Share of each ``msdu_bytes`` IP packet that is application payload over ``transport``."""
+    if transport not in TRANSPORTS:
+        raise ValueError(f"transport must be one of {TRANSPORTS}, got {transport!r}")
+    header = TRANSPORT_HEADER_BYTES[transport]
+    if msdu_bytes <= header:
+        raise ValueError(f"msdu_bytes must exceed the {header} header bytes of {transport}, got {msdu_bytes!r}")
+    return (msdu_bytes - header) / msdu_bytes
+
+
+def tcp_data_share(msdu_bytes: int, rate_bps: float, stations: int = 1, *, aifsn: int = 2) -> float:
+    """Share of 802.11p channel time that carries data frames when TCP ACKs come back on the channel.
+
+    Per ``TCP_SEGMENTS_PER_ACK`` data frames the receiver sends one ACK frame, each frame costing its
+    mean channel time at the contention of ``stations`` senders (:func:`mac_efficiency`)::
+
+        share = T(msdu) / (T(msdu) + T(ack) / TCP_SEGMENTS_PER_ACK),   T(L) = 8 L / (rate mac_efficiency(L))
+
+    For one sender at 27 Mb/s this is 0.822: the ACK's AIFS, backoff and MAC ACK cost almost as
+    much as its 72 us of data, so the ACK stream takes 18 % of the channel.
+    """
+
+    def channel_time(size: int) -> float:
+        return 8.0 * size / (rate_bps * mac_efficiency(size, rate_bps, stations, aifsn=aifsn))
+
+    data = channel_time(msdu_bytes)
+    return data / (data + channel_time(TCP_ACK_PACKET_BYTES) / TCP_SEGMENTS_PER_ACK)
 
 
 # ---------------------------------------------------------------- 5G NR

@@ -380,7 +380,9 @@ MEANINGS: dict[str, str] = {
     "coordinator.evaluate": "record test accuracy and loss after every request",
     "channel.rate_model": "shannon (capped Shannon over the share), ieee80211p (802.11p MCS by SNR x MAC efficiency; "
     "10 MHz), nr (TS 38.214 CQI table x TS 38.306 overhead); tables and sources in vmc_sim/rates.py",
-    "channel.msdu_bytes": "ieee80211p: MAC payload per frame, for the MAC efficiency",
+    "channel.msdu_bytes": "IP packet per frame: the MAC efficiency of ieee80211p, the header share of transport",
+    "channel.transport": "tcp (IP/TCP headers; on ieee80211p one TCP ACK frame per two segments), udp (IP/UDP "
+    "headers) or none (the whole MSDU is payload)",
     "compute.mode": "shared_gpu: each method's jobs queue for one device; onboard: every vehicle trains on its own unit",
     "compute.profile": "profile time model: the device the clients' jobs run on, a built-in profile's name (table "
     f"at the end) or a custom one (below); null: {ONBOARD_DEFAULT} for mode onboard, {EDGE_DEFAULT} for shared_gpu",
