@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import re
 import subprocess
 import sys
@@ -40,6 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from mobility.sumo_install import sumo_binary, sumo_tool, sumo_version, tool_env
 
 EGO_ID = "ego"
 RSU_JUNCTION = "B1"
@@ -57,16 +58,9 @@ BACKGROUND_UNTIL_S = 90.0
 AHEAD = 2
 
 
-def sumo_dir() -> Path:
-    """The installed ``sumo`` wheel's directory (binaries under bin/, tools under tools/)."""
-    import sumo
-
-    return Path(sumo.__file__).resolve().parent
-
-
 def _run(cmd: list[str]) -> str:
     """Run a SUMO program with SUMO_HOME set (quiet, XML-validated); its stdout, or RuntimeError."""
-    env = dict(os.environ, SUMO_HOME=str(sumo_dir()))
+    env = tool_env()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         raise RuntimeError(f"{Path(cmd[0]).name} failed ({proc.returncode}): {proc.stderr.strip()[-2000:]}")
@@ -121,16 +115,16 @@ def make_pass(workdir: Path, *, seed: int = 1, step_s: float = 0.1) -> SumoPass:
     """Generate the grid, simulate ego's pass through B1 and export it as ns-2 mobility into ``workdir``."""
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    sumo, tools = sumo_dir() / "bin" / "sumo", sumo_dir() / "tools"
+    sumo = sumo_binary("sumo")
     net, rou, fcd = workdir / "grid.net.xml", workdir / "pass.rou.xml", workdir / "fcd.xml"
     ns2, act = workdir / "ego.ns2", workdir / "ego.activity"
     grid = ["--grid", "--grid.number", "3", "--grid.length", "200", "--default-junction-type", "traffic_light"]
-    _run([str(sumo.with_name("netgenerate")), *grid, "--seed", str(seed), "--no-warnings", "-o", str(net)])
+    _run([str(sumo_binary("netgenerate")), *grid, "--seed", str(seed), "--no-warnings", "-o", str(net)])
     _routes(rou, seed)
     run = ["-n", str(net), "-r", str(rou), "--step-length", str(step_s), "--seed", str(seed)]
     fcd_opts = ["--fcd-output", str(fcd), "--device.fcd.explicit", EGO_ID, "--precision", "4"]
     _run([str(sumo), *run, *fcd_opts, "--no-step-log", "--no-warnings", "--duration-log.disable"])
-    exporter = [sys.executable, str(tools / "traceExporter.py"), "--fcd-input", str(fcd)]
+    exporter = [sys.executable, str(sumo_tool("traceExporter.py")), "--fcd-input", str(fcd)]
     _run([*exporter, "--ns2mobility-output", str(ns2), "--ns2activity-output", str(act)])
 
     times, xy, speed = _ego_samples(fcd)
@@ -143,8 +137,7 @@ def make_pass(workdir: Path, *, seed: int = 1, step_s: float = 0.1) -> SumoPass:
         raise RuntimeError(f"ns-2 start {head} is not the FCD start {xy[0]} of $node_({node})")
     junction = next(j for j in ET.parse(net).getroot().iter("junction") if j.get("id") == RSU_JUNCTION)
     rsu = (float(junction.get("x", "nan")), float(junction.get("y", "nan")))
-    version = _run([str(sumo), "--version"]).splitlines()[0].split()[-1]
-    return SumoPass(fcd, ns2, node, times, xy, speed, rsu, version, step_s)
+    return SumoPass(fcd, ns2, node, times, xy, speed, rsu, sumo_version(), step_s)
 
 
 def _ego_samples(fcd: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
