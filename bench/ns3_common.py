@@ -30,7 +30,9 @@ SEED = 1
 
 
 def our_80211p(**extra: Any) -> ChannelConfig:
-    """Our ``ieee80211p`` channel with the comparisons' link budget (no rate cap)."""
+    """Our ``ieee80211p`` channel with the comparisons' link budget (no rate cap), counting MSDU
+    bytes (``transport: none``) unless ``extra`` names a transport."""
+    extra.setdefault("transport", "none")
     return ChannelConfig(
         rate_model="ieee80211p",
         bandwidth_hz=BANDWIDTH_HZ,
@@ -81,9 +83,9 @@ def wifi_80211p(ns: Any, nodes: Any, manager: str, data_rate_bps: float | None =
     return devices, channel, [devices, channel, loss]
 
 
-def ip_stack(ns: Any, nodes: Any, devices: Any, channel: Any) -> Any:
-    """Install IPv4 on ``nodes`` with fixed random streams and static ARP entries; node 0's (the
-    RSU's) address. Fixed streams: a point gives the same result alone or after others in one
+def ip_stack(ns: Any, nodes: Any, devices: Any, channel: Any, rsu_index: int = 0) -> Any:
+    """Install IPv4 on ``nodes`` with fixed random streams and static ARP entries; the RSU's (node
+    ``rsu_index``'s) address. Fixed streams: a point gives the same result alone or after others in one
     process; static ARP: with many saturated senders a lost ARP exchange can starve a vehicle."""
     internet = ns.InternetStackHelper()
     internet.Install(nodes)
@@ -92,7 +94,7 @@ def ip_stack(ns: Any, nodes: Any, devices: Any, channel: Any) -> Any:
     channel.AssignStreams(20_000)
     addresses = ns.Ipv4AddressHelper(ns.Ipv4Address("10.1.0.0"), ns.Ipv4Mask("255.255.0.0")).Assign(devices)
     ns.NeighborCacheHelper().PopulateNeighborCache()
-    return addresses.GetAddress(0)
+    return addresses.GetAddress(rsu_index)
 
 
 def fmt(value: Any) -> str:

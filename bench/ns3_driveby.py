@@ -15,8 +15,9 @@ The upload is a ``BulkSendApplication`` over TCP (MSS 1448 B + 12 B timestamps +
 a 1500-byte IP packet, our ``msdu_bytes``; delayed ACKs every 2 segments), counted at the RSU's
 ``PacketSink`` every millisecond. Three ns-3 runs per speed: TCP with ``ConstantRateWifiManager``
 at 27 Mb/s (the MCS ours picks everywhere within 85 m; the comparable run), TCP with
-``IdealWifiManager``, and UDP at 27 Mb/s (``OnOffApplication`` with ``MaxBytes``, 1472-byte
-payloads offered at 20 Mb/s: no transport ACKs, what our goodput model describes).
+``IdealWifiManager``, and UDP at 27 Mb/s (an ``OnOffApplication`` offering 1472-byte payloads at
+20 Mb/s without end, so the channel stays saturated for the whole pass however long it is; the
+upload is done when the sink has ``nbytes``: no transport ACKs, what our goodput model describes).
 
 Ours: ``RsuChannel`` (``ChannelConfig(rate_model="ieee80211p", bandwidth_hz=10e6,
 rate_cap_bps=None, update_interval=0.1)``) in a simpy Environment, ``transfer(..., "uplink", ...)``
@@ -62,9 +63,7 @@ X_ENTER_M = math.sqrt(RADIUS_M**2 - ROAD_Y_M**2)  # 84.41 m: where the road cros
 TOP_MCS_BPS = 27e6
 TCP_SEGMENT_BYTES = 1448  # + 12 timestamp option + 20 TCP + 20 IPv4 = 1500-byte IP packet
 UDP_PAYLOAD_BYTES = 1472
-UDP_OFFERED_BPS = (
-    20e6  # above the 16 Mb/s the MAC carries at 27 Mb/s, low enough that the 500-packet MAC queue never overflows
-)
+UDP_OFFERED_BPS = 20e6  # above the 16 Mb/s the MAC carries at 27 Mb/s; the MAC queue drops the surplus at its tail
 T_ENTER_S = 1.0  # ns-3 time at which the vehicle crosses into coverage and the upload starts
 POLL_S = 0.001
 UPDATE_INTERVAL_S = 0.1
@@ -131,33 +130,52 @@ def ns2_trace(speed: float, path: Path) -> None:
 
 def simulate(speed: float, manager: str, transport: str, nbytes: int = BYTES) -> tuple[float, int]:
     """(completion time s after entering coverage or nan, bytes delivered within the pass) in ns-3."""
+    with tempfile.TemporaryDirectory() as tmp:
+        trace = Path(tmp) / "driveby.ns2"
+        ns2_trace(speed, trace)
+        return simulate_trace(trace, 1, (T_ENTER_S, T_ENTER_S + pass_s(speed)), manager, transport, nbytes)
+
+
+def simulate_trace(
+    trace: Path,
+    vehicle_node: int,
+    window: tuple[float, float],
+    manager: str,
+    transport: str,
+    nbytes: int,
+    rsu_xy: tuple[float, float] = (0.0, 0.0),
+) -> tuple[float, int]:
+    """Upload ``nbytes`` from the vehicle that the ns-2 ``trace`` moves (``$node_(vehicle_node)``, 0
+    or 1; the RSU is the other node, at ``rsu_xy``) from ``window[0]`` until delivered or
+    ``window[1]``: (completion time s after the start or nan, bytes the RSU received)."""
     from ns import ns
 
+    if vehicle_node not in (0, 1):
+        raise ValueError(f"the vehicle must be ns-2 node 0 or 1, got {vehicle_node}")
+    start, leave = window
     ns.RngSeedManager.SetSeed(SEED)
     ns.RngSeedManager.SetRun(1)
     ns.Config.SetDefault("ns3::TcpSocket::SegmentSize", ns.UintegerValue(TCP_SEGMENT_BYTES))
     nodes = ns.NodeContainer()
-    nodes.Create(2)  # node 0: the RSU, node 1: the vehicle
+    nodes.Create(2)
+    rsu_node = 1 - vehicle_node
 
     devices, channel, keep = wifi_80211p(ns, nodes, manager, TOP_MCS_BPS)
 
     rsu_mobility = ns.CreateObject[ns.ConstantPositionMobilityModel]()
-    rsu_mobility.SetPosition(ns.Vector(0.0, 0.0, RSU_HEIGHT_M))
-    nodes.Get(0).AggregateObject(rsu_mobility)
-    with tempfile.TemporaryDirectory() as tmp:
-        trace = Path(tmp) / "driveby.ns2"
-        ns2_trace(speed, trace)
-        ns.Ns2MobilityHelper(str(trace)).Install()  # reads the file now; installs on node 1
+    rsu_mobility.SetPosition(ns.Vector(rsu_xy[0], rsu_xy[1], RSU_HEIGHT_M))
+    nodes.Get(rsu_node).AggregateObject(rsu_mobility)
+    ns.Ns2MobilityHelper(str(trace)).Install()  # reads the file now; installs on the vehicle's node
     keep.append(rsu_mobility)
 
-    rsu_address = ip_stack(ns, nodes, devices, channel)
+    rsu_address = ip_stack(ns, nodes, devices, channel, rsu_node)
 
     factory = ns.TcpSocketFactory if transport == "tcp" else ns.UdpSocketFactory
     port = 9000
     sink = ns.CreateObject[ns.PacketSink]()
     sink.SetAttribute("Protocol", ns.TypeIdValue(factory.GetTypeId()))
     sink.SetAttribute("Local", ns.AddressValue(ns.InetSocketAddress(ns.Ipv4Address.GetAny(), port).ConvertTo()))
-    nodes.Get(0).AddApplication(sink)
+    nodes.Get(rsu_node).AddApplication(sink)
     sink.SetStartTime(ns.Seconds(0.0))
     remote = ns.AddressValue(ns.InetSocketAddress(rsu_address, port).ConvertTo())
     if transport == "tcp":
@@ -174,23 +192,21 @@ def simulate(speed: float, manager: str, transport: str, nbytes: int = BYTES) ->
         app.SetAttribute("OffTime", ns.StringValue("ns3::ConstantRandomVariable[Constant=0]"))
         app.SetAttribute("DataRate", ns.StringValue(f"{UDP_OFFERED_BPS:.0f}bps"))
         app.SetAttribute("PacketSize", ns.UintegerValue(UDP_PAYLOAD_BYTES))
-        app.SetAttribute("MaxBytes", ns.UintegerValue(nbytes))
-    nodes.Get(1).AddApplication(app)
-    app.SetStartTime(ns.Seconds(T_ENTER_S))
+    nodes.Get(vehicle_node).AddApplication(app)
+    app.SetStartTime(ns.Seconds(start))
     keep.append(app)
 
-    leave = T_ENTER_S + pass_s(speed)
-    steps = int(math.ceil((leave - T_ENTER_S) / POLL_S))
+    steps = int(math.ceil((leave - start) / POLL_S))
     done, rx = math.nan, 0
-    ns.Simulator.Stop(ns.Seconds(T_ENTER_S))
+    ns.Simulator.Stop(ns.Seconds(start))
     ns.Simulator.Run()
     for k in range(1, steps + 1):
-        t = min(T_ENTER_S + k * POLL_S, leave)
+        t = min(start + k * POLL_S, leave)
         ns.Simulator.Stop(ns.Seconds(t) - ns.Simulator.Now())
         ns.Simulator.Run()
         rx = int(sink.GetTotalRx())
         if rx >= nbytes:
-            done = t - T_ENTER_S
+            done = t - start
             break
     ns.Simulator.Destroy()
     del keep
