@@ -12,7 +12,12 @@ from vmc_sim.channel import BroadcastResult, RsuChannel, TransferResult
 from vmc_sim.radio import PATH_LOSS_MODELS, ChannelConfig, noise_dbm, path_loss_db, rate_bps, snr_db
 
 B = 20e6
-UNCAPPED = dict(rate_cap_bps=None)
+UNCAPPED = dict(rate_model="shannon", bandwidth_hz=B, rate_cap_bps=None, spectral_efficiency_cap=None, transport="none")
+
+
+def shannon(**kw) -> ChannelConfig:
+    """Plain Shannon over 20 MHz (no caps, whole MSDUs): the processor-sharing mechanics in closed form."""
+    return ChannelConfig(**{**UNCAPPED, **kw})
 
 
 def static(positions: dict[str, tuple[float, float]]):
@@ -34,13 +39,13 @@ def run(env: simpy.Environment, *procs: simpy.Process) -> list:
 
 @pytest.mark.parametrize("model", PATH_LOSS_MODELS)
 def test_path_loss_grows_and_rate_falls_with_distance(model):
-    cfg = ChannelConfig(path_loss_model=model, **UNCAPPED)
+    cfg = shannon(path_loss_model=model)
     d = np.geomspace(1.0, 3000.0, 400)
     pl = np.array([path_loss_db(x, cfg) for x in d])
     rate = np.array([full_rate(x, cfg) for x in d])
     assert np.all(np.diff(pl) > 0)
     assert np.all(np.diff(rate) <= 0)
-    capped = ChannelConfig(path_loss_model=model, rate_cap_bps=50e6)
+    capped = shannon(path_loss_model=model, rate_cap_bps=50e6)
     rc = np.array([full_rate(x, capped) for x in d])
     assert rc.max() == pytest.approx(50e6) and np.all(np.diff(rc) <= 0)
     assert np.all(rc <= 50e6)
@@ -49,7 +54,7 @@ def test_path_loss_grows_and_rate_falls_with_distance(model):
 def test_formulas_match_the_3gpp_tables():
     dh = 5.0 - 1.5
     d2d = math.sqrt(100.0**2 - dh**2)
-    urban = ChannelConfig()
+    urban = shannon()
     assert path_loss_db(d2d, urban) == pytest.approx(38.77 + 16.7 * 2 + 18.2 * math.log10(5.9))
     highway = ChannelConfig(path_loss_model="tr37885_highway_los")
     assert path_loss_db(d2d, highway) == pytest.approx(32.4 + 20 * 2 + 20 * math.log10(5.9))
@@ -63,19 +68,19 @@ def test_formulas_match_the_3gpp_tables():
     ld = ChannelConfig(path_loss_model="log_distance", path_loss_exponent=3.0, log_distance_ref_m=10.0)
     assert path_loss_db(d2d, ld) - path_loss_db(math.sqrt(10.0**2 - dh**2), ld) == pytest.approx(30.0)
     assert noise_dbm(urban) == pytest.approx(-174 + 10 * math.log10(20e6) + 9)
-    weak_uplink = ChannelConfig(tx_power_dbm_uplink=20)
+    weak_uplink = shannon(tx_power_dbm_uplink=20)
     assert snr_db(50, "downlink", urban) - snr_db(50, "uplink", weak_uplink) == pytest.approx(3)
     assert path_loss_db(0.0, urban) == path_loss_db(1.0, urban)
 
 
 def test_rate_halves_when_two_share_the_band():
-    cfg = ChannelConfig(**UNCAPPED)
+    cfg = shannon()
     for d in (20.0, 150.0, 600.0):
         assert rate_bps(d, B / 2, "uplink", cfg) == pytest.approx(rate_bps(d, B, "uplink", cfg) / 2, rel=1e-12)
-    capped = ChannelConfig(rate_cap_bps=120e6)
+    capped = shannon(rate_cap_bps=120e6)
     alone, half = rate_bps(10, B, "downlink", capped), rate_bps(10, B / 2, "downlink", capped)
     assert alone == 120e6 and 0.5 * alone <= half <= alone
-    se = ChannelConfig(rate_cap_bps=None, spectral_efficiency_cap=4.0)
+    se = shannon(spectral_efficiency_cap=4.0)
     assert rate_bps(10, B, "downlink", se) == pytest.approx(4.0 * B)
 
 
@@ -83,7 +88,7 @@ def test_rate_halves_when_two_share_the_band():
 
 
 def test_static_transfer_takes_bits_over_rate():
-    cfg = ChannelConfig(**UNCAPPED, update_interval=0.3)
+    cfg = shannon(update_interval=0.3)
     env = simpy.Environment()
     ch = RsuChannel(cfg, (0.0, 0.0), rsu_id="r0")
     pos, cov = static({"a": (120.0, 50.0)})
@@ -99,12 +104,12 @@ def test_static_transfer_takes_bits_over_rate():
 
 
 def test_two_equal_transfers_take_twice_as_long():
-    cfg = ChannelConfig(**UNCAPPED)
+    cfg = shannon()
     pos, cov = static({"a": (80.0, 0.0), "b": (0.0, 80.0)})
 
     def together(dir_a: str, dir_b: str, duplex: str = "separate") -> tuple[TransferResult, TransferResult]:
         env = simpy.Environment()
-        ch = RsuChannel(ChannelConfig(**UNCAPPED, duplex=duplex), (0, 0))
+        ch = RsuChannel(shannon(duplex=duplex), (0, 0))
         return run(env, ch.transfer(env, "a", 10**7, dir_a, pos, cov), ch.transfer(env, "b", 10**7, dir_b, pos, cov))
 
     env1 = simpy.Environment()
@@ -120,7 +125,7 @@ def test_two_equal_transfers_take_twice_as_long():
 
 @pytest.mark.parametrize("update_interval", [0.05, 100.0])
 def test_late_transfer_speeds_up_when_the_other_finishes(update_interval):
-    cfg = ChannelConfig(**UNCAPPED, update_interval=update_interval)
+    cfg = shannon(update_interval=update_interval)
     pos, cov = static({"a": (60.0, 0.0), "b": (0.0, 250.0)})
     ra, rb = full_rate(60.0, cfg), full_rate(250.0, cfg)
     bits_a, bits_b, t1 = 8 * 3_000_000, 8 * 6_000_000, 0.05
@@ -157,9 +162,7 @@ def fine_transfer_time(nbytes: float, rate_at) -> float:
 
 @pytest.mark.parametrize(("with_velocity", "update_interval"), [(False, 0.01), (True, 0.1), (True, 0.5)])
 def test_moving_vehicle_slows_down_and_matches_fine_integration(with_velocity, update_interval):
-    cfg = ChannelConfig(
-        **UNCAPPED, path_loss_model="log_distance", path_loss_exponent=3.2, update_interval=update_interval
-    )
+    cfg = shannon(path_loss_model="log_distance", path_loss_exponent=3.2, update_interval=update_interval)
     env = simpy.Environment()
     speed, x0, nbytes = 15.0, 40.0, 40_000_000
 
@@ -176,7 +179,7 @@ def test_moving_vehicle_slows_down_and_matches_fine_integration(with_velocity, u
 
 
 def test_two_moving_vehicles_share_and_match_fine_integration():
-    cfg = ChannelConfig(**UNCAPPED, path_loss_model="tr38901_umi_los", update_interval=0.25)
+    cfg = shannon(path_loss_model="tr38901_umi_los", update_interval=0.25)
     env = simpy.Environment()
 
     def pos(v):
@@ -203,7 +206,7 @@ def test_two_moving_vehicles_share_and_match_fine_integration():
 
 
 def test_leaving_coverage_fails_with_partial_bytes_and_frees_the_band():
-    cfg = ChannelConfig(**UNCAPPED, update_interval=0.25)
+    cfg = shannon(update_interval=0.25)
     env = simpy.Environment()
     ch = RsuChannel(cfg, (0, 0))
     pos, _ = static({"a": (100.0, 0.0), "b": (0.0, 100.0)})
@@ -218,7 +221,7 @@ def test_leaving_coverage_fails_with_partial_bytes_and_frees_the_band():
 
 
 def test_moving_out_of_coverage_and_explicit_leave_and_abort():
-    cfg = ChannelConfig(**UNCAPPED, update_interval=0.1)
+    cfg = shannon(update_interval=0.1)
     env = simpy.Environment()
     ch = RsuChannel(cfg, (0, 0))
     pos = lambda v: (100.0 + 10.0 * env.now, 0.0) if v == "a" else (50.0, 0.0)  # noqa: E731
@@ -259,7 +262,7 @@ def test_not_covered_at_start_and_empty_transfer():
 
 
 def test_broadcast_goes_at_the_worst_receivers_rate():
-    cfg = ChannelConfig(**UNCAPPED)
+    cfg = shannon()
     pos, cov = static({"a": (50.0, 0.0), "b": (0.0, 100.0), "c": (-200.0, 0.0)})
     env = simpy.Environment()
     ch = RsuChannel(cfg, (0, 0))
@@ -279,7 +282,7 @@ def test_broadcast_goes_at_the_worst_receivers_rate():
 
 
 def test_broadcast_drops_a_receiver_that_leaves_and_finishes_for_the_rest():
-    cfg = ChannelConfig(**UNCAPPED, update_interval=0.5)
+    cfg = shannon(update_interval=0.5)
     env = simpy.Environment()
     pos, _ = static({"a": (50.0, 0.0), "b": (0.0, 100.0), "c": (-400.0, 0.0)})
     cov = lambda v: v != "c" or env.now < 2.0  # noqa: E731
@@ -302,7 +305,7 @@ def test_broadcast_drops_a_receiver_that_leaves_and_finishes_for_the_rest():
 
 
 def test_shadowing_is_seeded_and_off_by_default():
-    cfg = ChannelConfig(**UNCAPPED, shadowing_sigma_db=4.0, update_interval=0.2)
+    cfg = shannon(shadowing_sigma_db=4.0, update_interval=0.2)
     with pytest.raises(ValueError, match="rng"):
         RsuChannel(cfg, (0, 0))
 
@@ -315,7 +318,7 @@ def test_shadowing_is_seeded_and_off_by_default():
         ].end
 
     assert once(3, cfg) == once(3, cfg) != once(4, cfg)
-    plain = ChannelConfig(**UNCAPPED, update_interval=0.2)
+    plain = shannon(update_interval=0.2)
     assert once(None, plain) == once(5, plain)
 
 

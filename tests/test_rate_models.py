@@ -8,7 +8,7 @@ import re
 import numpy as np
 import pytest
 
-from vmc_sim.radio import RATE_MODELS, ChannelConfig, path_loss_db, rate_bps, snr_db
+from vmc_sim.radio import RATE_MODELS, ChannelConfig, rate_bps, snr_db
 from vmc_sim.rates import (
     IEEE80211P_MCS,
     IEEE80211P_SNR_THRESHOLDS,
@@ -17,9 +17,13 @@ from vmc_sim.rates import (
     SHANNON_SPECTRAL_EFFICIENCY_CAP,
     mac_efficiency,
     nr_cqi,
+    payload_fraction,
+    tcp_data_share,
 )
 
-P80211 = dict(rate_model="ieee80211p", bandwidth_hz=10e6)
+P80211 = dict(rate_model="ieee80211p", bandwidth_hz=10e6, transport="none")
+SHANNON = dict(rate_model="shannon", transport="none")
+NR = dict(rate_model="nr", transport="none")
 DISTANCES = np.geomspace(1.0, 3000.0, 300)
 
 
@@ -85,7 +89,7 @@ def test_80211p_contention_and_sharing():
 
 def test_80211p_needs_10mhz_and_a_valid_msdu():
     with pytest.raises(ValueError, match="channel.bandwidth_hz must be 10000000 for rate_model ieee80211p"):
-        ChannelConfig(rate_model="ieee80211p")
+        ChannelConfig(rate_model="ieee80211p", bandwidth_hz=20e6)
     for bad in (0, 2305, 1500.0, True):
         with pytest.raises(ValueError, match="channel.msdu_bytes"):
             ChannelConfig(**P80211, msdu_bytes=bad)
@@ -101,21 +105,21 @@ def test_nr_rate_is_cqi_efficiency_times_bandwidth_times_overhead(direction, ove
     edges = [*NR_CQI_SNR_DB, 40.0]
     for (cqi, _, code_rate, eff), lo, hi in zip(NR_CQI_TABLE, edges, edges[1:]):
         snr = 0.5 * (lo + hi)
-        cfg = with_snr(snr, direction, rate_model="nr", rate_cap_bps=None)
+        cfg = with_snr(snr, direction, **NR, rate_cap_bps=None)
         assert snr_db(50.0, direction, cfg) == pytest.approx(snr) and nr_cqi(snr) == cqi
         assert rate_bps(50.0, 20e6, direction, cfg) == pytest.approx(eff * 20e6 * (1 - overhead), rel=1e-12)
         assert rate_bps(50.0, 5e6, direction, cfg) == pytest.approx(eff * 5e6 * (1 - overhead), rel=1e-12)
         qm = {"QPSK": 2, "16QAM": 4, "64QAM": 6}[NR_CQI_TABLE[cqi - 1][1]]
         assert eff == pytest.approx(qm * code_rate / 1024, abs=5e-5)
-    below = with_snr(NR_CQI_SNR_DB[0] - 0.1, direction, rate_model="nr")
+    below = with_snr(NR_CQI_SNR_DB[0] - 0.1, direction, **NR)
     assert rate_bps(50.0, 20e6, direction, below) == 0.0
 
 
 def test_nr_rate_falls_with_distance_and_fr2_takes_its_overhead():
-    cfg = ChannelConfig(rate_model="nr", rate_cap_bps=None)
+    cfg = ChannelConfig(**NR, rate_cap_bps=None)
     rates = [rate_bps(d, 20e6, "downlink", cfg) for d in DISTANCES]
     assert all(b <= a for a, b in zip(rates, rates[1:])) and rates[0] == pytest.approx(5.5547 * 20e6 * 0.86)
-    mmw = ChannelConfig(rate_model="nr", rate_cap_bps=None, carrier_ghz=28.0)
+    mmw = ChannelConfig(**NR, rate_cap_bps=None, carrier_ghz=28.0)
     assert rate_bps(5.0, 20e6, "downlink", mmw) == pytest.approx(5.5547 * 20e6 * 0.82)
 
 
@@ -123,11 +127,10 @@ def test_nr_rate_falls_with_distance_and_fr2_takes_its_overhead():
 
 
 def test_capped_shannon_saturates_at_the_cap():
-    cfg = ChannelConfig(rate_cap_bps=None, spectral_efficiency_cap=SHANNON_SPECTRAL_EFFICIENCY_CAP)
-    plain = ChannelConfig(rate_cap_bps=None, tx_power_dbm_downlink=-20.0)
-    capped_far = ChannelConfig(
-        rate_cap_bps=None, spectral_efficiency_cap=SHANNON_SPECTRAL_EFFICIENCY_CAP, tx_power_dbm_downlink=-20.0
-    )
+    cfg = ChannelConfig(**SHANNON, rate_cap_bps=None)
+    assert cfg.spectral_efficiency_cap == SHANNON_SPECTRAL_EFFICIENCY_CAP  # Shannon is capped unless told otherwise
+    plain = ChannelConfig(**SHANNON, rate_cap_bps=None, spectral_efficiency_cap=None, tx_power_dbm_downlink=-20.0)
+    capped_far = ChannelConfig(**SHANNON, rate_cap_bps=None, tx_power_dbm_downlink=-20.0)
     rates = [rate_bps(d, 20e6, "downlink", cfg) for d in DISTANCES]
     assert max(rates) == SHANNON_SPECTRAL_EFFICIENCY_CAP * 20e6 and rates[0] == max(rates)
     assert all(b <= a for a, b in zip(rates, rates[1:]))
@@ -136,18 +139,21 @@ def test_capped_shannon_saturates_at_the_cap():
     assert SHANNON_SPECTRAL_EFFICIENCY_CAP == NR_CQI_TABLE[-1][3]
 
 
-def test_default_channel_keeps_todays_rates():
+def test_default_channel_is_80211p_over_tcp():
+    """The default RSU link: 802.11p at 10 MHz, TCP's headers and ACK airtime, no flat cap.
+
+    At 50 m the SNR is far above the 27 Mb/s threshold: one MSDU per 739.5 us of channel time
+    (16.23 Mb/s), of which TCP's returning ACKs leave 0.822 and its 52 header bytes 1448/1500:
+    12.91 Mb/s of payload (ns-3's TCP in the drive-by: 13.37). Far out the rate falls by MCS.
+    """
     cfg = ChannelConfig()
-    assert cfg.rate_model == "shannon" and cfg.spectral_efficiency_cap is None and cfg.rate_cap_bps == 100e6
-    for d in (5.0, 100.0, 500.0):
-        d3 = math.hypot(d, 3.5)
-        snr = 23 - (38.77 + 16.7 * math.log10(d3) + 18.2 * math.log10(5.9)) - (-174 + 10 * math.log10(20e6) + 9)
-        assert path_loss_db(d, cfg) == pytest.approx(38.77 + 16.7 * math.log10(d3) + 18.2 * math.log10(5.9))
-        today = min(100e6, 20e6 * math.log2(1 + 10 ** (snr / 10)))
-        assert today == 100e6 and rate_bps(d, 20e6, "downlink", cfg) == 100e6
-        uncapped = ChannelConfig(rate_cap_bps=None)
-        se = math.log2(1.0 + 10.0 ** (snr_db(d, "uplink", uncapped) / 10.0))
-        assert rate_bps(d, 20e6, "uplink", uncapped) == 20e6 * se
+    assert (cfg.rate_model, cfg.bandwidth_hz, cfg.rate_cap_bps, cfg.transport) == ("ieee80211p", 10e6, None, "tcp")
+    near = rate_bps(50.0, cfg.bandwidth_hz, "uplink", cfg)
+    assert near == pytest.approx(12.911e6, rel=1e-3)
+    msdus = rate_bps(50.0, 10e6, "uplink", ChannelConfig(**P80211))
+    assert near == pytest.approx(msdus * tcp_data_share(1500, 27e6, 1) * payload_fraction(1500, "tcp"), rel=1e-12)
+    rates = [rate_bps(d, cfg.bandwidth_hz, "uplink", cfg) for d in (10.0, 50.0, 100.0, 200.0, 500.0)]
+    assert rates[0] == near and all(b <= a for a, b in zip(rates, rates[1:])) and 0 < rates[-1] < near
 
 
 def test_unknown_rate_model_is_refused_naming_the_allowed_values():

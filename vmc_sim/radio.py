@@ -10,25 +10,25 @@ sum of both antenna gains, ``PL`` the path loss below, ``S`` an optional log-nor
 receiver noise figure. The rate of one transfer that holds ``share`` Hz of the channel (processor
 sharing: ``share = B / n`` with ``n`` transfers active on it) depends on ``rate_model``:
 
-* ``shannon`` (default): ``share * min(log2(1 + SNR), spectral_efficiency_cap)``; the cap is off
-  (``null``) by default, :data:`vmc_sim.rates.SHANNON_SPECTRAL_EFFICIENCY_CAP` is the suggested value.
-* ``ieee80211p``: ``(share / B) * R(SNR) * mac_efficiency(msdu_bytes, R(SNR), stations)``,
+* ``ieee80211p`` (default): ``(share / B) * R(SNR) * mac_efficiency(msdu_bytes, R(SNR), stations)``,
   with ``R`` the fastest 802.11p data rate whose SNR threshold is met (10 MHz channels only). The
   contending ``stations`` are the ``n`` transfers on the channel, except on a downlink channel of
   its own (``duplex: separate``), where the RSU is the only sender. Over ``transport: tcp`` it is
   multiplied by :func:`vmc_sim.rates.tcp_data_share`, the channel time the returning TCP ACKs leave.
+* ``shannon``: ``share * min(log2(1 + SNR), spectral_efficiency_cap)``; the cap defaults to
+  :data:`vmc_sim.rates.SHANNON_SPECTRAL_EFFICIENCY_CAP` (``null`` lifts it).
 * ``nr``: ``share * SE(CQI(SNR)) * (1 - OH)``, the 5G NR CQI table with TS 38.306's overhead.
 
 Every model then delivers application payload at ``(msdu_bytes - headers) / msdu_bytes`` of that
 rate (the transport's IP and TCP/UDP headers, :func:`vmc_sim.rates.payload_fraction`; ``transport:
-none``, the default, counts the whole MSDU) and is capped at ``rate_cap_bps``; a link below the lowest MCS or CQI gets 0. The tables and
+none`` counts the whole MSDU) and is capped at ``rate_cap_bps`` (none by default); a link below the
+lowest MCS or CQI gets 0. The tables and
 their sources are in :mod:`vmc_sim.rates`.
 
-802.11p over TCP (``rate_model: ieee80211p``, ``bandwidth_hz: 10e6``, ``rate_cap_bps: null``,
-``transport: tcp``) is what vehicular researchers model for an RSU link (ITS-G5 / DSRC at 5.9 GHz,
-at most 16 Mb/s after the MAC) moving models the way federated frameworks do (over TCP); both halves
-are checked against ns-3 in ``reports/channel_validation/``. The default stays Shannon over 20 MHz
-capped at 100 Mb/s until the recorded runs are redone with it.
+The default is 802.11p over TCP (``rate_model: ieee80211p``, ``bandwidth_hz: 10e6``,
+``rate_cap_bps: null``, ``transport: tcp``): what vehicular researchers model for an RSU link
+(ITS-G5 / DSRC at 5.9 GHz, at most 16 Mb/s after the MAC), moving models the way federated
+frameworks do (over TCP); both halves are checked against ns-3 in ``reports/channel_validation/``.
 
 Path-loss models (``d`` is the 3-D distance in metres, computed from the 2-D ground distance and
 the two antenna heights; ``fc`` in GHz):
@@ -59,6 +59,7 @@ import numpy as np
 from .rates import (
     IEEE80211P_BANDWIDTH_HZ,
     MAX_MSDU_BYTES,
+    SHANNON_SPECTRAL_EFFICIENCY_CAP,
     TRANSPORT_HEADER_BYTES,
     TRANSPORTS,
     ieee80211p_rate,
@@ -102,13 +103,13 @@ class ChannelConfig:
     vehicle_height_m: float = 1.5
     noise_figure_db: float = 9.0
     noise_density_dbm_hz: float = -174.0
-    bandwidth_hz: float = 20e6
+    bandwidth_hz: float = IEEE80211P_BANDWIDTH_HZ
     duplex: str = "separate"
-    rate_model: str = "shannon"
-    rate_cap_bps: float | None = 100e6
-    spectral_efficiency_cap: float | None = None
+    rate_model: str = "ieee80211p"
+    rate_cap_bps: float | None = None
+    spectral_efficiency_cap: float | None = SHANNON_SPECTRAL_EFFICIENCY_CAP
     msdu_bytes: int = 1500
-    transport: str = "none"
+    transport: str = "tcp"
     path_loss_exponent: float = 2.7
     log_distance_ref_m: float = 1.0
     shadowing_sigma_db: float = 0.0

@@ -485,7 +485,7 @@ def scenario_reference() -> str:
                     value = fld.default_factory()
                 else:
                     value = None
-                meaning = MEANINGS.get(f"{path}.{fld.name}", "see vmc_sim/channel.py" if path == "channel" else "")
+                meaning = MEANINGS.get(f"{path}.{fld.name}", "see vmc_sim/radio.py" if path == "channel" else "")
                 lines.append(f"| `{fld.name}` | {show(value)} | {meaning} |")
     lines += ["", "## device profiles", "", "Built in (`vmc_sim/hardware.py`), for `compute.profile` and"]
     lines += ["`compute.coordinator_profile`; a job is charged its FLOPs over the charged FLOP/s.", ""]
