@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+from pathlib import Path
 
 import pytest
 
@@ -271,3 +272,193 @@ def test_solves_stopped_at_their_cap_are_counted_per_point_and_said(tmp_path):
     assert capped > 0 and full == 0
     warning = next(line for line in lines if line.startswith("warning: solves stopped before their tolerance"))
     assert "in 1 point-method pair(s): p000" in warning and f"fsosa ({capped})" in warning
+
+
+T_975_2 = 4.302652729749464
+"""The 0.975 quantile of Student's t with 2 degrees of freedom: (2p - 1) / sqrt(2p(1 - p)) at p = 0.975,
+the closed form for 2 degrees of freedom (4.30265272974946385 to 18 digits)."""
+
+
+def test_the_t_quantile_and_the_interval_match_the_textbook_and_numpy():
+    import numpy as np
+
+    from vmc_sim.sweep import interval, t_quantile
+
+    assert t_quantile(0.975, 2) == pytest.approx(T_975_2, rel=1e-14)
+    assert t_quantile(0.975, 2) == pytest.approx(4.302652729911275, rel=1e-10)  # the often-quoted table value
+    assert t_quantile(0.975, 1) == pytest.approx(12.706204736174696, rel=1e-14)  # tan(0.475 pi)
+    values = [0.8, 0.85, 0.95, float("nan"), None]  # missing figures are left out
+    iv = interval(values)
+    xs = np.array([0.8, 0.85, 0.95])
+    assert iv.n == 3 and iv.mean == pytest.approx(xs.mean()) and iv.std == pytest.approx(xs.std(ddof=1))
+    assert iv.ci == pytest.approx(T_975_2 * xs.std(ddof=1) / np.sqrt(3))
+    one = interval([2.0])
+    assert (one.mean, one.n) == (2.0, 1) and np.isnan(one.std) and np.isnan(one.ci)
+
+
+def test_replicates_run_every_point_once_per_seed_and_set_its_seeds():
+    from vmc_sim.sweep import replicate_runs
+
+    s = spec({"rho": [0.3, 0.5]}, replicates=3)
+    runs = replicate_runs(s, expand(s))
+    assert [(r.id[:4], r.replicate) for r in runs] == [(f"p00{i}", k) for i in range(2) for k in range(3)]
+    assert len({r.run_id for r in runs}) == 6 and runs[4].run_id == f"{runs[4].id}-rep1"
+    for r in runs:
+        sc = r.scenario
+        assert sc.seed == sc.mobility.sumo.seed == sc.mobility.city["seed"] == r.replicate
+    only_run_seed = spec({"rho": [0.3]}, replicates=[7, 9], replicate_sets=["seed"])
+    default = Scenario()
+    for r, seed in zip(replicate_runs(only_run_seed, expand(only_run_seed)), (7, 9)):
+        assert r.scenario.seed == seed and r.scenario.mobility.sumo.seed == default.mobility.sumo.seed
+        assert r.scenario.mobility.city_config().seed == default.mobility.city_config().seed
+    single = spec({"rho": [0.3, 0.5]}, replicates=[5])  # one seed: set, and the runs keep the points' ids
+    points = expand(single)
+    assert [(r.run_id, r.replicate, r.scenario.seed) for r in replicate_runs(single, points)] == [
+        (p.id, None, 5) for p in points
+    ]
+
+
+@pytest.mark.parametrize(
+    "kw, pattern",
+    [
+        (
+            {"grid": {"seed": [0, 1]}, "replicates": 3},
+            r"replicates: .*grid key 'seed' sets seed, which every replicate",
+        ),
+        (
+            {"grid": {"mobility.sumo.seed": [1, 2]}, "replicates": 2, "replicate_sets": ["traffic"]},
+            r"replicates: .*grid key 'mobility.sumo.seed' sets mobility\.sumo\.seed",
+        ),
+        (
+            {"grid": {"mobility.city": [{}]}, "replicates": 2},
+            r"replicates: .*'mobility.city' sets mobility\.city\.seed",
+        ),
+        ({"grid": {"rho": [0.3]}, "replicates": [1, 1]}, r"replicates: .*seed\(s\) \[1\] given more than once"),
+        ({"grid": {"rho": [0.3]}, "replicates": 0}, r"replicates: .*between 1 and 2\^31"),
+        ({"grid": {"rho": [0.3]}, "replicates": [-1]}, r"replicates: .*\[0, 2\^31\)"),
+        ({"grid": {"rho": [0.3]}, "replicates": []}, r"replicates: .*at least one seed"),
+        ({"grid": {"rho": [0.3]}, "replicates": [1, 2.5]}, r"replicates: .*list of integer seeds"),
+        ({"grid": {"rho": [0.3]}, "replicates": True}, r"replicates: .*list of integer seeds"),
+        ({"grid": {"rho": [0.3]}, "replicates": 2, "replicate_sets": ["sumo"]}, r"replicate_sets\.0: .*'traffic'"),
+        (
+            {"grid": {"rho": [0.3]}, "replicates": 2, "replicate_sets": ["traffic", "mobility.sumo.seed"]},
+            r"replicate_sets: .*both set mobility\.sumo\.seed",
+        ),
+    ],
+)
+def test_bad_replicates_are_refused_naming_the_field(kw, pattern):
+    grid = kw.pop("grid")
+    with pytest.raises(ConfigError, match=pattern):
+        spec(grid, **kw)
+
+
+def test_the_shipped_replicate_sweep_runs_each_point_with_three_seeds():
+    from vmc_sim.sweep import load_sweep, replicate_runs
+
+    s, base_dir = load_sweep(Path(__file__).resolve().parents[1] / "scenarios" / "sweeps" / "replicates.yaml")
+    runs = replicate_runs(s, expand(s, base_dir))
+    assert [(r.scenario.federated.rho, r.replicate) for r in runs] == [(rho, k) for rho in (0.3, 0.5) for k in range(3)]
+    assert all(r.scenario.mobility.city_config().seed == r.scenario.seed == r.replicate for r in runs)
+
+
+def test_a_grid_seed_axis_with_traffic_only_replicates_is_allowed(tmp_path):
+    s = spec({"seed": [0, 1]}, base=tiny_base(tmp_path / "trace.jsonl"), replicates=2, replicate_sets=["traffic"])
+    (note,) = inert_axes(s, expand(s))  # a recorded trace keeps its traffic whatever SUMO's seed
+    assert "replicate_sets 'traffic'" in note and "trace" in note
+
+
+def test_without_several_replicates_results_keep_their_columns(tmp_path):
+    from vmc_sim.sweep import gather_rows, replicate_runs, write_csv
+    from vmc_sim.sweep.tables import METRICS, grid_columns_of
+
+    today = ["point", "status", "rho", "method", *METRICS, "wall_s", "run_dir", "error"]
+    for replicates, header in ((None, today), ([5], today), (2, [*today[:3], "replicate", *today[3:]])):
+        s = spec({"rho": [0.3, 0.5]}, base=tiny_base(tmp_path / "trace.jsonl"), replicates=replicates)
+        points, runs = expand(s), replicate_runs(s, expand(s))
+        rows = gather_rows(s, runs, {}, {r.run_id: tmp_path / r.run_id for r in runs})
+        write_csv(tmp_path / "results.csv", rows, grid_columns_of(s), replicated=replicates == 2)
+        with open(tmp_path / "results.csv", newline="") as f:
+            assert next(csv.reader(f)) == header
+        per_point = len(runs) // len(points)
+        assert [r["point"] for r in rows] == [p.id for p in points for _ in range(per_point)]
+        assert ("replicate" in rows[0]) == (replicates == 2)
+
+
+@pytest.mark.slow
+def test_two_points_by_three_replicates_give_six_runs_and_their_summary(tmp_path, capsys):
+    import numpy as np
+
+    from vmc_sim.sweep.aggregate import FIGURES
+
+    trace = tiny_trace(tmp_path / "trace.jsonl")
+    s = spec({"rho": [0.3, 0.5]}, base=tiny_base(trace), replicates=3, workers=2)
+    result = run_sweep(s, tmp_path / "runs", say=print)
+    assert not result.failed
+    printed = capsys.readouterr().out
+    assert "2 points x 3 replicates = 6 runs" in printed and " ± " in printed
+    runs = sorted(d.name for d in result.path.iterdir() if (d / "manifest.json").is_file())
+    assert len(runs) == 6 and all(name.endswith(("-rep0", "-rep1", "-rep2")) for name in runs)
+    rows = read_csv(result.path / "results.csv")
+    assert [(r["point"][:4], r["replicate"], r["status"]) for r in rows] == [
+        (f"p00{i}", str(k), "complete") for i in range(2) for k in range(3)
+    ]
+    for r in rows:
+        seeds = json.loads((Path(r["run_dir"]) / "manifest.json").read_text())["seeds"]
+        assert seeds["run_seed"] == seeds["sumo"] == int(r["replicate"])
+    summary = read_csv(result.path / "summary.csv")
+    assert [(r["point"], r["rho"], r["method"], r["runs"], r["complete"]) for r in summary] == [
+        (rows[0]["point"], "0.3", "fsosa", "3", "3"),
+        (rows[3]["point"], "0.5", "fsosa", "3", "3"),
+    ]
+    for agg, mine in zip(summary, (rows[:3], rows[3:])):
+        for figure in FIGURES:
+            xs = np.array([float(r[figure]) for r in mine])
+            assert int(agg[f"{figure}_n"]) == 3
+            assert float(agg[f"{figure}_mean"]) == pytest.approx(xs.mean(), rel=1e-12, abs=1e-15)
+            assert float(agg[f"{figure}_std"]) == pytest.approx(xs.std(ddof=1), rel=1e-9, abs=1e-15)
+            assert float(agg[f"{figure}_ci95"]) == pytest.approx(
+                T_975_2 * xs.std(ddof=1) / np.sqrt(3), rel=1e-9, abs=1e-15
+            )
+    assert len({r["final_accuracy"] for r in rows[:3]}) > 1  # the run seed varies the data and the training
+    manifest = json.loads((result.path / "sweep.json").read_text())
+    assert manifest["replicates"] == {
+        "seeds": [0, 1, 2],
+        "sets": ["seed", "traffic"],
+        "fields": ["seed", "mobility.sumo.seed", "mobility.city.seed"],
+    }
+    assert manifest["summary"] == "summary.csv" and len(manifest["points"]) == 6
+    assert [(p["point"], p["replicate"]) for p in manifest["points"][:3]] == [(rows[0]["point"], k) for k in range(3)]
+    assert (result.path / "sweep.png").stat().st_size > 0
+
+
+@pytest.mark.slow
+@pytest.mark.sumo
+def test_traffic_replicates_change_the_requests(tmp_path):
+    city = {
+        "junctions_x": 4,
+        "junctions_y": 4,
+        "spacing": 200.0,
+        "lanes": 1,
+        "period": 1.0,
+        "duration": 300.0,
+        "min_distance": 300.0,
+        "cache_dir": str(tmp_path / "sumo"),
+    }
+    base = {
+        **tiny_base(None),
+        "seed": 1,
+        "duration": 40.0,
+        "mobility": {"source": "city", "city": city, "rsus": {"radius": 250.0}},
+        "coordinator": {"warmup": 20.0, "min_clients": 3},
+    }
+    s = spec({"rho": [0.5]}, base=base, replicates=[3, 4], replicate_sets=["traffic"], workers=2)
+    result = run_sweep(s, tmp_path / "runs", say=quiet)
+    assert not result.failed
+    requests, seeds = [], []
+    for entry in result.points:
+        run = result.path / entry["id"]
+        records = [json.loads(line) for line in (run / "records.jsonl").read_text().splitlines()]
+        requests.append([(r["kind"], r["request_time"], r.get("added"), r.get("removed")) for r in records])
+        seeds.append(json.loads((run / "manifest.json").read_text())["seeds"])
+    assert requests[0] != requests[1]
+    assert [(x["run_seed"], x["sumo"]) for x in seeds] == [(1, 3), (1, 4)]

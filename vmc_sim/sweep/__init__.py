@@ -21,15 +21,38 @@ fails is recorded with its error and the others go on. The sweep directory
 ``<out>/<name>-<stamp>/`` holds one run directory per point, ``sweep.json`` (grid, points,
 status; rewritten as points finish), ``results.csv`` (one row per point and method) and
 ``sweep.png``.
+
+Replicates, as SUMO's runSeeds: ``replicates`` runs every point once per seed, for a mean and an
+interval instead of one draw::
+
+    grid:
+      rho: [0.3, 0.5]
+    replicates: 5                    # seeds 0..4; or a list, e.g. [11, 12, 13]
+    replicate_sets: [seed, traffic]  # the default: the run seed, and the traffic (mobility.sumo.seed,
+                                     # mobility.city.seed); or name fields, e.g. [mobility.sumo.seed]
+
+Each replicate sets those scenario seeds to its seed (a grid key that sets one of them too is
+refused) and is its own run, ``<point>-rep<seed>/``, whose manifest records its seeds. With
+several seeds, ``results.csv`` has one row per run and method with the seed in ``replicate``,
+``summary.csv`` has per point and method every figure's mean, sample standard deviation,
+half-width of the 95 % Student-t interval (n - 1 degrees of freedom) and count ``n`` over the
+replicates that completed (``<figure>_mean``, ``_std``, ``_ci95``, ``_n``), the printed table gives
+mean ± half-width, and ``sweep.png`` draws the mean with the interval as a band. ``sweep.json``
+lists the seeds and the fields they set (``replicates``). A single seed sets the seeds and leaves
+every output as without replicates.
 """
 
+from .aggregate import summarize_replicates, summary_table, write_summary_csv
 from .cli import add_sweep_parser
 from .execution import SweepResult, pin_calibrations, run_sweep
+from .replicates import replicate_runs
 from .spec import GridPoint, SweepSpec, base_scenario, expand, inert_axes, load_sweep
+from .stats import Interval, interval, t_quantile
 from .tables import gather_rows, markdown_table, method_totals, plot_sweep, write_csv
 
 __all__ = [
     "GridPoint",
+    "Interval",
     "SweepResult",
     "SweepSpec",
     "add_sweep_parser",
@@ -37,11 +60,17 @@ __all__ = [
     "expand",
     "gather_rows",
     "inert_axes",
+    "interval",
     "load_sweep",
     "markdown_table",
     "method_totals",
     "pin_calibrations",
     "plot_sweep",
+    "replicate_runs",
     "run_sweep",
+    "summarize_replicates",
+    "summary_table",
+    "t_quantile",
     "write_csv",
+    "write_summary_csv",
 ]

@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from .execution import run_sweep
+from .replicates import replicate_runs
 from .spec import expand, inert_axes, load_sweep, point_label
 
 
@@ -15,8 +16,13 @@ def _cli(args: argparse.Namespace) -> int:
         points = expand(spec, base_dir, where=args.sweep)
         for note in inert_axes(spec, points):
             print(f"note: {note}")
+        runs = replicate_runs(spec, points, where=args.sweep)
+        seeds = spec.replicate_seeds()
         for p in points:
             print(f"{p.id}: {point_label(p.values)}")
+        if seeds:
+            fields = ", ".join(spec.replicate_fields())
+            print(f"replicates: seeds {seeds} set {fields}; {len(runs)} runs")
         print(f"{len(points)} points, all valid")
         return 0
     result = run_sweep(
@@ -29,8 +35,9 @@ def _cli(args: argparse.Namespace) -> int:
         where=args.sweep,
     )
     if result.failed:
+        unit = "runs" if result.summary else "points"
         print(
-            f"vmc: {len(result.failed)} of {len(result.points)} points failed (see {result.path / 'sweep.json'})",
+            f"vmc: {len(result.failed)} of {len(result.points)} {unit} failed (see {result.path / 'sweep.json'})",
             file=sys.stderr,
         )
         return 1
@@ -41,10 +48,12 @@ def add_sweep_parser(subparsers: argparse._SubParsersAction) -> None:
     """Register ``vmc sweep SWEEP [--out] [--engine] [--workers] [--address] [--dry-run]``."""
     p = subparsers.add_parser(
         "sweep",
-        help="run a grid of scenarios (density, rho, radius, method, seed) "
-        "locally or on Ray, then gather one table and one plot",
+        help="run a grid of scenarios (density, rho, radius, method, seed), each point once or once per "
+        "replicate seed, locally or on Ray, then gather one table and one plot",
     )
-    p.add_argument("sweep", help="sweep YAML: name, base (scenario file or mapping), grid (field -> values)")
+    p.add_argument(
+        "sweep", help="sweep YAML: name, base (scenario file or mapping), grid (field -> values), replicates (seeds)"
+    )
     p.add_argument("--out", default="runs", help="where the sweep directory is created")
     p.add_argument("--engine", choices=("local", "ray"), help="local process pool or Ray (default: the file's, local)")
     p.add_argument("--workers", type=int, help="points run at once; Ray: CPUs of a local instance (default 2)")

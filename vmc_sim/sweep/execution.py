@@ -1,5 +1,5 @@
-"""Running a sweep's points, each in its own process (a local process pool or Ray tasks), and
-writing ``sweep.json`` as they finish."""
+"""Running a sweep's runs (its points, or each point once per replicate), each in its own process
+(a local process pool or Ray tasks), and writing ``sweep.json`` as they finish."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ from typing import Any, Callable, Iterable
 from ..config import ConfigError, load_model
 from ..runs import RunDir, new_run_dir, versions
 from ..scenario import Scenario
+from .aggregate import summarize_replicates, summary_table, write_summary_csv
+from .replicates import replicate_runs
 from .spec import GridPoint, SweepSpec, expand, inert_axes
 from .tables import (
     format_cell,
@@ -31,18 +33,24 @@ from .tables import (
 
 @dataclass
 class SweepResult:
-    """What a sweep left: its directory, the points' status and the gathered rows."""
+    """What a sweep left: its directory, the runs' status (one entry per point, or per point and
+    replicate), the gathered rows and, with several replicates, their aggregate per point and method."""
 
     path: Path
     points: list[dict[str, Any]]
     rows: list[dict[str, Any]]
     grid_columns: dict[str, str] = field(default_factory=dict)
+    summary: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def failed(self) -> list[dict[str, Any]]:
+        """The entries of runs that did not complete."""
         return [p for p in self.points if p["status"] != "complete"]
 
     def table(self) -> str:
+        """The Markdown table the sweep prints: per run, or the aggregate over the replicates."""
+        if self.summary:
+            return summary_table(self.summary, self.grid_columns)
         return markdown_table(self.rows, self.grid_columns)
 
 
@@ -190,8 +198,10 @@ def run_sweep(
     say: Callable[[str], None] = print,
     where: str = "sweep",
 ) -> SweepResult:
-    """Validate every point, run them (``engine``/``workers``/``address`` override the file), and
-    write ``sweep.json``, ``results.csv`` and ``sweep.png`` into a new sweep directory."""
+    """Validate every point, run each (once per replicate seed when the spec has replicates;
+    ``engine``/``workers``/``address`` override the file), and write ``sweep.json``, ``results.csv``
+    (one row per run and method), with several replicates ``summary.csv`` (their aggregate per
+    point and method), and ``sweep.png`` into a new sweep directory."""
     engine = spec.engine if engine is None else engine
     workers = spec.workers if workers is None else workers
     address = spec.address if address is None else address
@@ -199,16 +209,20 @@ def run_sweep(
         raise ConfigError(f"engine: {engine!r} is not 'local' or 'ray'")
     if workers < 1:
         raise ConfigError(f"workers: {workers} must be at least 1")
-    points = expand(spec, base_dir, where)
-    for note in inert_axes(spec, points):
+    grid = expand(spec, base_dir, where)
+    for note in inert_axes(spec, grid):
         say(f"note: {note}")
+    points = replicate_runs(spec, grid, where)
+    seeds = spec.replicate_seeds()
+    replicated = len(seeds) > 1
+    unit = "runs" if replicated else "points"
     points, calibrations = pin_calibrations(points, say)
     path = new_run_dir(out, spec.name).resolve()
     if spec.contribution_cache:
         points = [_with_cache(p, path / "contribution_cache") for p in points]
     if spec.trace_cache:
         points = [_with_trace_cache(p, path / "trace_cache") for p in points]
-    run_dirs = {p.id: path / p.id for p in points}
+    run_dirs = {p.run_id: path / p.run_id for p in points}
     columns = grid_columns_of(spec)
     results: dict[str, dict[str, Any]] = {}
     manifest: dict[str, Any] = {
@@ -218,7 +232,7 @@ def run_sweep(
         "engine": engine,
         "workers": workers,
         "address": address,
-        "spec": spec.model_dump(mode="json"),
+        "spec": spec.model_dump(mode="json", exclude=None if seeds else {"replicates", "replicate_sets"}),
         "axes": spec.axes(),
         "versions": versions(),
         "results": "results.csv",
@@ -226,16 +240,20 @@ def run_sweep(
         "calibrations": calibrations,
         "points": [],
     }
+    if seeds:
+        manifest["replicates"] = {"seeds": seeds, "sets": list(spec.replicate_sets), "fields": spec.replicate_fields()}
+        manifest["summary"] = "summary.csv" if replicated else None
 
     def write_state() -> None:
         manifest["points"] = [
             {
-                "id": p.id,
+                "id": p.run_id,
+                **({"point": p.id, "replicate": p.replicate} if replicated else {}),
                 "values": p.values,
                 "overrides": p.overrides,
-                "run_dir": str(run_dirs[p.id]),
+                "run_dir": str(run_dirs[p.run_id]),
                 **{
-                    k: results.get(p.id, {}).get(k)
+                    k: results.get(p.run_id, {}).get(k)
                     for k in ("status", "error", "wall_s", "host", "cache", "trace_replayed")
                 },
             }
@@ -247,7 +265,10 @@ def run_sweep(
         tmp = path / "sweep.json.tmp"
         tmp.write_text(json.dumps(_json_safe(manifest), indent=2))
         os.replace(tmp, path / "sweep.json")
-        write_csv(path / "results.csv", gather_rows(spec, points, results, run_dirs), columns)
+        rows = gather_rows(spec, points, results, run_dirs)
+        write_csv(path / "results.csv", rows, columns, replicated)
+        if replicated:
+            write_summary_csv(path / "summary.csv", summarize_replicates(rows, columns), columns)
 
     def finished(result: dict[str, Any]) -> None:
         results[result["id"]] = result
@@ -259,9 +280,17 @@ def run_sweep(
         write_state()
 
     write_state()
-    say(f"sweep directory: {path} ({len(points)} points, engine {engine}, {workers} workers)")
+    size = (
+        f"{len(grid)} points x {len(seeds)} replicates = {len(points)} runs" if replicated else f"{len(points)} points"
+    )
+    say(f"sweep directory: {path} ({size}, engine {engine}, {workers} workers)")
     tasks = [
-        {"id": p.id, "scenario": p.scenario.model_dump(mode="json"), "run_dir": str(run_dirs[p.id]), "cwd": os.getcwd()}
+        {
+            "id": p.run_id,
+            "scenario": p.scenario.model_dump(mode="json"),
+            "run_dir": str(run_dirs[p.run_id]),
+            "cwd": os.getcwd(),
+        }
         for p in points
     ]
     try:
@@ -278,10 +307,18 @@ def run_sweep(
     finally:
         rows = gather_rows(spec, points, results, run_dirs)
         if manifest["status"] != "running":
-            plot = plot_sweep(rows, columns[next(iter(spec.grid))], path / "sweep.png", averaged=len(spec.grid) > 1)
+            plot = plot_sweep(
+                rows,
+                columns[next(iter(spec.grid))],
+                path / "sweep.png",
+                averaged=len(spec.grid) > 1,
+                replicated=replicated,
+            )
             manifest["plot"] = plot.name if plot else None
         write_state()
-    result = SweepResult(path, manifest["points"], rows, columns)
+    result = SweepResult(
+        path, manifest["points"], rows, columns, summarize_replicates(rows, columns) if replicated else []
+    )
     say(result.table())
     totals = manifest.get("contribution_cache")
     if totals:
@@ -297,24 +334,32 @@ def run_sweep(
             + f"; {path / 'contribution_cache'}"
         )
     short = [
-        f"{r['point']} {r['method']} ({r['unconverged_solves']})"
+        f"{r['point']}{_replicate_tag(r)} {r['method']} ({r['unconverged_solves']})"
         for r in rows
         if isinstance(r.get("unconverged_solves"), int) and r["unconverged_solves"] > 0
     ]
     if short:
         say(
-            f"warning: solves stopped before their tolerance in {len(short)} point-method pair(s): {', '.join(short[:8])}"
+            f"warning: solves stopped before their tolerance in {len(short)} {unit[:-1]}-method pair(s): {', '.join(short[:8])}"
             f"{', ...' if len(short) > 8 else ''} (results.csv column unconverged_solves; each run's summary names "
             f"the requests)"
         )
     replayed = [p for p in manifest["points"] if p.get("trace_replayed")]
     if replayed:
         say(
-            f"trace cache: {len(replayed)} of {len(points)} points replayed the traffic another point recorded "
+            f"trace cache: {len(replayed)} of {len(points)} {unit} replayed the traffic another {unit[:-1]} recorded "
             f"instead of running SUMO; {path / 'trace_cache'}"
         )
-    say(f"results: {path / 'results.csv'}" + (f", plot: {path / 'sweep.png'}" if manifest["plot"] else ""))
+    say(
+        f"results: {path / 'results.csv'}"
+        + (f", summary: {path / 'summary.csv'}" if replicated else "")
+        + (f", plot: {path / 'sweep.png'}" if manifest["plot"] else "")
+    )
     return result
+
+
+def _replicate_tag(row: dict[str, Any]) -> str:
+    return f" rep{row['replicate']}" if "replicate" in row else ""
 
 
 def _with_cache(point: GridPoint, directory: Path) -> GridPoint:

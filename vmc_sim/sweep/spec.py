@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Literal
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, StrictInt, ValidationError, ValidationInfo, field_validator
 
 from ..config import ConfigError, Strict, load_model
 from ..scenario import Scenario
@@ -43,6 +43,24 @@ SOURCE_ONLY: dict[str, tuple[str, ...]] = {
 """Field prefixes that only matter for some mobility sources (a trace carries its own RSUs)."""
 
 
+REPLICATE_SETS: dict[str, tuple[str, ...]] = {
+    "seed": ("seed",),
+    "traffic": ("mobility.sumo.seed", "mobility.city.seed"),
+    "mobility.sumo.seed": ("mobility.sumo.seed",),
+    "mobility.city.seed": ("mobility.city.seed",),
+    "mobility.rsus.seed": ("mobility.rsus.seed",),
+}
+"""Names ``replicate_sets`` takes and the scenario seeds each one sets to the replicate's seed:
+``seed`` the run seed, ``traffic`` SUMO's seed and the embedded city's demand seed."""
+
+ReplicateSet = Literal["seed", "traffic", "mobility.sumo.seed", "mobility.city.seed", "mobility.rsus.seed"]
+
+DEFAULT_REPLICATE_SETS: tuple[ReplicateSet, ...] = ("seed", "traffic")
+
+MAX_SEED = 2**31
+"""Replicate seeds lie in [0, 2^31): every seed field they set accepts them (SUMO's and the city's)."""
+
+
 class SweepSpec(Strict):
     """A sweep file: the base scenario, the grid and how to run it."""
 
@@ -51,6 +69,17 @@ class SweepSpec(Strict):
         None, description="scenario file (relative to the sweep file), inline scenario, or null = embedded default"
     )
     grid: dict[str, list[Any]] = Field(min_length=1, description="dotted scenario field or alias -> values")
+    replicate_sets: list[ReplicateSet] = Field(
+        default_factory=lambda: list(DEFAULT_REPLICATE_SETS),
+        min_length=1,
+        description="which scenario seeds each replicate sets to its seed: seed (the run seed), traffic "
+        "(mobility.sumo.seed and mobility.city.seed), or one of those fields, or mobility.rsus.seed",
+    )
+    replicates: StrictInt | list[StrictInt] | None = Field(
+        None,
+        description="seeds every grid point runs with, each its own run, aggregated per point in summary.csv: "
+        "a list of seeds, or n = seeds 0..n-1; null = one run per point with the scenario's seeds",
+    )
     engine: Literal["local", "ray"] = "local"
     workers: int = Field(2, gt=0, description="points run at once (local pool; Ray: CPUs of a local instance)")
     address: str | None = Field(None, description="Ray cluster to join (engine ray); null = start a local one")
@@ -89,19 +118,86 @@ class SweepSpec(Strict):
             seen[path] = key
         return v
 
+    @field_validator("replicate_sets")
+    @classmethod
+    def _replicate_sets(cls, v: list[str]) -> list[str]:
+        seen: dict[str, str] = {}
+        for name in v:
+            for path in REPLICATE_SETS[name]:
+                if path in seen:
+                    raise ValueError(f"{seen[path]!r} and {name!r} both set {path}")
+                seen[path] = name
+        return v
+
+    @field_validator("replicates", mode="before")
+    @classmethod
+    def _replicates_type(cls, v: Any) -> Any:
+        def integer(x: Any) -> bool:
+            return isinstance(x, int) and not isinstance(x, bool)
+
+        if v is None or integer(v) or (isinstance(v, list) and all(integer(x) for x in v)):
+            return v
+        raise ValueError(f"give a count n (seeds 0..n-1) or a list of integer seeds, got {v!r}")
+
+    @field_validator("replicates")
+    @classmethod
+    def _replicates(cls, v: int | list[int] | None, info: ValidationInfo) -> int | list[int] | None:
+        if v is None:
+            return v
+        if isinstance(v, int):
+            if not 1 <= v <= MAX_SEED:
+                raise ValueError(f"a count of replicates must be between 1 and 2^31, got {v}")
+        else:
+            if not v:
+                raise ValueError("give at least one seed (or a count n for seeds 0..n-1)")
+            bad = [s for s in v if not 0 <= s < MAX_SEED]
+            if bad:
+                raise ValueError(f"seeds must lie in [0, 2^31), got {bad}")
+            repeated = sorted({s for s in v if v.count(s) > 1})
+            if repeated:
+                raise ValueError(f"seed(s) {repeated} given more than once")
+        grid, sets = info.data.get("grid") or {}, info.data.get("replicate_sets") or []
+        for key in grid:
+            axis = ALIASES.get(key, key)
+            for name in sets:
+                for path in REPLICATE_SETS[name]:
+                    if path == axis or path.startswith(axis + "."):
+                        raise ValueError(
+                            f"grid key {key!r} sets {path}, which every replicate sets too "
+                            f"(replicate_sets: {name!r}); drop the grid key, or leave {name!r} out of replicate_sets"
+                        )
+        return v
+
     def axes(self) -> dict[str, str]:
         """Grid key -> the dotted scenario field it sets."""
         return {key: ALIASES.get(key, key) for key in self.grid}
 
+    def replicate_seeds(self) -> list[int]:
+        """The replicates' seeds in run order; empty when the sweep has none."""
+        if self.replicates is None:
+            return []
+        return list(range(self.replicates)) if isinstance(self.replicates, int) else list(self.replicates)
+
+    def replicate_fields(self) -> list[str]:
+        """The dotted scenario fields each replicate sets to its seed."""
+        return [path for name in self.replicate_sets for path in REPLICATE_SETS[name]]
+
 
 @dataclass(frozen=True)
 class GridPoint:
-    """One validated scenario of the grid and the values that made it."""
+    """One validated scenario of the grid and the values that made it; with ``replicate`` set, one
+    replicate of that point (its scenario carries the replicate's seeds)."""
 
     id: str
     values: dict[str, Any]
     overrides: dict[str, Any]
     scenario: Scenario
+    replicate: int | None = None
+
+    @property
+    def run_id(self) -> str:
+        """Names the run and its directory: the point's id, with the replicate's seed when there is one."""
+        return self.id if self.replicate is None else f"{self.id}-rep{self.replicate}"
 
 
 def load_sweep(path: str | Path) -> tuple[SweepSpec, Path]:
@@ -109,7 +205,8 @@ def load_sweep(path: str | Path) -> tuple[SweepSpec, Path]:
     return load_model(SweepSpec, path), Path(path).resolve().parent
 
 
-def _error_lines(err: ValidationError) -> list[tuple[str, str]]:
+def error_lines(err: ValidationError) -> list[tuple[str, str]]:
+    """A validation error as (dotted field, message) pairs."""
     return [(".".join(str(p) for p in e["loc"]) or "<top>", e["msg"]) for e in err.errors()]
 
 
@@ -125,10 +222,11 @@ def base_scenario(spec: SweepSpec, base_dir: str | Path | None = None, where: st
     try:
         return Scenario.model_validate(spec.base or {})
     except ValidationError as e:
-        raise ConfigError("\n".join(f"{where}: base.{loc}: {msg}" for loc, msg in _error_lines(e))) from None
+        raise ConfigError("\n".join(f"{where}: base.{loc}: {msg}" for loc, msg in error_lines(e))) from None
 
 
-def _set_path(data: dict[str, Any], path: str, value: Any, key: str) -> None:
+def set_path(data: dict[str, Any], path: str, value: Any, key: str) -> None:
+    """Set the dotted field ``path`` of a scenario mapping; ``key`` (what asked for it) names the error."""
     node = data
     parts = path.split(".")
     for i, part in enumerate(parts[:-1]):
@@ -174,17 +272,17 @@ def expand(spec: SweepSpec, base_dir: str | Path | None = None, where: str = "sw
         overrides = {axes[k]: ([v] if axes[k] in LIST_FIELDS and isinstance(v, str) else v) for k, v in values.items()}
         data = json.loads(json.dumps(base_data))
         for key, value in values.items():
-            _set_path(data, axes[key], overrides[axes[key]], key)
+            set_path(data, axes[key], overrides[axes[key]], key)
         for path, other in EXCLUSIVE.items():
             if overrides.get(path) is not None and other not in overrides:
-                _set_path(data, other, None, path)
+                set_path(data, other, None, path)
         if "name" not in overrides:
             data["name"] = f"{spec.name}-{index:03d}"
         pid = _point_id(index, values)
         try:
             scenario = Scenario.model_validate(data)
         except ValidationError as e:
-            for loc, msg in _error_lines(e):
+            for loc, msg in error_lines(e):
                 culprits = [
                     k for k in keys if axes[k] == loc or axes[k].startswith(loc + ".") or loc.startswith(axes[k] + ".")
                 ]
@@ -205,14 +303,31 @@ def expand(spec: SweepSpec, base_dir: str | Path | None = None, where: str = "sw
     return points
 
 
+def _inert_sources(path: str, used: set[str]) -> list[str]:
+    """The mobility sources in ``used`` for which the field ``path`` has no effect."""
+    return sorted(
+        {src for prefix, sources in SOURCE_ONLY.items() if path.startswith(prefix) for src in used - set(sources)}
+    )
+
+
 def inert_axes(spec: SweepSpec, points: Iterable[GridPoint]) -> list[str]:
-    """Grid keys that cannot change a point's result because of its mobility source."""
+    """Grid keys, and ``replicate_sets`` entries of a replicated sweep, that cannot change a point's
+    result because of its mobility source."""
+    used: set[str] = {p.scenario.mobility.source for p in points}
     notes = []
     for key, path in spec.axes().items():
         for prefix, sources in SOURCE_ONLY.items():
             if not path.startswith(prefix):
                 continue
-            used = sorted({p.scenario.mobility.source for p in points} - set(sources))
-            if used:
-                notes.append(f"grid key {key!r} ({path}) has no effect with mobility source {used}")
+            unused = sorted(used - set(sources))
+            if unused:
+                notes.append(f"grid key {key!r} ({path}) has no effect with mobility source {unused}")
+    if spec.replicates is not None:
+        for name in spec.replicate_sets:
+            paths = REPLICATE_SETS[name]
+            unused = sorted(set.intersection(*(set(_inert_sources(path, used)) for path in paths)))
+            if unused:
+                notes.append(
+                    f"replicate_sets {name!r} ({', '.join(paths)}) has no effect with mobility source {unused}"
+                )
     return notes

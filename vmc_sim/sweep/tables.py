@@ -1,4 +1,4 @@
-"""What a sweep reports: per-method totals of each point, ``results.csv``, the Markdown table and ``sweep.png``."""
+"""What a sweep reports: per-method totals of each run, ``results.csv``, the Markdown table and ``sweep.png``."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import Any
 from ..runs import RunDir
 from ..solves import unconverged_solves
 from .spec import GridPoint, SweepSpec
+from .stats import interval
 
 METRICS = (
     "requests",
@@ -75,7 +76,8 @@ def grid_columns_of(spec: SweepSpec) -> dict[str, str]:
     return {k: (f"grid.{k}" if k in FIXED_COLUMNS else k) for k in spec.grid}
 
 
-def _cell(value: Any) -> Any:
+def csv_cell(value: Any) -> Any:
+    """A CSV cell: lists and mappings as JSON, a missing number (None, NaN) empty."""
     if isinstance(value, (list, dict)):
         return json.dumps(value)
     if isinstance(value, float) and math.isnan(value):
@@ -86,11 +88,13 @@ def _cell(value: Any) -> Any:
 def gather_rows(
     spec: SweepSpec, points: list[GridPoint], results: dict[str, dict[str, Any]], run_dirs: dict[str, Path]
 ) -> list[dict[str, Any]]:
-    """One row per (point, method); a point that recorded nothing gets one empty row per method."""
+    """One row per (run, method): a point's run, or with several replicates each replicate's run
+    (its seed in ``replicate``); a run that recorded nothing gets one empty row per method.
+    ``results`` and ``run_dirs`` are keyed by :attr:`GridPoint.run_id`."""
     columns = grid_columns_of(spec)
     rows = []
     for p in points:
-        res = results.get(p.id, {"status": "not run", "error": None, "rows": [], "wall_s": math.nan})
+        res = results.get(p.run_id, {"status": "not run", "error": None, "rows": [], "wall_s": math.nan})
         order = p.scenario.federated.methods
         per_method = sorted(
             res["rows"] or [{"method": m} for m in order],
@@ -99,22 +103,35 @@ def gather_rows(
         for r in per_method:
             row: dict[str, Any] = {"point": p.id, "status": res["status"]}
             row.update({columns[k]: v for k, v in p.values.items()})
+            if p.replicate is not None:
+                row["replicate"] = p.replicate
             row["method"] = r["method"]
             row.update({m: r.get(m, math.nan) for m in METRICS})
-            row.update(wall_s=res["wall_s"], run_dir=str(run_dirs[p.id]), error=res["error"])
+            row.update(wall_s=res["wall_s"], run_dir=str(run_dirs[p.run_id]), error=res["error"])
             rows.append(row)
     return rows
 
 
-def write_csv(path: Path, rows: list[dict[str, Any]], grid_columns: dict[str, str]) -> None:
-    """``results.csv``: lists as JSON, missing numbers as empty cells."""
-    header = ["point", "status", *grid_columns.values(), "method", *METRICS, "wall_s", "run_dir", "error"]
+def write_csv(path: Path, rows: list[dict[str, Any]], grid_columns: dict[str, str], replicated: bool = False) -> None:
+    """``results.csv``: lists as JSON, missing numbers as empty cells; ``replicated`` adds the
+    ``replicate`` column (the run's seed) after the grid's."""
+    header = [
+        "point",
+        "status",
+        *grid_columns.values(),
+        *(["replicate"] if replicated else []),
+        "method",
+        *METRICS,
+        "wall_s",
+        "run_dir",
+        "error",
+    ]
     tmp = path.with_suffix(".csv.tmp")
     with open(tmp, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=header)
         w.writeheader()
         for r in rows:
-            w.writerow({k: _cell(r.get(k)) for k in header})
+            w.writerow({k: csv_cell(r.get(k)) for k in header})
     os.replace(tmp, path)
 
 
@@ -159,9 +176,15 @@ def markdown_table(rows: list[dict[str, Any]], grid_columns: dict[str, str]) -> 
     return "\n".join(lines)
 
 
-def plot_sweep(rows: list[dict[str, Any]], x_key: str, out: Path, averaged: bool = False) -> Path | None:
+def plot_sweep(
+    rows: list[dict[str, Any]], x_key: str, out: Path, averaged: bool = False, replicated: bool = False
+) -> Path | None:
     """``sweep.png``: cumulative MB, simulated time and final accuracy per method against the
-    first grid axis (``averaged``: the mean over the other axes); None when no point completed."""
+    first grid axis (``averaged``: the mean over the other axes); None when no point completed.
+
+    ``replicated`` (rows carry ``replicate``): each replicate's figures are averaged over the other
+    axes first, the line is their mean over the replicates and a band its 95 % confidence
+    interval, since the replicates are the independent draws."""
     done = [r for r in rows if r["status"] == "complete"]
     if not done:
         return None
@@ -186,11 +209,23 @@ def plot_sweep(rows: list[dict[str, Any]], x_key: str, out: Path, averaged: bool
         mine = [r for r in done if r["method"] == method]
         xs = sorted({x_of(r) for r in mine})
         for ax, (metric, _, _, scale) in zip(axes, panels):
-            ys = []
+            ys, low, high = [], [], []
             for x in xs:
-                vals = [r[metric] for r in mine if x_of(r) == x and not math.isnan(r[metric])]
+                at = [r for r in mine if x_of(r) == x]
+                if replicated:
+                    per_replicate: dict[Any, list[Any]] = {}
+                    for r in at:
+                        per_replicate.setdefault(r["replicate"], []).append(r[metric])
+                    iv = interval(interval(v).mean for v in per_replicate.values())
+                    ys.append(scale * iv.mean)
+                    low.append(scale * (iv.mean - iv.ci))
+                    high.append(scale * (iv.mean + iv.ci))
+                    continue
+                vals = [r[metric] for r in at if not math.isnan(r[metric])]
                 ys.append(scale * sum(vals) / len(vals) if vals else math.nan)
-            ax.plot(xs, ys, marker="o", label=method)
+            (line,) = ax.plot(xs, ys, marker="o", label=method)
+            if replicated:
+                ax.fill_between(xs, low, high, color=line.get_color(), alpha=0.2, linewidth=0)
     for ax, (_, title, ylabel, _) in zip(axes, panels):
         ax.set_title(title)
         ax.set_xlabel(x_key + (" (mean over the other axes)" if averaged else ""))
@@ -199,6 +234,9 @@ def plot_sweep(rows: list[dict[str, Any]], x_key: str, out: Path, averaged: bool
             ax.set_xticks(range(len(labels)), [_short(lab) for lab in labels], rotation=20)
         ax.grid(alpha=0.3)
         ax.legend()
+    if replicated:
+        count = len({r["replicate"] for r in done})
+        fig.suptitle(f"mean over {count} replicates, band: 95 % confidence interval")
     fig.tight_layout()
     fig.savefig(out, dpi=110)
     plt.close(fig)
