@@ -233,3 +233,14 @@ def test_transport_model_matches_ns3_driveby(driveby, transport):
         if abs(ratio - 1.0) > driveby.TOLERANCE:
             off.append((r["speed"], r["bytes"], round(ratio, 3)))
     assert not off, f"(speed m/s, bytes, ns-3 {transport} / ours) beyond {driveby.TOLERANCE:.0%}: {off}"
+
+
+def test_channel_plots_draw_every_comparison_from_the_committed_csvs(tmp_path):
+    import shutil
+
+    plots = load_script("bench/channel_plots.py")
+    for csv_file in (ROOT / "reports" / "channel_validation").glob("*.csv"):
+        shutil.copy(csv_file, tmp_path)
+    assert plots.main(["--dir", str(tmp_path)]) == 0
+    for name in ("pathloss", "link", "contention", "driveby"):
+        assert (tmp_path / f"{name}.png").stat().st_size > 10_000, name
