@@ -92,6 +92,14 @@ def lust_case_study(out: Path) -> None:
         r for r in rows(out / "requests.csv") if r["method"] == "retrain" and r["kind"] not in ("fit", "suspended")
     ]
     assert edits and all(r["triggered"] == "1" for r in edits)
+    # the paper's fluctuation: each method's own max - min accuracy over the models released after the requests
+    for m in (fsosa, retrain):
+        acc = [
+            100 * float(r["accuracy"])
+            for r in rows(out / "requests.csv")
+            if r["method"] == m["method"] and r["index"] != "0" and r["accuracy"]
+        ]
+        assert float(m["fluctuation_pts"]) == pytest.approx(max(acc) - min(acc), abs=0.02)
     # a fresh contribution cache: the report says every contribution was trained, none loaded
     cache = re.search(
         r"digits: contribution cache: 0 of (\d+) contributions loaded \(hit rate 0 %\), 0 computed at "

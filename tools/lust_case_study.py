@@ -362,6 +362,7 @@ def main(argv: list[str] | None = None) -> int:
         "models",
         "final_acc",
         "mean_acc",
+        "fluctuation_pts",
         "max_acc_gap_vs_retrain",
     ]
     replayed = (
@@ -396,7 +397,9 @@ def main(argv: list[str] | None = None) -> int:
             f"bytes on the air {_pct(f['sent_MB_saving_pct'])}, cumulative time {_pct(f['time_saving_pct'])} "
             f"(paper {PAPER['time_saving_pct'][0]} to {PAPER['time_saving_pct'][1]} %), device time + airtime "
             f"{_pct(f['spent_s_saving_pct'])}, final accuracy {_acc(f['final_acc'])} vs Retrain "
-            f"{_acc(rt['final_acc'])}, largest per-request gap {_acc(f['max_acc_gap_vs_retrain'], ' points')}."
+            f"{_acc(rt['final_acc'])}, fluctuation (own max - min over the requests) {_acc(f['fluctuation_pts'], ' points')} "
+            f"(Retrain {_acc(rt['fluctuation_pts'], ' points')}; paper: F-SOSA-I/U within {PAPER['fluctuation_pts']}), "
+            f"largest per-request gap to Retrain {_acc(f['max_acc_gap_vs_retrain'], ' points')}."
         )
         for r in (x for x in summary if x["dataset"] == d and x["time_s"] is not None and x["failed_transfers"]):
             body.append(

@@ -51,6 +51,7 @@ def method_rows(run, dataset: str) -> list[dict[str, Any]]:
                 "models": len(acc),  # records releasing a model (the others withdrew it or kept none)
                 "final_acc": _final_accuracy(rows),
                 "mean_acc": 100 * sum(acc) / len(acc) if acc else None,
+                "fluctuation_pts": _fluctuation(rows[1:]),
                 "max_acc_gap_vs_retrain": (
                     100
                     * max(
@@ -75,6 +76,13 @@ def method_rows(run, dataset: str) -> list[dict[str, Any]]:
         for k in ("spent_s", "sent_MB"):
             r[f"{k}_saving_pct"] = 100 * (r[k] / ref[k] - 1) if r.get(k) is not None and ref.get(k) else None
     return out
+
+
+def _fluctuation(rows: list[dict[str, Any]]) -> float | None:
+    """The paper's fluctuation (seed 000, Section VI-C): the method's own largest minus smallest
+    accuracy (points) over the models released after the requests; None when none was released."""
+    acc = [100 * r["accuracy"] for r in rows if r.get("accuracy") is not None]
+    return max(acc) - min(acc) if acc else None
 
 
 def _final_accuracy(rows: list[dict[str, Any]]) -> float | None:
