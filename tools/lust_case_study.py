@@ -65,7 +65,7 @@ from vmc_sim.reproduction.case_study import cache_lines, method_rows, per_reques
 ROOT = Path(__file__).resolve().parents[1]
 
 SMOKE_ARGS = ""  # --quick already runs on the embedded city with digits (tests/test_reproductions.py)
-PAPER = {  # seed 000, Section VI-C (the case study's text) and Appendix Table VIII (MNIST's bytes)
+PAPER: dict[str, Any] = {  # seed 000, Section VI-C (the case study's text) and Appendix Table VIII (MNIST's bytes)
     "time_saving_pct": (-53.84, -36.66),  # VI-C: "reduce cumulative time ... by 36.66%-53.84%"
     "comm_saving_pct": (-25.76, -21.97),  # VI-C: "... and communication overhead by ... 21.97%-25.76%"
     "fluctuation_pts": 3.96,  # VI-C: "F-SOSA-I/U keep variations within 3.96% across all datasets"

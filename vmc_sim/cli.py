@@ -209,6 +209,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .audit import add_audit_parser
 
     add_audit_parser(sub)
+    from .export import add_export_parser
+
+    add_export_parser(sub)
     from mobility.lust.cli import add_lust_parser
 
     add_lust_parser(sub)
