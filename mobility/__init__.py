@@ -1,14 +1,15 @@
 """Mobility for vmc-sim: SUMO traffic turned into micro-cloud join/leave events.
 
 SUMO runs through libsumo (in-process) or TraCI (subprocess on 127.0.0.1); RSU coverage is
-tracked with context subscriptions; events can be recorded to a trace and replayed without SUMO.
+tracked with context subscriptions; events can be recorded to a trace and replayed without SUMO,
+or computed from SUMO's recorded FCD (:mod:`mobility.fcd_source`).
 This package imports neither ``fl_core`` nor ``vmc_sim`` (nor torch).
 """
 
 from mobility.city import CityConfig, CityFiles, build_city
 from mobility.config import MobilityConfig, open_source, resolve_network
 from mobility.coverage import CoverageConfig, CoverageTracker, MemberState
-from mobility.errors import MobilityError, SumoError, TraceError
+from mobility.errors import FcdError, MobilityError, SumoError, TraceError
 from mobility.events import MobilityEvent, events_from_json, events_to_json
 from mobility.lust import LustConfig, LustFiles, build_lust, demand_report, lust_clone
 from mobility.rsu import Rsu, RsuConfig, place_rsus
@@ -29,6 +30,7 @@ __all__ = [
     "CityFiles",
     "CoverageConfig",
     "CoverageTracker",
+    "FcdError",
     "LustConfig",
     "LustFiles",
     "MemberState",

@@ -31,3 +31,7 @@ class SumoError(MobilityError):
 
 class TraceError(MobilityError, ValueError):
     """A trace file is malformed, truncated or of an unknown format; the message names the line."""
+
+
+class FcdError(MobilityError, ValueError):
+    """An FCD file is missing, empty or malformed; the message names the file and what is wrong."""

@@ -1,11 +1,12 @@
 """Where the co-simulation gets its join/leave events: live SUMO or a recorded trace.
 
-Both sources follow the same clock rule, so a replay reproduces a live run exactly: after
+(Recorded SUMO FCD is a third source, :class:`mobility.fcd_source.FcdSource`, built on
+:class:`SteppedSource` here.) All sources follow the same clock rule, so a replay reproduces a live run exactly: after
 ``advance(until)`` the source's ``time`` is the last step boundary ``begin + n * step_length`` not
 after ``until`` (or the time the run ended, if earlier), and the returned events are all those
 with ``time <= until`` not returned before, in order. ``members()`` gives the current members with
 their positions as of the last state sample (``CoverageConfig.state_interval``), or as of their
-join when sampling is off; both sources compute it identically.
+join when sampling is off; every source computes it identically.
 """
 
 from __future__ import annotations
@@ -88,7 +89,84 @@ def _check_until(until: float) -> float:
     return float(until)
 
 
-class SumoSource:
+class SteppedSource:
+    """What the sources that step a clock themselves share (live SUMO, recorded FCD).
+
+    Each step's observations go through one :class:`CoverageTracker`, so both turn positions into
+    join/leave events by the same code; the members view, the state samples and the trace they
+    record are kept here. A subclass sets ``_begin`` and ``_step`` and calls :meth:`_track` and
+    :meth:`_record` from its constructor, then :meth:`_observed` once per step.
+    """
+
+    _begin: float
+    _step: float
+    _meta: dict[str, Any]
+
+    def _track(self, rsus: Sequence[Rsu], coverage: CoverageConfig | None) -> None:
+        self.coverage = coverage or CoverageConfig()
+        self.coverage.validate()
+        self.tracker = CoverageTracker(rsus, self.coverage)
+        self._view = _MemberView(self.coverage.membership == "per_rsu")
+        self._writer: TraceWriter | None = None
+        self._ended = False
+
+    def _record(self, meta: dict[str, Any], trace: str | os.PathLike[str] | None, overwrite: bool) -> None:
+        self._meta = meta
+        self._next_sample = self._begin
+        if trace is not None:
+            self._writer = TraceWriter(trace, meta, overwrite=overwrite)
+
+    @property
+    def finished(self) -> bool:
+        """True once the source reached its end, ran out of traffic, or was closed / failed."""
+        return self._ended
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """The trace header's meta for this run."""
+        return self._meta
+
+    @property
+    def trace_path(self) -> Path | None:
+        """The trace file being written, if any."""
+        return self._writer.path if self._writer is not None else None
+
+    def members(self) -> list[MemberState]:
+        """Current members (see module docstring for when positions are refreshed)."""
+        return self._view.members()
+
+    def _observed(self, t: float, events: list[MobilityEvent], batch: list[MobilityEvent]) -> None:
+        """Apply one step's events to the members view, the batch and the trace, then sample states."""
+        self._view.apply(events)
+        batch.extend(events)
+        if self._writer is not None:
+            self._writer.write_events(events)
+        self._sample(t)
+
+    def _sample(self, t: float) -> None:
+        interval = self.coverage.state_interval
+        if interval is None or t + _EPS < self._next_sample:
+            return
+        members = self.tracker.members()
+        self._view.set_states(members)
+        if self._writer is not None and members:
+            self._writer.write_states(t, members)
+        k = math.floor((t - self._begin) / interval + _EPS) + 1
+        self._next_sample = self._begin + k * interval
+
+    def _end_trace(self, status: str, time: float, extra: dict[str, Any] | None = None) -> None:
+        if self._ended:
+            return
+        self._ended = True
+        if self._writer is not None:
+            self._writer.close(status, time=time, extra=extra)
+
+    def _abandon_trace(self) -> None:
+        if self._writer is not None and not self._writer.closed:
+            self._writer.abandon()
+
+
+class SumoSource(SteppedSource):
     """Live events: a :class:`SumoSession` stepped on demand, with a :class:`CoverageTracker`.
 
     With ``trace`` set, every event (and state sample) is written to that file and flushed after
@@ -106,21 +184,15 @@ class SumoSource:
         overwrite_trace: bool = False,
         metadata: dict[str, Any] | None = None,
     ) -> None:
-        self.coverage = coverage or CoverageConfig()
-        self.coverage.validate()
-        self.tracker = CoverageTracker(rsus, self.coverage)
+        self._track(rsus, coverage)
         self.session = SumoSession(sumo)
-        self._view = _MemberView(self.coverage.membership == "per_rsu")
-        self._writer: TraceWriter | None = None
-        self._ended = False
         self._error: SumoError | None = None
         self.session.start()
         try:
             self.tracker.attach(self.session)
             self._begin = self.session.time
             self._step = float(sumo.step_length)
-            self._next_sample = self._begin
-            self._meta = {
+            meta = {
                 "source": "sumo",
                 "clock": {"begin": self._begin, "step_length": self._step, "end": self.session.end},
                 "sumo": sumo.to_dict(),
@@ -130,8 +202,7 @@ class SumoSource:
                 "coverage": self.coverage.to_dict(),
                 **(metadata or {}),
             }
-            if trace is not None:
-                self._writer = TraceWriter(trace, self._meta, overwrite=overwrite_trace)
+            self._record(meta, trace, overwrite_trace)
         except BaseException:
             self.session.close()
             raise
@@ -142,28 +213,9 @@ class SumoSource:
         return self.session.time
 
     @property
-    def finished(self) -> bool:
-        """True once SUMO reached its end, has no vehicles left or expected, or was closed / died."""
-        return self._ended
-
-    @property
-    def metadata(self) -> dict[str, Any]:
-        """The trace header's meta for this run."""
-        return self._meta
-
-    @property
     def teleports(self) -> int:
         """Teleports so far."""
         return self.session.teleports
-
-    @property
-    def trace_path(self) -> Path | None:
-        """The trace file being written, if any."""
-        return self._writer.path if self._writer is not None else None
-
-    def members(self) -> list[MemberState]:
-        """Current members (see module docstring for when positions are refreshed)."""
-        return self._view.members()
 
     def advance(self, until: float) -> list[MobilityEvent]:
         """Step SUMO up to ``until`` and return the join/leave events, recording them if tracing."""
@@ -176,12 +228,7 @@ class SumoSource:
                 self._finish("finished")
             while not self._ended and self.session.time + self._step <= until + _EPS:
                 t = self.session.step()
-                events = self.tracker.update(t, self.session)
-                self._view.apply(events)
-                batch.extend(events)
-                if self._writer is not None:
-                    self._writer.write_events(events)
-                self._sample(t)
+                self._observed(t, self.tracker.update(t, self.session), batch)
                 if self.session.finished:
                     self._finish("finished")
         except SumoError as exc:
@@ -200,31 +247,15 @@ class SumoSource:
             self._writer.flush()
         return batch
 
-    def _sample(self, t: float) -> None:
-        interval = self.coverage.state_interval
-        if interval is None or t + _EPS < self._next_sample:
-            return
-        members = self.tracker.members()
-        self._view.set_states(members)
-        if self._writer is not None and members:
-            self._writer.write_states(t, members)
-        k = math.floor((t - self._begin) / interval + _EPS) + 1
-        self._next_sample = self._begin + k * interval
-
     def _finish(self, status: str) -> None:
-        if self._ended:
-            return
-        self._ended = True
-        if self._writer is not None:
-            self._writer.close(status, time=self.session.time, extra={"teleports": self.session.teleports})
+        self._end_trace(status, self.session.time, {"teleports": self.session.teleports})
 
     def close(self) -> None:
         """Close SUMO and end the trace (status ``closed`` unless it already finished or failed)."""
         try:
             self._finish("closed")
         finally:
-            if self._writer is not None and not self._writer.closed:
-                self._writer.abandon()
+            self._abandon_trace()
             self.session.close()
 
     def __enter__(self) -> "SumoSource":

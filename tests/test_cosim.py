@@ -86,6 +86,8 @@ def test_every_request_reaches_every_method_and_replay_is_identical(tmp_path):
     assert manifest["status"] == "complete" and manifest["seeds"]["run_seed"] == 3
     # the host's CPU model is named (wall-clock figures are read against it)
     assert manifest["host"]["cpu"] == cpu_model() and cpu_model().strip()
+    # the channel the run used, every field resolved, so a later change of defaults cannot hide it
+    assert manifest["channel"] == sc.channel_config().to_dict() and manifest["channel"]["transport"]
 
 
 def test_calibrated_time_does_not_depend_on_the_method_order(tmp_path):
@@ -366,7 +368,7 @@ def broken_live_run(tmp_path, monkeypatch):
     sc = scenario(trace, mobility={"source": "city"})
     dies = {"at": 60.0}
 
-    def fake_open(scenario, trace_path, overwrite=False):
+    def fake_open(scenario, trace_path, overwrite=False, outputs_dir=None):
         src = Recording(trace, trace_path, overwrite)
         return (DiesAt(src, dies["at"]) if dies["at"] else src), rsus
 

@@ -7,8 +7,9 @@ A bad file is refused with the file name, the field path and the reason, e.g.
 from __future__ import annotations
 
 import math
+from dataclasses import fields as dc_fields
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Callable, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -30,6 +31,21 @@ class ConfigError(ValueError):
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def dataclass_checker(cls: type, section: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """A validator for a section given as a mapping that a lower layer's dataclass ``cls`` takes:
+    unknown keys are refused with the keys it has, and building ``cls`` raises its own error."""
+    names = {f.name for f in dc_fields(cls)}
+
+    def check(value: dict[str, Any]) -> dict[str, Any]:
+        unknown = sorted(set(value) - names)
+        if unknown:
+            raise ValueError(f"unknown field(s) {unknown}; {section} takes {sorted(names)}")
+        cls(**value)  # raises ValueError naming the bad field
+        return value
+
+    return check
 
 
 class TrainSection(Strict):

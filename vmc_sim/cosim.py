@@ -10,9 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from mobility.city import build_city
+from mobility.fcd_source import FcdSource
 from mobility.rsu import Rsu, place_rsus
 from mobility.source import MobilitySource, SumoSource, TraceSource
 from mobility.sumo import SumoConfig
+from mobility.sumo_outputs import describe_outputs, with_outputs
 from mobility.trace_cache import CachedTraceSource, RecordingSumoSource, TraceCache, trace_key
 
 from .engine import CoSimulation
@@ -70,19 +72,37 @@ def sumo_config(scenario: Scenario, duration: float | None = None) -> tuple[Sumo
 
 
 def open_source(
-    scenario: Scenario, trace_path: Path | None, overwrite: bool = False
+    scenario: Scenario, trace_path: Path | None, overwrite: bool = False, outputs_dir: Path | None = None
 ) -> tuple[MobilitySource, list[Rsu]]:
-    """The mobility source (recording to ``trace_path`` when live) and the RSUs it covers."""
+    """The mobility source (recording to ``trace_path`` unless it replays a trace) and the RSUs it
+    covers; a SUMO run writes the scenario's ``mobility.outputs`` into ``outputs_dir`` when given."""
     m = scenario.mobility
     if m.source == "trace":
         assert m.trace is not None  # the scenario refuses source 'trace' without one
         src = TraceSource(m.trace)
         return src, [Rsu.from_dict(r) for r in src.metadata.get("rsus", [])]
+    if m.source == "fcd":
+        assert m.fcd_file is not None  # the scenario refuses source 'fcd' without one
+        rsus = place_rsus(m.rsu_config(), m.net_file)
+        fcd = FcdSource(
+            m.fcd_file,
+            rsus,
+            m.coverage_config(),
+            step_length=m.sumo.step_length,
+            begin=m.sumo.begin,
+            record_step=m.fcd_step_length,
+            trace=trace_path,
+            overwrite_trace=overwrite,
+            metadata={"scenario": scenario.name, "net_file": m.net_file},
+        )
+        return fcd, rsus
     sumo, inputs = sumo_config(scenario)
     net = inputs.get("net_file") or (sumocfg_inputs(m.config_file)["net_file"] if m.config_file else None)
     rsus = place_rsus(m.rsu_config(), net)
     meta = {"scenario": scenario.name, "density": m.density}
-    if m.trace_cache and trace_path is not None:
+    if m.outputs and outputs_dir is not None:  # SUMO must run to write them: the trace cache is not used
+        sumo = with_outputs(sumo, m.outputs, outputs_dir, rsus=rsus, fcd_area=m.fcd_area)
+    elif m.trace_cache and trace_path is not None:
         cache = TraceCache(m.trace_cache)
         key = trace_key(sumo, rsus, m.coverage_config())
         needed = float(sumo.begin or 0.0) + scenario.duration - sumo.step_length  # the last step a run advances to
@@ -123,6 +143,7 @@ def replay_scenario(trace: str | Path, scenario_path: str | Path | None = None) 
     data = base.model_dump(mode="json")
     data["mobility"]["source"] = "trace"
     data["mobility"]["trace"] = str(trace)
+    data["mobility"]["outputs"] = []  # a replay runs no SUMO
     data["name"] = f"{base.name}-replay"
     return load_model(Scenario, None, data)
 
@@ -181,20 +202,35 @@ def run_scenario(
         raise
     try:
         if live:
-            source, rsus = open_source(scenario, run.path / "trace.jsonl")
+            source, rsus = open_source(scenario, run.path / "trace.jsonl", outputs_dir=run.path / SUMO_OUTPUTS)
         try:
             sim = CoSimulation(scenario, source, rsus, run, setup=setup, progress=progress)
             _write_running(run, scenario, sim, source, rsus, None)
             say(f"run directory: {run.path}")
             _finish(run, sim)
         finally:
-            source.close()
+            source.close()  # SUMO completes its output files when it closes
+            _list_sumo_outputs(run, scenario)
     except BaseException:
         if created and not (run.path / "records.jsonl").exists():
             shutil.rmtree(run.path, ignore_errors=True)  # failed before its first record: nothing to resume
         raise
     say(summarize(run))
     return run
+
+
+SUMO_OUTPUTS = "sumo"
+"""The run directory's folder of SUMO's own outputs (``mobility.outputs``)."""
+
+
+def _list_sumo_outputs(run: RunDir, scenario: Scenario) -> None:
+    """Add each SUMO output file of the run, with its SHA-256 and size, to the manifest as ``sumo_outputs``."""
+    outputs = scenario.mobility.outputs
+    if not outputs or not (run.path / "manifest.json").is_file():
+        return
+    manifest = run.manifest()
+    manifest["sumo_outputs"] = describe_outputs(run.path / SUMO_OUTPUTS, outputs, run.path)
+    run._atomic_json("manifest.json", manifest)
 
 
 def pin_calibration(scenario: Scenario, calibration: dict | None) -> Scenario:
@@ -230,6 +266,7 @@ def _write_running(
         status="running",
         calibration=sim.calibration.as_dict() if sim.calibration else None,
         time_model=sim.time.describe(),
+        channel=scenario.channel_config().to_dict(),  # resolved: the defaults a run used, should they change
         mobility=source.metadata,
         rsus=[r.to_dict() for r in rsus],
         resumed_after=resumed_after,
@@ -281,7 +318,9 @@ def _resume(scenario: Scenario, path: Path, progress: bool, say) -> RunDir:
         existing.setdefault(r["method"], []).append(r)
     live = scenario.mobility.source != "trace"
     trace, staged = run.path / "trace.jsonl", run.path / "trace.jsonl.resume"
-    source, rsus = open_source(scenario, staged if live else None, overwrite=True)
+    outputs, staged_outputs = run.path / SUMO_OUTPUTS, run.path / (SUMO_OUTPUTS + ".resume")
+    shutil.rmtree(staged_outputs, ignore_errors=True)
+    source, rsus = open_source(scenario, staged if live else None, overwrite=True, outputs_dir=staged_outputs)
     sim: CoSimulation | None = None
 
     def commit() -> None:
@@ -312,6 +351,11 @@ def _resume(scenario: Scenario, path: Path, progress: bool, say) -> RunDir:
         source.close()
         if sim is None or not sim.committed:
             staged.unlink(missing_ok=True)
+            shutil.rmtree(staged_outputs, ignore_errors=True)
+        elif staged_outputs.is_dir():  # SUMO wrote them anew from the start: they replace the old ones
+            shutil.rmtree(outputs, ignore_errors=True)
+            os.replace(staged_outputs, outputs)
+            _list_sumo_outputs(run, scenario)
     say(summarize(run))
     return run
 

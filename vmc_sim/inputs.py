@@ -1,12 +1,13 @@
 """The files a scenario names, resolved and checked before anything runs.
 
 Relative paths in a scenario file (``mobility.net_file``, ``route_files``, ``config_file``,
-``trace``) are read relative to the scenario file's directory; a path that exists only relative
+``trace``, ``fcd_file``) are read relative to the scenario file's directory; a path that exists only relative
 to the working directory is taken from there (as before). :func:`check_inputs` then opens every
 named file and refuses, naming the field, a file that is missing, that is not the kind of SUMO
 file the field takes (``<net>`` for ``net_file``, ``<routes>`` for ``route_files``,
 ``<configuration>`` for ``config_file``; swapped net and route files are recognised), or a
-``.sumocfg`` whose network cannot be found.
+``.sumocfg`` whose network cannot be found. An FCD file is read whole and refused with what is
+wrong in it (:func:`mobility.fcd.inspect_fcd`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 from .config import ConfigError
 
-FILE_FIELDS = ("net_file", "config_file", "trace")
+FILE_FIELDS = ("net_file", "config_file", "trace", "fcd_file")
 EXPECTED = {
     "net_file": ("net",),
     "route_files": ("routes", "additional"),
@@ -112,6 +113,9 @@ def check_inputs(scenario, where: str = "scenario") -> None:
         if not Path(m.trace).is_file():
             raise ConfigError(f"{where}: mobility.trace: file not found: {m.trace}")
         return
+    if m.source == "fcd":
+        _check_fcd(m, where)
+        return
     if m.source != "files":
         return
     if m.config_file:
@@ -135,3 +139,23 @@ def check_inputs(scenario, where: str = "scenario") -> None:
         _check_file("net_file", m.net_file, where)
     for i, r in enumerate(m.route_files):
         _check_file(f"route_files[{i}]", r, where)
+
+
+def _check_fcd(m, where: str) -> None:
+    """The FCD file (read whole) and, if given, the network the RSUs are placed on."""
+    from mobility.errors import FcdError
+    from mobility.fcd import inspect_fcd
+
+    if not Path(m.fcd_file).is_file():
+        raise ConfigError(f"{where}: mobility.fcd_file: file not found: {m.fcd_file}")
+    try:
+        inspect_fcd(m.fcd_file)
+    except FcdError as e:
+        raise ConfigError(f"{where}: mobility.fcd_file: {e}") from None
+    if m.net_file:
+        _check_file("net_file", m.net_file, where)
+    elif m.rsu_config().placement == "auto":
+        raise ConfigError(
+            f"{where}: mobility.rsus.placement 'auto' places the RSUs on the network: give mobility.net_file "
+            "(the network the FCD was recorded on), or placement 'explicit' with positions"
+        )

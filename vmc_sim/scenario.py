@@ -1,7 +1,7 @@
 """The co-simulation scenario: one YAML file, validated into typed objects before anything runs.
 
-Sections: ``mobility`` (where join/leave events come from: the embedded city, LuST, SUMO
-files or a recorded trace; RSUs and coverage), ``federated`` (data, model, training, methods;
+Sections: ``mobility`` (where join/leave events come from: the embedded city, LuST, SUMO files,
+a recorded trace or SUMO FCD; RSUs, coverage, SUMO's outputs; :mod:`vmc_sim.mobility_section`), ``federated`` (data, model, training, methods;
 see :class:`vmc_sim.config.FederatedSection`), ``coordinator`` (when the first fit happens and
 how requests are gathered), ``channel`` (:class:`vmc_sim.radio.ChannelConfig`) and
 ``compute`` (the shared GPU or on-board units). Sections that map to a dataclass of a lower
@@ -22,8 +22,9 @@ from mobility.city import CityConfig
 from mobility.coverage import CoverageConfig
 from mobility.rsu import RsuConfig
 
-from .config import FederatedSection, Strict, TrainSection, load_model
+from .config import FederatedSection, Strict, TrainSection, dataclass_checker, load_model
 from .hardware import EDGE_DEFAULT, ONBOARD_DEFAULT, PROFILES, DeviceProfile, profile_of, profile_table
+from .mobility_section import MOBILITY_DEFAULTS, MobilitySection, SumoSection
 from .radio import ChannelConfig
 
 if TYPE_CHECKING:
@@ -39,7 +40,7 @@ SCENARIO_DEFAULTS: dict[str, Any] = {
         "methods": ["fsosa", "retrain"],
         "train": {"epochs": 20, "lr": 0.05, "batch_size": 32, "fisher": "diagonal"},
     },
-    "mobility": {"rsus": {"placement": "auto", "count": 1, "radius": 200.0}, "coverage": {"state_interval": 5.0}},
+    "mobility": MOBILITY_DEFAULTS,
 }
 """The documented defaults of a scenario where they differ from a section's own defaults (the
 embedded default scenario: digits on a small MLP, 20 local epochs, a diagonal Fisher, one RSU of
@@ -64,70 +65,6 @@ def with_documented_defaults(data: dict[str, Any]) -> dict[str, Any]:
     if isinstance(fed, dict) and fed.get("subset_size") is not None and "rho" not in fed:
         out["federated"] = {**out["federated"], "rho": None}
     return out
-
-
-def _dataclass_checker(cls: type, section: str):
-    names = {f.name for f in dc_fields(cls)}
-
-    def check(value: dict[str, Any]) -> dict[str, Any]:
-        unknown = sorted(set(value) - names)
-        if unknown:
-            raise ValueError(f"unknown field(s) {unknown}; {section} takes {sorted(names)}")
-        cls(**value)  # raises ValueError naming the bad field
-        return value
-
-    return check
-
-
-class SumoSection(Strict):
-    backend: Literal["libsumo", "traci"] = "libsumo"
-    step_length: float = Field(1.0, gt=0)
-    seed: int = Field(42, ge=0)
-    begin: float | None = None
-    time_to_teleport: float | None = None
-    extra_args: list[str] = Field(default_factory=list)
-
-
-class MobilitySection(Strict):
-    source: Literal["city", "files", "lust", "trace"] = "city"
-    city: dict[str, Any] = Field(default_factory=dict)
-    net_file: str | None = None
-    route_files: list[str] = Field(default_factory=list)
-    config_file: str | None = None
-    lust: dict[str, Any] = Field(default_factory=dict)
-    trace: str | None = None
-    density: float = Field(1.0, gt=0, description="demand factor for city, files and lust (SUMO's --scale)")
-    sumo: SumoSection = SumoSection()
-    rsus: dict[str, Any] = Field(default_factory=lambda: dict(SCENARIO_DEFAULTS["mobility"]["rsus"]))
-    coverage: dict[str, Any] = Field(default_factory=lambda: dict(SCENARIO_DEFAULTS["mobility"]["coverage"]))
-    trace_cache: str | None = Field(
-        None,
-        description="directory of the content-addressed trace cache (mobility.trace_cache): a live run whose "
-        "traffic was recorded before (same SUMO inputs by content, seed, window, RSUs, coverage, SUMO "
-        "and mobility code) replays that trace instead of running SUMO, with identical records; "
-        "null = off (vmc sweep and tools/lust_case_study.py turn it on)",
-    )
-
-    _city = field_validator("city")(lambda cls, v: _dataclass_checker(CityConfig, "mobility.city")(v))
-    _rsus = field_validator("rsus")(lambda cls, v: _dataclass_checker(RsuConfig, "mobility.rsus")(v))
-    _cov = field_validator("coverage")(lambda cls, v: _dataclass_checker(CoverageConfig, "mobility.coverage")(v))
-
-    @model_validator(mode="after")
-    def _inputs(self) -> "MobilitySection":
-        if self.source == "files" and not (self.config_file or (self.net_file and self.route_files)):
-            raise ValueError("source 'files' needs config_file, or net_file and route_files")
-        if self.source == "trace" and not self.trace:
-            raise ValueError("source 'trace' needs mobility.trace (a trace file)")
-        return self
-
-    def city_config(self) -> CityConfig:
-        return CityConfig(**self.city)
-
-    def rsu_config(self) -> RsuConfig:
-        return RsuConfig(**self.rsus)
-
-    def coverage_config(self) -> CoverageConfig:
-        return CoverageConfig(**self.coverage)
 
 
 class CoordinatorSection(Strict):
@@ -269,7 +206,7 @@ class Scenario(Strict):
     channel: dict[str, Any] = Field(default_factory=dict)
     compute: ComputeSection = ComputeSection()
 
-    _channel = field_validator("channel")(lambda cls, v: _dataclass_checker(ChannelConfig, "channel")(v))
+    _channel = field_validator("channel")(lambda cls, v: dataclass_checker(ChannelConfig, "channel")(v))
 
     @model_validator(mode="before")
     @classmethod
@@ -309,15 +246,30 @@ def _validate(data: dict[str, Any], path: str | Path) -> Scenario:
 MEANINGS: dict[str, str] = {
     "name": "names the run directory (<out>/<name>-<UTC stamp>)",
     "seed": "the run seed: data partition, W0, subset sampling, local training",
-    "mobility.source": "city (embedded grid), files (your SUMO network), lust (the LuST rebuild), trace (a recorded run)",
-    "mobility.net_file": "source files: a SUMO network (<net>), relative to the scenario file",
+    "mobility.source": "city (embedded grid), files (your SUMO network), lust (the LuST rebuild), trace (a recorded "
+    "run), fcd (SUMO floating car data: coverage and events computed from its positions as a live run's)",
+    "mobility.net_file": "source files: a SUMO network (<net>), relative to the scenario file; source fcd: "
+    "optional, the network the FCD was recorded on (needed by rsus.placement auto and lon/lat positions)",
+    "mobility.fcd_file": "source fcd: SUMO's --fcd-output (XML, or CSV when the name ends in .csv; .gz allowed), "
+    "network x/y, relative to the scenario file; checked whole before the run. The clock steps by "
+    "sumo.step_length from sumo.begin (null: the first sample); between samples further apart than a step "
+    "positions are linear, within v_max * dt / 2 of the true ones for samples dt apart (mobility/fcd.py)",
     "mobility.route_files": "source files: route files (<routes>) for net_file",
     "mobility.config_file": "source files: a .sumocfg (instead of, or besides, net_file and route_files)",
+    "mobility.fcd_step_length": "source fcd: the SUMO step length the FCD was recorded with (SUMO stamps a sample "
+    "with the time its step began: a live run sees it at that time + this); null = sumo.step_length",
     "mobility.trace": "source trace: a trace.jsonl of an earlier run",
+    "mobility.outputs": "SUMO's own outputs a run of city, files or lust writes into the run directory: fcd "
+    "(sumo/fcd.xml), tripinfo (sumo/tripinfo.xml), summary (sumo/summary.xml); each is listed with its SHA-256 "
+    "and size under sumo_outputs in manifest.json; refused for trace and fcd (no SUMO runs); [] = none",
+    "mobility.fcd_area": "outputs fcd: all (every vehicle) or coverage (SUMO itself keeps the vehicles touching an "
+    "RSU's coverage circle, given as a 64-gon around it in sumo/coverage.poly.xml: a superset by up to a "
+    "vehicle length; V2V-relayed members further out are not kept)",
     "mobility.sumo.backend": "libsumo (in process) or traci (a SUMO child process)",
-    "mobility.sumo.step_length": "simulated seconds per SUMO step",
+    "mobility.sumo.step_length": "simulated seconds per SUMO step (source fcd: per step of its clock)",
     "mobility.sumo.seed": "SUMO's random seed",
-    "mobility.sumo.begin": "SUMO begin time in seconds (null: 0, or the LuST window's start)",
+    "mobility.sumo.begin": "SUMO begin time in seconds (null: 0, or the LuST window's start; source fcd: the first "
+    "sample's time)",
     "mobility.sumo.time_to_teleport": "SUMO --time-to-teleport (null: SUMO's default)",
     "mobility.sumo.extra_args": "more SUMO command-line options",
     "mobility.city.junctions_x": "grid junctions along x",
@@ -444,7 +396,7 @@ def scenario_reference() -> str:
         "lists are replaced. `vmc run SCENARIO --print-config` prints the fully resolved scenario.",
         "An unknown key is refused with the keys its section takes. Relative file paths are read",
         "relative to the scenario file. Examples: `city.yaml` (the default written out),",
-        "`own_network.yaml` (your own SUMO network).",
+        "`own_network.yaml` (your own SUMO network), `examples/fcd/fcd_grid.yaml` (recorded SUMO FCD).",
     ]
     for path, cls in sections:
         title = path or "top level"

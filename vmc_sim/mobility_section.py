@@ -1,0 +1,100 @@
+"""A scenario's ``mobility`` section: where join/leave events come from, and SUMO's own outputs.
+
+Sources: the embedded ``city``, your SUMO ``files``, the ``lust`` rebuild (these three run SUMO),
+a recorded ``trace`` of an earlier run, or recorded SUMO ``fcd`` (floating car data, XML or CSV;
+:mod:`mobility.fcd_source`). ``outputs`` has a SUMO-running source write SUMO's standard outputs
+into the run directory (:mod:`mobility.sumo_outputs`); a source that runs no SUMO refuses it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from mobility.city import CityConfig
+from mobility.coverage import CoverageConfig
+from mobility.rsu import RsuConfig
+
+from .config import Strict, dataclass_checker
+
+MOBILITY_DEFAULTS: dict[str, Any] = {
+    "rsus": {"placement": "auto", "count": 1, "radius": 200.0},
+    "coverage": {"state_interval": 5.0},
+}
+"""The documented defaults of the mobility section where they differ from the dataclasses' own."""
+
+SUMO_SOURCES = ("city", "files", "lust")
+"""The sources that run SUMO (the others replay what was recorded)."""
+
+SumoOutput = Literal["fcd", "tripinfo", "summary"]
+
+
+class SumoSection(Strict):
+    backend: Literal["libsumo", "traci"] = "libsumo"
+    step_length: float = Field(1.0, gt=0)
+    seed: int = Field(42, ge=0)
+    begin: float | None = None
+    time_to_teleport: float | None = None
+    extra_args: list[str] = Field(default_factory=list)
+
+
+class MobilitySection(Strict):
+    source: Literal["city", "files", "lust", "trace", "fcd"] = "city"
+    city: dict[str, Any] = Field(default_factory=dict)
+    net_file: str | None = None
+    route_files: list[str] = Field(default_factory=list)
+    config_file: str | None = None
+    lust: dict[str, Any] = Field(default_factory=dict)
+    trace: str | None = None
+    fcd_file: str | None = None
+    fcd_step_length: float | None = Field(None, gt=0)
+    density: float = Field(1.0, gt=0, description="demand factor for city, files and lust (SUMO's --scale)")
+    sumo: SumoSection = SumoSection()
+    rsus: dict[str, Any] = Field(default_factory=lambda: dict(MOBILITY_DEFAULTS["rsus"]))
+    coverage: dict[str, Any] = Field(default_factory=lambda: dict(MOBILITY_DEFAULTS["coverage"]))
+    trace_cache: str | None = Field(
+        None,
+        description="directory of the content-addressed trace cache (mobility.trace_cache): a live run whose "
+        "traffic was recorded before (same SUMO inputs by content, seed, window, RSUs, coverage, SUMO "
+        "and mobility code) replays that trace instead of running SUMO, with identical records; "
+        "null = off (vmc sweep and tools/lust_case_study.py turn it on); unused by a run with outputs and by "
+        "source fcd",
+    )
+    outputs: list[SumoOutput] = Field(default_factory=list)
+    fcd_area: Literal["all", "coverage"] = "all"
+
+    _city = field_validator("city")(lambda cls, v: dataclass_checker(CityConfig, "mobility.city")(v))
+    _rsus = field_validator("rsus")(lambda cls, v: dataclass_checker(RsuConfig, "mobility.rsus")(v))
+    _cov = field_validator("coverage")(lambda cls, v: dataclass_checker(CoverageConfig, "mobility.coverage")(v))
+
+    @model_validator(mode="after")
+    def _inputs(self) -> "MobilitySection":
+        if self.source == "files" and not (self.config_file or (self.net_file and self.route_files)):
+            raise ValueError("source 'files' needs config_file, or net_file and route_files")
+        if self.source == "trace" and not self.trace:
+            raise ValueError("source 'trace' needs mobility.trace (a trace file)")
+        if self.source == "fcd" and not self.fcd_file:
+            raise ValueError("source 'fcd' needs mobility.fcd_file (SUMO's --fcd-output, XML or .csv)")
+        if self.outputs and self.source not in SUMO_SOURCES:
+            raise ValueError(
+                f"mobility.outputs {self.outputs}: source {self.source!r} runs no SUMO, so there are no SUMO "
+                f"outputs to write; remove mobility.outputs, or use a source that runs SUMO ({', '.join(SUMO_SOURCES)})"
+            )
+        if len(set(self.outputs)) != len(self.outputs):
+            raise ValueError(f"mobility.outputs names an output twice: {self.outputs}")
+        return self
+
+    @property
+    def runs_sumo(self) -> bool:
+        """True for the sources that run SUMO (city, files, lust)."""
+        return self.source in SUMO_SOURCES
+
+    def city_config(self) -> CityConfig:
+        return CityConfig(**self.city)
+
+    def rsu_config(self) -> RsuConfig:
+        return RsuConfig(**self.rsus)
+
+    def coverage_config(self) -> CoverageConfig:
+        return CoverageConfig(**self.coverage)
