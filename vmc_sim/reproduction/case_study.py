@@ -186,7 +186,7 @@ def setting_text(st: dict[str, Any]) -> str:
     rate = f"{st['requests_per_minute']:.2f}" if st["requests_per_minute"] else "-"
     return (
         f"Traffic: RSU {rsu}; {st['clients_at_fit']} clients in coverage at the first fit ({_clock(st['fit_time'])}, "
-        f"paper: 12); then {st['requests']} requests ({st['joins']} arrivals, {st['leaves']} departures) in "
+        f"paper: 12, the first arrival being client 12 in seed 000's Table VIII); then {st['requests']} requests ({st['joins']} arrivals, {st['leaves']} departures) in "
         f"{st['span_s'] / 60:.1f} min: **{rate} requests per minute** (the seed states no request rate)."
         + (
             f" SUMO teleported {st['teleports']} stuck vehicle(s) during the run (a jam; each leaves coverage)."
