@@ -212,6 +212,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .export import add_export_parser
 
     add_export_parser(sub)
+    from .flower.cli import add_flower_parser
+
+    add_flower_parser(sub)
     from mobility.lust.cli import add_lust_parser
 
     add_lust_parser(sub)
