@@ -167,6 +167,12 @@ def _contribution(setup: OneShotSetup, seed: int, vehicle: str, w0: torch.Tensor
     return upload_form(trainer.contribute(vehicle, data), setup.train.fisher_rank)
 
 
+def identify_reply(message: Message, context: Context) -> Message:
+    """The node's answer to ``query.identify``: the partition (schedule node - 1) it plays."""
+    partition = int(context.node_config.get("partition-id", -1))
+    return Message(RecordDict({"node": ConfigRecord({"partition_id": partition})}), reply_to=message)
+
+
 def client_app(scenario: Scenario) -> ClientApp:
     """A ClientApp that trains a vehicle's contribution, keeps it in the node's state and uploads it."""
     federated = scenario.federated.model_dump_json()
@@ -193,11 +199,7 @@ def client_app(scenario: Scenario) -> ClientApp:
         content = RecordDict({n: context.state[f"{HELD}.{n}"] for n in names if f"{HELD}.{n}" in context.state})
         return Message(content, reply_to=message)
 
-    @app.query("identify")
-    def identify(message: Message, context: Context) -> Message:
-        partition = int(context.node_config.get("partition-id", -1))
-        return Message(RecordDict({"node": ConfigRecord({"partition_id": partition})}), reply_to=message)
-
+    app.query("identify")(identify_reply)
     return app
 
 
