@@ -45,13 +45,13 @@ def in_coverage(vehicle: str, t: float) -> bool:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """The same FedAvg run twice."""
+    """The same FedAvg run twice, and the scenario they ran."""
     from vmc_sim.flower.strategies import run_strategy
 
     tmp = tmp_path_factory.mktemp("strategies")
     sc = scenario(tmp / "unused.jsonl", federated=FEDERATED)
     schedule = synthetic_schedule()
-    return [read_run(run_strategy(sc, schedule, tmp / f"run{i}", "fedavg", ROUNDS, ROUND_S)) for i in range(2)]
+    return [read_run(run_strategy(sc, schedule, tmp / f"run{i}", "fedavg", ROUNDS, ROUND_S)) for i in range(2)] + [sc]
 
 
 def test_rounds_sample_only_reachable_nodes(runs):
@@ -62,11 +62,19 @@ def test_rounds_sample_only_reachable_nodes(runs):
         assert r["end"] - r["begin"] == ROUND_S
         assert r["reachable"] == [v for v in INTERVALS if in_coverage(v, r["begin"])]
         assert set(r["sampled"]) <= set(r["reachable"]) and r["sampled"]
-        assert 0.0 <= r["accuracy"] <= 1.0
         assert r["bytes_sent"] > 0 and r["bytes_received"] > 0
     assert "d" not in doc["records"][1]["reachable"] and "d" in doc["records"][2]["reachable"]
     assert sorted(models) == [0, 1, 2, 3]
     assert isinstance(doc["sampling_seed"], int)
+
+
+def test_each_round_records_the_accuracy_of_its_aggregated_model(runs):
+    from fl_core.training import evaluate
+
+    (doc, models), sc = runs[0], runs[-1]
+    setup = sc.federated.setup(sc.seed)
+    for r in doc["records"]:
+        assert r["accuracy"] == evaluate(setup.model_fn(), models[r["round"]], setup.test_set)[0]
 
 
 def test_dropouts_are_recorded_and_not_aggregated(runs):
@@ -84,7 +92,7 @@ def test_dropouts_are_recorded_and_not_aggregated(runs):
 
 
 def test_runs_are_reproducible(runs):
-    (a, a_models), (b, b_models) = runs
+    (a, a_models), (b, b_models) = runs[:2]
     assert a["sampling_seed"] == b["sampling_seed"]
     strip = lambda r: {k: v for k, v in r.items() if k != "messages"}  # noqa: E731
     assert [strip(r) for r in a["records"]] == [strip(r) for r in b["records"]]

@@ -35,8 +35,8 @@ format. Three formats:
     ``duration``, which FedScale's documentation lists without defining and its reader does not
     read, is the client's total time in coverage; ``model`` (a device name) is ``"vehicle"``.
     Times are whole numbers where the trace's are (FedScale documents them as INT). FedScale reads
-    the file with ``pickle``; convert it with
-    ``pickle.dump({int(k): v for k, v in doc["client_behave_trace"].items()}, f)``. Its client manager
+    its trace file as a pickled dict keyed by integer client id, a format this project does not write:
+    the conversion is the user's one step, from ``doc["client_behave_trace"]`` with integer keys. Its client manager
     gives client ``c`` the entry at position ``c mod N`` of the keys, not the entry keyed ``c``:
     to keep client ``c`` on vehicle ``c``, order the keys ``N, 1, ..., N - 1`` when converting.
 
