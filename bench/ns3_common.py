@@ -111,6 +111,17 @@ def write_csv(path: Path, fields: Iterable[str], rows: Iterable[Iterable[str]]) 
         w.writerows(list(r) for r in rows)
 
 
+def markdown(rows: list[dict], fields: Iterable[str], whole: Iterable[str]) -> str:
+    """``rows`` as a Markdown table: the ``whole`` columns (and any byte count) as they are, the
+    rest to three decimals."""
+    fields, whole = tuple(fields), set(whole)
+    lines = ["| " + " | ".join(fields) + " |", "|" + "---:|" * len(fields)]
+    for r in rows:
+        cells = [f"{r[k]:g}" if k in whole or "bytes" in k else f"{r[k]:.3f}" for k in fields]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def read_floats(path: Path) -> list[dict]:
     """A CSV whose every cell is a number, as dicts of floats."""
     with path.open(newline="") as f:

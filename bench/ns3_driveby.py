@@ -45,6 +45,7 @@ from ns3_common import (
     VEHICLE_HEIGHT_M,
     fmt,
     ip_stack,
+    markdown,
     our_80211p,
     read_floats,
     wifi_80211p,
@@ -248,11 +249,7 @@ def read_csv(path: Path) -> list[dict]:
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| " + " | ".join(FIELDS) + " |", "|" + "---:|" * len(FIELDS)]
-    for r in rows:
-        cells = [f"{r[k]:g}" if k in ("speed", "bytes") or "bytes" in k else f"{r[k]:.3f}" for k in FIELDS]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    return markdown(rows, FIELDS, ("speed", "bytes"))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 import simpy
-from ns3_common import OUT_DIR, fmt, our_80211p, read_floats, write_csv
+from ns3_common import OUT_DIR, fmt, markdown, our_80211p, read_floats, write_csv
 from ns3_driveby import RADIUS_M, TOLERANCE, UPDATE_INTERVAL_S, simulate_trace
 from sumo_pass import SumoPass, coverage_interval, make_pass, position_at
 
@@ -125,11 +125,7 @@ def read_csv(path: Path) -> list[dict]:
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| " + " | ".join(FIELDS) + " |", "|" + "---:|" * len(FIELDS)]
-    for r in rows:
-        cells = [f"{r[k]:g}" if k in ("seed", "bytes") or "bytes" in k else f"{r[k]:.3f}" for k in FIELDS]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    return markdown(rows, FIELDS, ("seed", "bytes"))
 
 
 def main(argv: list[str] | None = None) -> int:

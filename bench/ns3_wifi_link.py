@@ -43,6 +43,7 @@ from ns3_common import (
     VEHICLE_HEIGHT_M,
     fmt,
     ip_stack,
+    markdown,
     our_80211p,
     read_floats,
     wifi_80211p,
@@ -188,10 +189,7 @@ def read_csv(path: Path) -> list[dict]:
 
 
 def table(rows: list[dict], fields: tuple[str, ...]) -> str:
-    lines = ["| " + " | ".join(fields) + " |", "|" + "---:|" * len(fields)]
-    for r in rows:
-        lines.append("| " + " | ".join(f"{r[k]:g}" if k in ("distance", "N") else f"{r[k]:.3f}" for k in fields) + " |")
-    return "\n".join(lines)
+    return markdown(rows, fields, ("distance", "N"))
 
 
 def main(argv: list[str] | None = None) -> int:
