@@ -7,6 +7,7 @@ and it runs on CPU with a fixed algorithm, so computing it again later gives the
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Hashable
@@ -70,8 +71,8 @@ class TrainConfig:
                 raise ValueError(f"train.{name} must be >= 1, got {getattr(self, name)}")
         if not 0 <= self.momentum < 1:
             raise ValueError(f"train.momentum must lie in [0, 1), got {self.momentum}")
-        if not self.lr > 0:
-            raise ValueError(f"train.lr must be > 0, got {self.lr}")
+        if not (self.lr > 0 and math.isfinite(self.lr)):
+            raise ValueError(f"train.lr must be a finite number > 0, got {self.lr}")
         if self.upload_dtype not in DTYPES:
             raise ValueError(f"train.upload_dtype must be one of {sorted(DTYPES)}, got {self.upload_dtype!r}")
         if self.fisher_rank is not None:

@@ -223,6 +223,28 @@ def _parse_position(p: Any, i: int, radius: float, prefix: str) -> dict[str, Any
     return out
 
 
+def explicit_xy(config: RsuConfig) -> list[tuple[int, Rsu]]:
+    """The explicit RSUs given in network metres (x/y), with their index in ``positions``; those
+    given as a junction or lon/lat need the network read and are left out."""
+    if config.placement != "explicit":
+        return []
+    out = []
+    for i, p in enumerate(config.positions):
+        d = _parse_position(p, i, config.radius, config.id_prefix)
+        if "x" in d:
+            out.append((i, Rsu(id=d["id"], x=d["x"], y=d["y"], radius=float(d["radius"]))))
+    return out
+
+
+def reaches(rsu: Rsu, bounds: tuple[float, float, float, float]) -> bool:
+    """True if the RSU's coverage disc touches the box ``(xmin, ymin, xmax, ymax)`` (an RSU just off
+    the network's edge still covers its border roads; one further out than its radius covers none)."""
+    xmin, ymin, xmax, ymax = bounds
+    dx = max(xmin - rsu.x, 0.0, rsu.x - xmax)
+    dy = max(ymin - rsu.y, 0.0, rsu.y - ymax)
+    return math.hypot(dx, dy) <= rsu.radius
+
+
 @lru_cache(maxsize=4)
 def _read_net(net_file: str) -> Any:
     import sumolib

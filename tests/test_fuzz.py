@@ -199,6 +199,9 @@ def test_bad_trace(tmp_path, capsys, how):
 def finished_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("run")
     run = run_scenario(scenario(trace_file(tmp)), out=tmp / "runs", progress=False, say=lambda s: None)
+    manifest = json.loads((run.path / "manifest.json").read_text())
+    manifest["status"] = "interrupted"  # a complete run is not resumed: damage is found by resuming one
+    (run.path / "manifest.json").write_text(json.dumps(manifest))
     return run.path
 
 
@@ -387,3 +390,98 @@ def test_count():
     )
     print(f"fuzz: {n} distinct bad inputs")
     assert n == 86  # the figure stated in bench/RESULTS.md: change both together
+
+
+# -- run directories: a resume whose inputs changed, or whose run another process writes --------
+@pytest.mark.parametrize("how", ["input digest differs", "another writer holds the lock"])
+def test_a_resume_that_must_not_run_is_refused_and_changes_nothing(finished_run, tmp_path, capsys, how):
+    import contextlib
+
+    from vmc_sim.runlock import RunLock
+
+    path = tmp_path / "run"
+    shutil.copytree(finished_run, path)
+    expected = "another process is writing this run (pid "
+    if how == "input digest differs":
+        manifest = json.loads((path / "manifest.json").read_text())
+        (named,) = manifest["inputs"]
+        manifest["inputs"][named] = "0" * 64
+        (path / "manifest.json").write_text(json.dumps(manifest))
+        expected = f"{named} (sha256 000000000000 when the run began"
+    with RunLock(path) if how == "another writer holds the lock" else contextlib.nullcontext():
+        before = files_of(path)
+        rc = main(["run", "--resume", str(path), "--quiet"])
+        assert files_of(path) == before
+    err = capsys.readouterr().err.strip()
+    assert rc == 1 and err.startswith("vmc: ") and expected in err, err
+
+
+# -- non-finite numbers: every numeric key of the schema, generated from it ----------------------
+def numeric_keys() -> list[tuple[str, str]]:
+    """(dotted key, shape) of every numeric key of the scenario schema (:data:`SECTIONS`): shape is
+    ``scalar``, ``list`` (a list of numbers) or ``pairs`` (a list of [x, y])."""
+    import dataclasses
+    import typing
+
+    from pydantic import BaseModel
+
+    from vmc_sim.scenario import SECTIONS
+
+    def shape(text: str) -> str | None:
+        if "str" in text or not ("float" in text or "int" in text):
+            return None
+        return "pairs" if "list[list" in text else "list" if "list[" in text else "scalar"
+
+    keys = []
+    for path, cls in SECTIONS:
+        prefix = path + "." if path else ""
+        if isinstance(cls, type) and issubclass(cls, BaseModel):
+            for name, f in cls.model_fields.items():
+                text = str(f.annotation) if typing.get_origin(f.annotation) else getattr(f.annotation, "__name__", "")
+                kind = shape(text.replace("Literal['mean']", ""))
+                if kind:
+                    keys.append((prefix + name, kind))
+        else:
+            for fld in dataclasses.fields(cls):
+                kind = shape(str(fld.type))
+                if kind:
+                    keys.append((prefix + fld.name, kind))
+    return keys
+
+
+NUMERIC_KEYS = numeric_keys()
+NON_FINITE = [math.inf, -math.inf, math.nan, "inf"]
+NON_FINITE_CASES = [(k, shape, v) for k, shape in NUMERIC_KEYS for v in NON_FINITE]
+
+
+def test_the_numeric_keys_are_generated_from_the_schema():
+    keys = dict(NUMERIC_KEYS)
+    for key in ("duration", "seed", "federated.train.lr", "federated.rho", "mobility.sumo.step_length"):
+        assert keys[key] == "scalar", key
+    for key in ("coordinator.backhaul_bps", "channel.carrier_ghz", "mobility.city.spacing", "compute.batch_overlap"):
+        assert keys[key] == "scalar", key
+    assert keys["mobility.rsus.region"] == "list" and keys["mobility.rsus.polygon"] == "pairs"
+    assert "name" not in keys and "mobility.source" not in keys and "compute.profile.name" not in keys
+    assert len(NUMERIC_KEYS) > 60
+
+
+@pytest.mark.parametrize("key,shape,value", NON_FINITE_CASES, ids=[f"{k}={v!r}" for k, _, v in NON_FINITE_CASES])
+def test_a_non_finite_number_is_refused_naming_its_key(tmp_path, capsys, key, shape, value):
+    data = base_scenario(trace_file(tmp_path))
+    bad = [value] if shape == "list" else [[value, 0.0]] if shape == "pairs" else value
+    if key.startswith("compute.calibration."):
+        put(data, "compute.calibration", {"train_s_per_sample_epoch": 1.0, "fisher_s_per_sample": 0.0})
+        put(data, "compute.calibration.solve_s_per_unit", 0.0)
+    if key.startswith("compute.profile."):
+        put(data, "compute.profile", {"name": "mine", "flops_per_s": 1e12, "source": "datasheet"})
+    put(data, key, bad)
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(data))
+    assert main(["run", str(path), "--out", str(tmp_path / "runs"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    shown = value if isinstance(value, str) else repr(value)
+    assert "bad.yaml" in err and f"must be a finite number, got {shown}" in err, err
+    *section, last = key.split(".")
+    line = next(x for x in err.splitlines() if "must be a finite number" in x)
+    assert all(part in line for part in section) and last in line, line
+    assert not (tmp_path / "runs").exists()

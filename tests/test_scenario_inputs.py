@@ -187,3 +187,106 @@ def test_a_zero_fedprox_weight_is_refused_when_the_file_is_read(tmp_path):
     # it used to run FedProx at 0.01 while the manifest said 0
     with pytest.raises(ConfigError, match=r"federated.rounds.prox_mu"):
         load_scenario(write(tmp_path, "federated:\n  rounds:\n    prox_mu: 0\n"))
+
+
+@pytest.mark.parametrize("text", ["", "\n\n  \n", "# nothing yet\n", "# a\n\n# b\n"])
+def test_an_empty_scenario_file_is_refused_not_run_as_the_default(tmp_path, capsys, text):
+    out = tmp_path / "runs"
+    assert main(["run", str(write(tmp_path, text)), "--out", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "scenario file" in err and "s.yaml is empty; write at least one key" in err, err
+    assert not out.exists()
+    with pytest.raises(ConfigError, match=r"s.yaml is empty"):
+        load_scenario(tmp_path / "s.yaml")
+
+
+def test_an_explicit_empty_mapping_means_every_default(tmp_path):
+    assert load_scenario(write(tmp_path, "{}\n")) == load_scenario(None)
+
+
+@pytest.mark.parametrize(
+    "text, pattern",
+    [
+        ("federated:\n  train:\n    lr: .inf\n", r"federated.train.lr: must be a finite number, got inf"),
+        ("duration: .inf\n", r"duration: must be a finite number, got inf"),
+        ("federated:\n  rho: .nan\n", r"federated.rho: must be a finite number, got nan"),
+        ("coordinator: {warmup: 'inf'}\n", r"coordinator.warmup: must be a finite number, got inf"),
+        ("seed: '-inf'\n", r"seed: must be a finite number, got -inf"),
+        ("channel: {bandwidth_hz: -.inf}\n", r"channel.bandwidth_hz: must be a finite number, got -inf"),
+        ("mobility:\n  rsus: {region: [0, 0, .inf, 5]}\n", r"mobility.rsus.region\[2\]: must be a finite number"),
+        ("mobility:\n  city: {spacing: nan}\n", r"mobility.city.spacing: must be a finite number, got nan"),
+        ("mobility:\n  lust: {scale: .inf}\n", r"mobility.lust.scale: must be a finite number, got inf"),
+    ],
+)
+def test_a_non_finite_number_is_refused_naming_the_file_and_key(tmp_path, capsys, text, pattern):
+    out = tmp_path / "runs"
+    assert main(["run", str(write(tmp_path, text)), "--out", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "s.yaml" in err, err
+    with pytest.raises(ConfigError, match=pattern):
+        load_scenario(tmp_path / "s.yaml")
+    assert not out.exists()
+
+
+def test_the_train_config_refuses_an_infinite_learning_rate():
+    from fl_core.training import TrainConfig
+
+    with pytest.raises(ValueError, match=r"train.lr must be a finite number > 0, got inf"):
+        TrainConfig(lr=float("inf"))
+
+
+FAR = "rsus: {placement: explicit, positions: [[100, 100], {id: far, x: 1000000, y: 1000000}]}"
+
+
+@pytest.mark.parametrize(
+    "text, bounds",
+    [
+        (f"mobility:\n  {FAR}\n", r"the embedded city's network \(x 0..1750, y 0..1750 m\)"),
+        (
+            f"mobility:\n  source: files\n  net_file: {OWN}/town.net.xml\n  route_files: [{OWN}/town.rou.xml]\n  {FAR}\n",
+            r"the network .*town.net.xml \(x 0..600, y 0..600 m\)",
+        ),
+        (
+            f"mobility:\n  source: files\n  config_file: {OWN}/town.sumocfg\n  {FAR}\n",
+            r"the network .*town.net.xml \(x 0..600, y 0..600 m\)",
+        ),
+    ],
+)
+def test_an_rsu_outside_the_network_is_refused_before_anything_runs(tmp_path, capsys, text, bounds):
+    out = tmp_path / "runs"
+    assert main(["run", str(write(tmp_path, text)), "--out", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "s.yaml: mobility.rsus.positions[1]: RSU 'far' at (1e+06, 1e+06) lies outside" in err, err
+    with pytest.raises(ConfigError, match=bounds):
+        load_scenario(tmp_path / "s.yaml")
+    assert not out.exists()
+    import yaml
+
+    mapping = yaml.safe_load(text)
+    with pytest.raises(ConfigError, match=r"mobility.rsus.positions\[1\]: RSU 'far'.*" + bounds):
+        run_scenario(load_scenario(mapping), out=out, progress=False, say=lambda s: None)
+    assert not out.exists()
+
+
+def test_an_rsu_just_off_the_edge_that_still_covers_it_is_kept(tmp_path):
+    from vmc_sim.inputs import check_rsu_bounds
+
+    sc = load_scenario(write(tmp_path, "mobility:\n  rsus: {placement: explicit, positions: [[1850, -50]]}\n"))
+    check_rsu_bounds(sc)  # 100 m right of and 50 m below the corner (1750, 0): within its 200 m
+    with pytest.raises(ConfigError, match=r"positions\[0\]: RSU 'rsu0' at \(1951, 0\)"):
+        load_scenario(write(tmp_path, "mobility:\n  rsus: {placement: explicit, positions: [[1951, 0]]}\n"))
+
+
+def test_a_trace_has_no_network_to_check_rsus_against(tmp_path):
+    from vmc_sim.inputs import check_rsu_bounds
+
+    sc = load_scenario(
+        {
+            "mobility": {
+                "source": "trace",
+                "trace": "t.jsonl",
+                "rsus": {"placement": "explicit", "positions": [[1e6, 1e6]]},
+            }
+        }
+    )
+    check_rsu_bounds(sc)

@@ -30,18 +30,67 @@ class ConfigError(ValueError):
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    """A configuration section: unknown keys refused, frozen, and every number finite (NaN and
+    +-inf, also given as strings such as "inf", are refused: they would pass a bound such as
+    ``gt=0`` or fail with a misleading one, and break the run far from the key)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+NOT_FINITE = "must be a finite number, got {}"
+"""The message for a NaN or infinite number, with the value as the user wrote it."""
+
+
+def _shown(v: Any) -> str:
+    return v if isinstance(v, str) else repr(float(v))
+
+
+def not_finite(v: Any) -> bool:
+    """True for a NaN or infinite float, or a string that reads as one ("inf", "-Infinity", "nan")."""
+    if isinstance(v, float):
+        return not math.isfinite(v)
+    if isinstance(v, str):
+        try:
+            return not math.isfinite(float(v))
+        except ValueError:
+            return False
+    return False
+
+
+def check_finite(value: Any, where: str = "", numeric_strings: bool = True) -> None:
+    """Raise ValueError naming the first NaN or infinite number in ``value`` (nested mappings and
+    lists walked), as ``<where>: must be a finite number, got inf``; strings count only when
+    ``numeric_strings`` (the place takes a number)."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            check_finite(v, f"{where}.{k}" if where else str(k), numeric_strings)
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            check_finite(v, f"{where}[{i}]", numeric_strings)
+    elif not_finite(value) and (numeric_strings or not isinstance(value, str)):
+        msg = NOT_FINITE.format(_shown(value))
+        raise ValueError(f"{where}: {msg}" if where else msg)
+
+
+def _numeric(annotation: Any) -> bool:
+    """True for a dataclass field's type that takes a number (``float``, ``int | None``, ...)."""
+    text = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", str(annotation))
+    return any(t in text for t in ("float", "int")) and "str" not in text
 
 
 def dataclass_checker(cls: type, section: str) -> Callable[[dict[str, Any]], dict[str, Any]]:
     """A validator for a section given as a mapping that a lower layer's dataclass ``cls`` takes:
-    unknown keys are refused with the keys it has, and building ``cls`` raises its own error."""
+    unknown keys are refused with the keys it has, a NaN or infinite number is refused naming its
+    key, and building ``cls`` raises its own error."""
     names = {f.name for f in dc_fields(cls)}
+    numeric = {f.name for f in dc_fields(cls) if _numeric(f.type)}
 
     def check(value: dict[str, Any]) -> dict[str, Any]:
         unknown = sorted(set(value) - names)
         if unknown:
             raise ValueError(f"unknown field(s) {unknown}; {section} takes {sorted(names)}")
+        for k, v in value.items():
+            check_finite(v, str(k), numeric_strings=k in numeric)
         cls(**value)  # raises ValueError naming the bad field
         return value
 
@@ -338,6 +387,12 @@ def format_errors(err: ValidationError, source: str, cls: type[BaseModel] | None
     for e in err.errors():
         loc = ".".join(str(p) for p in e["loc"]) or "<top>"
         msg = e["msg"]
+        if e["type"] == "finite_number" or e["type"] == "int_parsing" and not_finite(e["input"]):
+            msg = NOT_FINITE.format(_shown(e["input"]))
+        elif e["type"] == "value_error":  # a key inside a mapping section: name it in the path
+            key, sep, rest = str(e.get("ctx", {}).get("error", "")).partition(": " + NOT_FINITE.format(""))
+            if sep and key:
+                loc, msg = f"{loc}.{key}", NOT_FINITE.format(rest)
         if e["type"] == "extra_forbidden" and cls is not None:
             section = ".".join(str(p) for p in e["loc"][:-1]) or "the top level"
             names = section_fields(cls, tuple(e["loc"][:-1]))
@@ -351,8 +406,13 @@ def _format(err: ValidationError, source: str, cls: type[BaseModel] | None = Non
     return format_errors(err, source, cls)
 
 
-def load_model(cls: type[BaseModel], path: str | Path | None, data: dict[str, Any] | None = None):
-    """Validate ``path`` (YAML) or ``data`` into ``cls``; raise :class:`ConfigError` naming fields."""
+def load_model(
+    cls: type[BaseModel], path: str | Path | None, data: dict[str, Any] | None = None, what: str = "configuration file"
+):
+    """Validate ``path`` (YAML) or ``data`` into ``cls``; raise :class:`ConfigError` naming fields.
+
+    A file that holds nothing (no bytes, or only comments and blank lines) is refused: it reads
+    as an accident, not as "every default" (an explicit ``{}`` says that, as does running without a file)."""
     source = str(path) if path else "<embedded default>"
     if path is not None:
         try:
@@ -360,9 +420,13 @@ def load_model(cls: type[BaseModel], path: str | Path | None, data: dict[str, An
         except OSError as e:
             raise ConfigError(f"{source}: cannot read ({e.strerror})") from None
         try:
-            data = yaml.safe_load(text) or {}
+            data = yaml.safe_load(text)
         except yaml.YAMLError as e:
             raise ConfigError(f"{source}: not valid YAML: {e}") from None
+        if data is None:
+            raise ConfigError(
+                f"{what} {source} is empty; write at least one key, or run without a file for the default"
+            )
         if not isinstance(data, dict):
             raise ConfigError(f"{source}: the top level must be a mapping of fields")
     try:

@@ -18,7 +18,9 @@ from mobility.sumo_outputs import describe_outputs, with_outputs
 from mobility.trace_cache import CachedTraceSource, RecordingSumoSource, TraceCache, trace_key
 
 from .engine import CoSimulation
+from .input_digests import changed_inputs, input_digests
 from .inputs import check_inputs, sumocfg_inputs
+from .runlock import RunLock, ended_status, signals_interrupt
 from .runs import RunDir, new_run_dir, read_manifest
 from .scenario import Scenario
 from .solves import unconverged_solves
@@ -184,11 +186,22 @@ def run_scenario(
     against the stored ones, and only the records past them are appended. Until the resumed
     run has re-verified every stored record and got past the recorded trace's end, it writes
     nothing into the run directory (its new trace goes to ``trace.jsonl.resume`` beside the old
-    one and replaces it then), so a resume that fails leaves the directory as it was."""
-    if resume:
-        assert run_dir is not None  # a resume names the run directory it continues
-        return _resume(scenario, Path(run_dir), progress, say)
+    one and replaces it then), so a resume that fails leaves the directory as it was.
+
+    One process writes a run directory: it holds the directory's lock
+    (:class:`vmc_sim.runlock.RunLock`) for the run's life, and a second writer is refused. SIGTERM
+    and SIGHUP end the run as Ctrl-C does (``interrupted``, resumable)."""
+    with signals_interrupt():
+        if resume:
+            assert run_dir is not None  # a resume names the run directory it continues
+            return _resume(scenario, Path(run_dir), progress, say)
+        return _run_new(scenario, out, progress, run_dir, say)
+
+
+def _run_new(scenario: Scenario, out: str | Path, progress: bool, run_dir: Path | None, say) -> RunDir:
+    """A new run into ``run_dir`` (default: a fresh directory under ``out``), holding its lock."""
     check_inputs(scenario)
+    digests = input_digests(scenario)
     setup = scenario.federated.setup(scenario.seed)  # an unusable data set fails here, before SUMO starts
     created = run_dir is None
     live = scenario.mobility.source != "trace"
@@ -196,26 +209,28 @@ def run_scenario(
         source, rsus = open_source(scenario, None)
     try:
         run = RunDir(run_dir or new_run_dir(out, scenario.name))
+        lock = RunLock(run.path)
     except BaseException:
         if not live:
             source.close()
         raise
-    try:
-        if live:
-            source, rsus = open_source(scenario, run.path / "trace.jsonl", outputs_dir=run.path / SUMO_OUTPUTS)
+    with lock:
         try:
-            sim = CoSimulation(scenario, source, rsus, run, setup=setup, progress=progress)
-            _write_running(run, scenario, sim, source, rsus, None)
-            say(f"run directory: {run.path}")
-            _finish(run, sim)
-        finally:
-            source.close()  # SUMO completes its output files when it closes
-            _list_sumo_outputs(run, scenario)
-    except BaseException:
-        if created and not (run.path / "records.jsonl").exists():
-            shutil.rmtree(run.path, ignore_errors=True)  # failed before its first record: nothing to resume
-        raise
-    say(summarize(run))
+            if live:
+                source, rsus = open_source(scenario, run.path / "trace.jsonl", outputs_dir=run.path / SUMO_OUTPUTS)
+            try:
+                sim = CoSimulation(scenario, source, rsus, run, setup=setup, progress=progress)
+                _write_running(run, scenario, sim, source, rsus, None, digests)
+                say(f"run directory: {run.path}")
+                _finish(run, sim)
+            finally:
+                source.close()  # SUMO completes its output files when it closes
+                _list_sumo_outputs(run, scenario)
+        except BaseException:
+            if created and not (run.path / "records.jsonl").exists():
+                shutil.rmtree(run.path, ignore_errors=True)  # failed before its first record: nothing to resume
+            raise
+        say(summarize(run))
     return run
 
 
@@ -254,8 +269,11 @@ def _write_running(
     source: MobilitySource,
     rsus: list[Rsu],
     resumed_after: dict[str, int] | None,
+    inputs: dict[str, str],
     previous: dict | None = None,
 ) -> None:
+    """Write the manifest of a run that is going: everything it runs on, ``inputs`` (each input
+    file's SHA-256, for a resume to compare) and status ``running``."""
     seeds = sim.setup.streams.manifest()
     seeds["sumo"] = scenario.mobility.sumo.seed
     run.write_manifest(
@@ -270,6 +288,7 @@ def _write_running(
         mobility=source.metadata,
         rsus=[r.to_dict() for r in rsus],
         resumed_after=resumed_after,
+        inputs=inputs,
     )
 
 
@@ -282,16 +301,18 @@ def _finish(run: RunDir, sim: CoSimulation) -> None:
             raise
         manifest = run.manifest()
         interrupted = isinstance(e, KeyboardInterrupt)
+        how = f"interrupted ({e})" if interrupted and str(e) else "interrupted"  # which signal, if not Ctrl-C
         manifest.update(
             status="interrupted" if interrupted else "failed",
-            error="interrupted" if interrupted else f"{type(e).__name__}: {e}",
-            records=sim.records,
+            error=how if interrupted else f"{type(e).__name__}: {e}",
+            records=run.record_count(),
             hint=f"continue with: vmc run --resume {run.path}",
         )
         run._atomic_json("manifest.json", manifest)
         if interrupted:
-            raise KeyboardInterrupt(f"interrupted; {manifest['hint']}") from None
+            raise KeyboardInterrupt(f"{how}; {manifest['hint']}") from None
         raise
+    summary["records"] = run.record_count()  # the whole run's, those before a resume included
     manifest = run.manifest()
     manifest.update(status="complete", summary=summary, unconverged_solves=unconverged_solves(run.records()) or None)
     if sim.store.recomputed:
@@ -304,9 +325,29 @@ class ResumeError(RuntimeError):
 
 
 def _resume(scenario: Scenario, path: Path, progress: bool, say) -> RunDir:
+    """Continue the run in ``path`` holding its lock; a complete run, or one whose input files
+    changed since it began, is left as it is."""
     run = RunDir(path, create=False)
-    check_inputs(scenario)
-    previous = run.manifest()
+    with RunLock(run.path):
+        previous = run.manifest()
+        if previous.get("status") == "complete":
+            say(f"{run.path}: already complete ({run.record_count()} records); nothing to resume")
+            return run
+        check_inputs(scenario)
+        digests = input_digests(scenario)
+        changed = changed_inputs(previous.get("inputs"), digests)
+        if changed:
+            raise ResumeError(
+                f"{run.path}: an input file changed since the run began: {'; '.join(changed)}; "
+                "resume refused, nothing was changed"
+            )
+        return _resume_locked(scenario, run, previous, digests, progress, say)
+
+
+def _resume_locked(
+    scenario: Scenario, run: RunDir, previous: dict, digests: dict[str, str], progress: bool, say
+) -> RunDir:
+    """The resume itself (the caller holds the run's lock and checked its inputs)."""
     scenario = pin_calibration(scenario, previous.get("calibration"))
     if run.torn_tail():
         say(
@@ -328,7 +369,8 @@ def _resume(scenario: Scenario, path: Path, progress: bool, say) -> RunDir:
             os.replace(staged, trace)
         run.drop_torn_tail()
         assert sim is not None  # commit is called while sim runs
-        _write_running(run, scenario, sim, source, rsus, {m: len(v) for m, v in existing.items()}, previous)
+        after = {m: len(v) for m, v in existing.items()}
+        _write_running(run, scenario, sim, source, rsus, after, digests, previous)
 
     try:
         sim = CoSimulation(
@@ -341,7 +383,8 @@ def _resume(scenario: Scenario, path: Path, progress: bool, say) -> RunDir:
             commit_after=_last_time(trace) if live else -math.inf,
             on_commit=commit,
         )
-        say(f"run directory: {run.path} (resuming after {sum(map(len, existing.values()))} records)")
+        was = ended_status(previous.get("status"))
+        say(f"run directory: {run.path} ({was}; resuming after {sum(map(len, existing.values()))} records)")
         _finish(run, sim)
     except Exception as e:
         if sim is not None and sim.committed:

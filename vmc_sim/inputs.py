@@ -7,7 +7,8 @@ named file and refuses, naming the field, a file that is missing, that is not th
 file the field takes (``<net>`` for ``net_file``, ``<routes>`` for ``route_files``,
 ``<configuration>`` for ``config_file``; swapped net and route files are recognised), or a
 ``.sumocfg`` whose network cannot be found. An FCD file is read whole and refused with what is
-wrong in it (:func:`mobility.fcd.inspect_fcd`).
+wrong in it (:func:`mobility.fcd.inspect_fcd`). An explicit RSU whose coverage reaches no part of
+the network's bounds (the net file's ``convBoundary``; the embedded city's grid) is refused.
 """
 
 from __future__ import annotations
@@ -106,8 +107,70 @@ def sumocfg_inputs(config_file: str | Path) -> dict[str, Any]:
     return out
 
 
+def net_bounds(net_file: str | Path) -> tuple[float, float, float, float] | None:
+    """``(xmin, ymin, xmax, ymax)`` of a SUMO network from its ``<location convBoundary=...>``
+    (read without loading the network; gzip allowed), or None if it has none."""
+    path = Path(net_file)
+    opener = gzip.open if path.suffix == ".gz" else open
+    try:
+        with opener(path, "rb") as f:
+            for _, elem in ET.iterparse(f, events=("start",)):
+                if elem.tag.rsplit("}", 1)[-1] == "location":
+                    xmin, ymin, xmax, ymax = (float(v) for v in elem.get("convBoundary", "").split(","))
+                    return xmin, ymin, xmax, ymax
+    except (ET.ParseError, OSError, EOFError, ValueError):
+        return None
+    return None
+
+
+def _network_of(m) -> tuple[tuple[float, float, float, float], str] | None:
+    """The bounds of the network the RSUs stand on and what it is, where known before the run."""
+    if m.source == "city":
+        c = m.city_config()
+        return (
+            0.0,
+            0.0,
+            (c.junctions_x - 1) * c.spacing,
+            (c.junctions_y - 1) * c.spacing,
+        ), "the embedded city's network"
+    net = m.net_file
+    if m.source == "files" and not net and m.config_file:
+        net = sumocfg_inputs(m.config_file)["net_file"]
+    if m.source not in ("files", "fcd") or not net or not Path(net).is_file():
+        return None
+    bounds = net_bounds(net)
+    return (bounds, f"the network {net}") if bounds else None
+
+
+def check_rsu_bounds(scenario, where: str = "scenario") -> None:
+    """Refuse an explicit RSU whose coverage reaches no part of the network's bounds: no vehicle
+    could ever meet it, and the run would complete with no request at all."""
+    from mobility.rsu import explicit_xy, reaches
+
+    m = scenario.mobility
+    network = _network_of(m) if m.rsus.get("placement") == "explicit" else None
+    if network is None:
+        return
+    bounds, name = network
+    for i, rsu in explicit_xy(m.rsu_config()):
+        if not reaches(rsu, bounds):
+            xmin, ymin, xmax, ymax = bounds
+            raise ConfigError(
+                f"{where}: mobility.rsus.positions[{i}]: RSU {rsu.id!r} at ({rsu.x:g}, {rsu.y:g}) lies outside "
+                f"the bounds of {name} (x {xmin:g}..{xmax:g}, y {ymin:g}..{ymax:g} m) by more than "
+                f"its radius of {rsu.radius:g} m; no vehicle can reach it"
+            )
+
+
 def check_inputs(scenario, where: str = "scenario") -> None:
-    """Refuse, naming the field, any file of ``scenario`` that is missing or of the wrong kind."""
+    """Refuse, naming the field, any file of ``scenario`` that is missing or of the wrong kind, and
+    an explicit RSU outside the network (:func:`check_rsu_bounds`)."""
+    _check_files(scenario, where)
+    check_rsu_bounds(scenario, where)
+
+
+def _check_files(scenario, where: str) -> None:
+    """The files :func:`check_inputs` checks."""
     m = scenario.mobility
     if m.source == "trace":
         if not Path(m.trace).is_file():

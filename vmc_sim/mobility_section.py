@@ -16,7 +16,7 @@ from mobility.city import CityConfig
 from mobility.coverage import CoverageConfig
 from mobility.rsu import RsuConfig
 
-from .config import Strict, dataclass_checker
+from .config import Strict, check_finite, dataclass_checker
 
 MOBILITY_DEFAULTS: dict[str, Any] = {
     "rsus": {"placement": "auto", "count": 1, "radius": 200.0},
@@ -67,6 +67,13 @@ class MobilitySection(Strict):
     _city = field_validator("city")(lambda cls, v: dataclass_checker(CityConfig, "mobility.city")(v))
     _rsus = field_validator("rsus")(lambda cls, v: dataclass_checker(RsuConfig, "mobility.rsus")(v))
     _cov = field_validator("coverage")(lambda cls, v: dataclass_checker(CoverageConfig, "mobility.coverage")(v))
+
+    @field_validator("lust")
+    @classmethod
+    def _lust_finite(cls, v: dict[str, Any]) -> dict[str, Any]:
+        """Refuse a NaN or infinite LuST option now; the rest is checked when the rebuild runs."""
+        check_finite(v, numeric_strings=False)
+        return v
 
     @model_validator(mode="after")
     def _inputs(self) -> "MobilitySection":

@@ -20,6 +20,10 @@ from safetensors.torch import save_file
 
 from fl_core.errors import CorruptFileError
 
+from .runlock import describe_status, writer_alive
+
+__all__ = ["RunDir", "cpu_model", "describe_status", "new_run_dir", "read_manifest", "versions", "writer_alive"]
+
 
 def versions() -> dict[str, str]:
     """Versions of the packages that decide a run's numbers."""
@@ -156,6 +160,10 @@ class RunDir:
                 if not isinstance(record, dict) or not isinstance(record.get("method"), str):
                     raise CorruptFileError(f"{path}:{i}: not a run record (an object with a 'method')")
                 yield record
+
+    def record_count(self, name: str = "records.jsonl") -> int:
+        """How many complete records ``name`` holds (the whole run's, across resumes)."""
+        return sum(1 for _ in self.records(name))
 
     def torn_tail(self, name: str = "records.jsonl") -> int:
         """Bytes of an incomplete last line (a crash while it was written), 0 if none."""

@@ -22,7 +22,15 @@ from mobility.city import CityConfig
 from mobility.coverage import CoverageConfig
 from mobility.rsu import RsuConfig
 
-from .config import FederatedSection, Strict, TrainSection, dataclass_checker, load_model
+from .config import (
+    FederatedSection,
+    ProjectionSection,
+    RoundsSection,
+    Strict,
+    TrainSection,
+    dataclass_checker,
+    load_model,
+)
 from .hardware import EDGE_DEFAULT, ONBOARD_DEFAULT, PROFILES, DeviceProfile, profile_of, profile_table
 from .mobility_section import MOBILITY_DEFAULTS, MobilitySection, SumoSection
 from .radio import ChannelConfig
@@ -223,13 +231,15 @@ def load_scenario(path: str | Path | Mapping[str, Any] | None) -> Scenario:
     directory (:func:`vmc_sim.inputs.resolve_paths`)."""
     if isinstance(path, Mapping):
         return load_model(Scenario, None, dict(path))
-    scenario = load_model(Scenario, path)
+    scenario = load_model(Scenario, path, what="scenario file")
     if path is None:
         return scenario
-    from .inputs import resolve_paths
+    from .inputs import check_rsu_bounds, resolve_paths
 
     data = resolve_paths(scenario.model_dump(mode="json"), Path(path).resolve().parent)
-    return _validate(data, path)
+    scenario = _validate(data, path)
+    check_rsu_bounds(scenario, str(path))
+    return scenario
 
 
 def _validate(data: dict[str, Any], path: str | Path) -> Scenario:
@@ -348,6 +358,27 @@ MEANINGS: dict[str, str] = {
 }
 
 
+SECTIONS: list[tuple[str, type]] = [
+    ("", Scenario),
+    ("mobility", MobilitySection),
+    ("mobility.sumo", SumoSection),
+    ("mobility.city", CityConfig),
+    ("mobility.rsus", RsuConfig),
+    ("mobility.coverage", CoverageConfig),
+    ("federated", FederatedSection),
+    ("federated.train", TrainSection),
+    ("federated.projection", ProjectionSection),
+    ("federated.rounds", RoundsSection),
+    ("coordinator", CoordinatorSection),
+    ("channel", ChannelConfig),
+    ("compute", ComputeSection),
+    ("compute.calibration", CalibrationCosts),
+    ("compute.profile", CustomProfile),
+]
+"""Every section of a scenario by its key path: a pydantic model, or the dataclass of a lower
+layer that a mapping section is built into (the reference and the schema's tests walk it)."""
+
+
 def scenario_reference() -> str:
     """``scenarios/REFERENCE.md``: every section and key of a scenario, its default (the
     documented defaults resolved) and its meaning, generated from the schema."""
@@ -356,26 +387,7 @@ def scenario_reference() -> str:
 
     from pydantic import BaseModel
 
-    from .config import ProjectionSection, RoundsSection
-
     defaults = Scenario().model_dump(mode="json")
-    sections: list[tuple[str, type]] = [
-        ("", Scenario),
-        ("mobility", MobilitySection),
-        ("mobility.sumo", SumoSection),
-        ("mobility.city", CityConfig),
-        ("mobility.rsus", RsuConfig),
-        ("mobility.coverage", CoverageConfig),
-        ("federated", FederatedSection),
-        ("federated.train", TrainSection),
-        ("federated.projection", ProjectionSection),
-        ("federated.rounds", RoundsSection),
-        ("coordinator", CoordinatorSection),
-        ("channel", ChannelConfig),
-        ("compute", ComputeSection),
-        ("compute.calibration", CalibrationCosts),
-        ("compute.profile", CustomProfile),
-    ]
 
     def at(path: str) -> Any:
         node: Any = defaults
@@ -398,7 +410,7 @@ def scenario_reference() -> str:
         "relative to the scenario file. Examples: `city.yaml` (the default written out),",
         "`own_network.yaml` (your own SUMO network), `examples/fcd/fcd_grid.yaml` (recorded SUMO FCD).",
     ]
-    for path, cls in sections:
+    for path, cls in SECTIONS:
         title = path or "top level"
         lines += ["", f"## {title}", "", "| key | default | meaning |", "|---|---|---|"]
         base = at(path) if path else defaults

@@ -202,7 +202,7 @@ class GridPoint:
 
 def load_sweep(path: str | Path) -> tuple[SweepSpec, Path]:
     """Validate a sweep file; returns it and the directory its relative ``base`` is read from."""
-    return load_model(SweepSpec, path), Path(path).resolve().parent
+    return load_model(SweepSpec, path, what="sweep file"), Path(path).resolve().parent
 
 
 def error_lines(err: ValidationError) -> list[tuple[str, str]]:
@@ -218,7 +218,7 @@ def base_scenario(spec: SweepSpec, base_dir: str | Path | None = None, where: st
             path = Path(base_dir) / path
         if not path.is_file():
             raise ConfigError(f"{where}: base: scenario file {path} does not exist")
-        return load_model(Scenario, path)
+        return load_model(Scenario, path, what="scenario file")
     try:
         return Scenario.model_validate(spec.base or {})
     except ValidationError as e:
