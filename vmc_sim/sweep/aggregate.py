@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .stats import interval
-from .tables import METRICS, csv_cell, format_cell
+from .tables import METRICS, csv_cell, format_cell, table_head
 
 FIGURES = (*METRICS, "wall_s")
 """The per-run numeric figures of ``results.csv`` that are aggregated."""
@@ -79,19 +79,7 @@ def _pm(row: dict[str, Any], figure: str, spec: str, scale: float = 1.0) -> str:
 
 def summary_table(summary: list[dict[str, Any]], grid_columns: dict[str, str]) -> str:
     """The aggregate as a Markdown table: each figure's mean ± 95 % half-width over the replicates."""
-    head = [
-        "point",
-        *grid_columns.values(),
-        "method",
-        "complete",
-        "requests",
-        "triggered",
-        "MB",
-        "sim time s",
-        "mean latency s",
-        "final acc %",
-        "failed transfers",
-    ]
+    head = table_head(grid_columns, "complete")
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
     for r in summary:
         cells = [

@@ -141,21 +141,18 @@ def format_cell(value: Any, spec: str) -> str:
     return format(value, spec)
 
 
+FIGURE_HEADS = ("requests", "triggered", "MB", "sim time s", "mean latency s", "final acc %", "failed transfers")
+"""The figures both sweep tables show, in order (one run's value, or the mean over replicates)."""
+
+
+def table_head(grid_columns: dict[str, str], state: str) -> list[str]:
+    """The header of a sweep table: point, grid columns, method, ``state``, then the figures."""
+    return ["point", *grid_columns.values(), "method", state, *FIGURE_HEADS]
+
+
 def markdown_table(rows: list[dict[str, Any]], grid_columns: dict[str, str]) -> str:
     """The gathered rows as a markdown table (the run directories are in ``results.csv``)."""
-    head = [
-        "point",
-        *grid_columns.values(),
-        "method",
-        "status",
-        "requests",
-        "triggered",
-        "MB",
-        "sim time s",
-        "mean latency s",
-        "final acc %",
-        "failed transfers",
-    ]
+    head = table_head(grid_columns, "status")
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
     for r in rows:
         acc = r.get("final_accuracy")
