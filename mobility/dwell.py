@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -33,6 +33,8 @@ class Visit:
     rsu: str
     join: float
     leave: float | None
+    join_seq: int = field(default=0, compare=False)  # position of the opening join among the events
+    leave_seq: int | None = field(default=None, compare=False)  # position of the closing leave (None: open)
 
     @property
     def censored(self) -> bool:
@@ -46,7 +48,8 @@ class Visit:
 
 
 def coverage_visits(events: Iterable[MobilityEvent]) -> list[Visit]:
-    """Visits of the union of all cells, in order of join.
+    """Visits of the union of all cells, in order of join, each with the positions of its opening
+    join and closing leave among ``events`` (the order a run met them in).
 
     A vehicle is in coverage while it is a member of at least one RSU; a leave followed at the
     same time by a join of the same vehicle (a hand-over recorded per RSU) continues the visit.
@@ -55,15 +58,16 @@ def coverage_visits(events: Iterable[MobilityEvent]) -> list[Visit]:
     inside: dict[str, int] = {}
     current: dict[str, int] = {}  # vehicle -> index of its open (or just closed) visit
     out: list[Visit] = []
-    for e in events:
+    for seq, e in enumerate(events):
         n = inside.get(e.vehicle, 0)
         if e.kind == "join":
             i = current.get(e.vehicle)
             if n == 0 and i is not None and out[i].leave == e.time:
-                out[i] = Visit(e.vehicle, out[i].rsu, out[i].join, None)  # no gap: the same visit
+                v = out[i]
+                out[i] = Visit(e.vehicle, v.rsu, v.join, None, v.join_seq)  # no gap: the same visit
             elif n == 0:
                 current[e.vehicle] = len(out)
-                out.append(Visit(e.vehicle, e.rsu, e.time, None))
+                out.append(Visit(e.vehicle, e.rsu, e.time, None, seq))
             inside[e.vehicle] = n + 1
         else:
             if n == 0:
@@ -71,7 +75,7 @@ def coverage_visits(events: Iterable[MobilityEvent]) -> list[Visit]:
             inside[e.vehicle] = n - 1
             if n == 1:
                 i = current[e.vehicle]
-                out[i] = Visit(e.vehicle, out[i].rsu, out[i].join, e.time)
+                out[i] = Visit(e.vehicle, out[i].rsu, out[i].join, e.time, out[i].join_seq, seq)
     return out
 
 

@@ -19,7 +19,7 @@ from mobility.trace import TraceWriter, read_trace, write_trace
 from vmc_sim.cli import main
 from vmc_sim.config import load_model
 from vmc_sim.cosim import run_scenario
-from vmc_sim.export import load_availability
+from vmc_sim.export import flower_schedule, load_availability
 from vmc_sim.scenario import Scenario, load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -257,3 +257,16 @@ def test_the_readme_example_exports_the_lust_case_study(tmp_path, monkeypatch, c
     visits = coverage_visits(read_trace(LUST_TRACE).events)
     assert len(doc["client_ids"]) == len({v.vehicle for v in visits})
     assert sum(len(t["active"]) for t in doc["client_behave_trace"].values()) == len(visits)
+
+
+def test_the_flower_schedule_keeps_the_traces_order_at_one_instant(tmp_path):
+    """Two leaves and a join in one second come in the trace's order (the order a run meets them),
+    not by node id, so a replay removes and adds the clients in the run's order."""
+    e = lambda t, kind, v: MobilityEvent(t, kind, v, "rsu0", 10.0, 0.0, 5.0)  # noqa: E731
+    events = [e(0.0, "join", "a"), e(1.0, "join", "b"), e(2.0, "join", "c")]
+    events += [e(9.0, "leave", "c"), e(9.0, "join", "d"), e(9.0, "leave", "a")]
+    meta = {"source": "test", "clock": {"begin": 0.0, "step_length": 1.0}, "rsus": []}
+    trace = write_trace(tmp_path / "t.jsonl", events, meta, end_time=20.0)
+    doc = flower_schedule(load_availability(trace))
+    at9 = [(r["kind"], r["vehicle"]) for r in doc["requests"] if r["time"] == 9.0]
+    assert at9 == [("leave", "c"), ("join", "d"), ("leave", "a")]

@@ -45,8 +45,8 @@ format. Three formats:
     "duration", "nodes": [{"node_id", "vehicle", "intervals": [[start, end], ...], "open_at_end"}],
     "requests": [{"time", "kind", "node_id", "vehicle"}]}``. A node is reachable within its intervals
     (the CSV's, in the trace's simulated seconds); ``requests`` are the joins (an interval's start)
-    and leaves (the end of an interval not open at the end), ordered by time, leaves before joins at
-    one instant, then by node id.
+    and leaves (the end of an interval not open at the end), ordered by time and, at one instant, in
+    the order the trace records them (the order a run meets them).
 
 Every output carries ``meta``: the run directory and its status, the scenario's name, the seeds,
 the trace's path, SHA-256, line count and whether it is complete, the export format and the tool's
@@ -333,14 +333,14 @@ def flower_schedule(av: Availability) -> dict[str, Any]:
         v: {"node_id": i, "vehicle": v, "intervals": [], "open_at_end": False} for v, i in av.ids.items()
     }
     requests = []
-    for vehicle, _, start, end, censored in av.intervals():
+    for (vehicle, _, start, end, censored), visit in zip(av.intervals(), av.visits):
         node = nodes[vehicle]
         node["intervals"].append([start, end])
         node["open_at_end"] = censored
-        requests.append((start, 1, node["node_id"], "join", vehicle))
-        if not censored:
-            requests.append((end, 0, node["node_id"], "leave", vehicle))
-    requests.sort(key=lambda r: r[:3])
+        requests.append((start, visit.join_seq, node["node_id"], "join", vehicle))
+        if visit.leave_seq is not None:  # a closed visit (not censored)
+            requests.append((end, visit.leave_seq, node["node_id"], "leave", vehicle))
+    requests.sort(key=lambda r: r[:2])  # by time, then in the trace's order, as a run meets them
     meta = {**av.meta, "format": "flower", "time": "simulated seconds of the trace"}
     return {
         "format": "vmc-sim-availability-flower",
