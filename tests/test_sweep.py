@@ -110,7 +110,7 @@ def test_a_bad_point_is_refused_naming_the_key_and_value(grid, pattern):
 
 
 def test_axes_without_effect_on_the_mobility_source_are_noted(tmp_path):
-    s = spec({"radius": [100, 200], "rho": [0.5]}, base=tiny_base(tmp_path / "trace.jsonl"))
+    s = spec({"radius": [100, 200], "rho": [0.5]}, base=tiny_base(tiny_trace(tmp_path / "trace.jsonl")))
     (note,) = inert_axes(s, expand(s))
     assert "'radius'" in note and "trace" in note
 
@@ -132,6 +132,8 @@ def test_a_bad_sweep_file_is_refused(grid, pattern):
 @pytest.mark.slow
 def test_local_sweep_gathers_the_table_and_a_failing_point_does_not_stop_the_other(tmp_path, capsys):
     trace = tiny_trace(tmp_path / "trace.jsonl")
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text("not a trace\n")  # a file the input checks pass and the run cannot read
     (tmp_path / "base.yaml").write_text(json.dumps(tiny_base(trace)))
     sweep = tmp_path / "sweep.yaml"
     sweep.write_text(
@@ -139,7 +141,7 @@ def test_local_sweep_gathers_the_table_and_a_failing_point_does_not_stop_the_oth
             {
                 "name": "local",
                 "base": "base.yaml",
-                "grid": {"mobility.trace": [str(trace), str(tmp_path / "missing.jsonl")]},
+                "grid": {"mobility.trace": [str(trace), str(broken)]},
             }
         )
     )
@@ -153,7 +155,7 @@ def test_local_sweep_gathers_the_table_and_a_failing_point_does_not_stop_the_oth
     rows = read_csv(sweep_dir / "results.csv")
     assert [(r["point"][:4], r["mobility.trace"], r["method"], r["status"]) for r in rows] == [
         ("p000", str(trace), "fsosa", "complete"),
-        ("p001", str(tmp_path / "missing.jsonl"), "fsosa", "failed"),
+        ("p001", str(broken), "fsosa", "failed"),
     ]
     good, bad = rows
     recorded = [json.loads(line) for line in (sweep_dir / good["point"] / "records.jsonl").read_text().splitlines()]
@@ -164,11 +166,11 @@ def test_local_sweep_gathers_the_table_and_a_failing_point_does_not_stop_the_oth
     assert float(good["final_accuracy"]) == pytest.approx(recorded[-1]["accuracy"])
     assert json.loads((sweep_dir / good["point"] / "manifest.json").read_text())["status"] == "complete"
     assert good["run_dir"] == str(sweep_dir / good["point"])
-    assert bad["requests"] == "" and "missing.jsonl" in bad["error"]
+    assert bad["requests"] == "" and "broken.jsonl" in bad["error"]
     manifest = json.loads((sweep_dir / "sweep.json").read_text())
     assert manifest["status"] == "complete_with_failures" and manifest["axes"] == {"mobility.trace": "mobility.trace"}
     assert [p["status"] for p in manifest["points"]] == ["complete", "failed"]
-    assert "missing.jsonl" in manifest["points"][1]["error"]
+    assert "broken.jsonl" in manifest["points"][1]["error"]
     assert (sweep_dir / "sweep.png").stat().st_size > 0
 
 
@@ -200,7 +202,7 @@ def test_ray_sweep_on_a_local_instance(tmp_path):
 def test_a_calibrated_sweep_pins_one_calibration_into_every_point(tmp_path):
     from vmc_sim.sweep import pin_calibrations
 
-    base = {**tiny_base(tmp_path / "trace.jsonl"), "compute": {"time_model": "calibrated"}}
+    base = {**tiny_base(tiny_trace(tmp_path / "trace.jsonl")), "compute": {"time_model": "calibrated"}}
     points = expand(spec({"rho": [0.3, 0.5], "seed": [0, 1]}, base=base))
     pinned, calibrations = pin_calibrations(points, quiet)
     assert len(calibrations) == 1  # one training setup: one calibration for the whole grid
@@ -362,7 +364,8 @@ def test_the_shipped_replicate_sweep_runs_each_point_with_three_seeds():
 
 
 def test_a_grid_seed_axis_with_traffic_only_replicates_is_allowed(tmp_path):
-    s = spec({"seed": [0, 1]}, base=tiny_base(tmp_path / "trace.jsonl"), replicates=2, replicate_sets=["traffic"])
+    trace = tiny_trace(tmp_path / "trace.jsonl")
+    s = spec({"seed": [0, 1]}, base=tiny_base(trace), replicates=2, replicate_sets=["traffic"])
     (note,) = inert_axes(s, expand(s))  # a recorded trace keeps its traffic whatever SUMO's seed
     assert "replicate_sets 'traffic'" in note and "trace" in note
 
@@ -372,8 +375,9 @@ def test_without_several_replicates_results_keep_their_columns(tmp_path):
     from vmc_sim.sweep.tables import METRICS, grid_columns_of
 
     today = ["point", "status", "rho", "method", *METRICS, "wall_s", "run_dir", "error"]
+    trace = tiny_trace(tmp_path / "trace.jsonl")
     for replicates, header in ((None, today), ([5], today), (2, [*today[:3], "replicate", *today[3:]])):
-        s = spec({"rho": [0.3, 0.5]}, base=tiny_base(tmp_path / "trace.jsonl"), replicates=replicates)
+        s = spec({"rho": [0.3, 0.5]}, base=tiny_base(trace), replicates=replicates)
         points, runs = expand(s), replicate_runs(s, expand(s))
         rows = gather_rows(s, runs, {}, {r.run_id: tmp_path / r.run_id for r in runs})
         write_csv(tmp_path / "results.csv", rows, grid_columns_of(s), replicated=replicates == 2)

@@ -58,5 +58,9 @@ def add_sweep_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--engine", choices=("local", "ray"), help="local process pool or Ray (default: the file's, local)")
     p.add_argument("--workers", type=int, help="points run at once; Ray: CPUs of a local instance (default 2)")
     p.add_argument("--address", help="Ray cluster address to join instead of starting a local instance")
-    p.add_argument("--dry-run", action="store_true", help="validate and list the points, run nothing")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="validate every point and check its input files as a run would, list the points, run nothing",
+    )
     p.set_defaults(func=_cli)

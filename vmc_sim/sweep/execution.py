@@ -198,8 +198,9 @@ def run_sweep(
     say: Callable[[str], None] = print,
     where: str = "sweep",
 ) -> SweepResult:
-    """Validate every point, run each (once per replicate seed when the spec has replicates;
-    ``engine``/``workers``/``address`` override the file), and write ``sweep.json``, ``results.csv``
+    """Validate every point and check its input files (:func:`.spec.expand`), run each (once per
+    replicate seed when the spec has replicates; ``engine``/``workers``/``address`` override the
+    file), and write ``sweep.json``, ``results.csv``
     (one row per run and method), with several replicates ``summary.csv`` (their aggregate per
     point and method), and ``sweep.png`` into a new sweep directory."""
     engine = spec.engine if engine is None else engine

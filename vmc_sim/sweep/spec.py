@@ -12,7 +12,8 @@ from typing import Any, Iterable, Literal
 from pydantic import Field, StrictInt, ValidationError, ValidationInfo, field_validator
 
 from ..config import ConfigError, Strict, load_model
-from ..scenario import Scenario
+from ..inputs import check_inputs, resolve_paths
+from ..scenario import Scenario, load_scenario
 
 ALIASES: dict[str, str] = {
     "density": "mobility.density",
@@ -211,18 +212,26 @@ def error_lines(err: ValidationError) -> list[tuple[str, str]]:
 
 
 def base_scenario(spec: SweepSpec, base_dir: str | Path | None = None, where: str = "sweep") -> Scenario:
-    """The sweep's base scenario: a file (relative to ``base_dir``), an inline mapping, or the default."""
+    """The sweep's base scenario as ``vmc run`` reads it: a file (relative to ``base_dir``; its own
+    relative paths read relative to it), an inline mapping (its relative paths read relative to
+    ``base_dir``, the sweep file's directory), or the default."""
     if isinstance(spec.base, str):
         path = Path(spec.base)
         if not path.is_absolute() and base_dir is not None:
             path = Path(base_dir) / path
         if not path.is_file():
             raise ConfigError(f"{where}: base: scenario file {path} does not exist")
-        return load_model(Scenario, path, what="scenario file")
+        return load_scenario(path)
     try:
-        return Scenario.model_validate(spec.base or {})
+        scenario = Scenario.model_validate(spec.base or {})
+        return Scenario.model_validate(resolve_paths(scenario.model_dump(mode="json"), _directory(base_dir)))
     except ValidationError as e:
         raise ConfigError("\n".join(f"{where}: base.{loc}: {msg}" for loc, msg in error_lines(e))) from None
+
+
+def _directory(base_dir: str | Path | None) -> Path:
+    """The directory a sweep file's relative paths are read from (the working directory without one)."""
+    return Path.cwd() if base_dir is None else Path(base_dir)
 
 
 def set_path(data: dict[str, Any], path: str, value: Any, key: str) -> None:
@@ -257,16 +266,21 @@ def point_label(values: dict[str, Any]) -> str:
 
 
 def expand(spec: SweepSpec, base_dir: str | Path | None = None, where: str = "sweep") -> list[GridPoint]:
-    """Every point of the grid (cartesian product, last key fastest) as a validated scenario.
+    """Every point of the grid (cartesian product, last key fastest) as a validated scenario, built as
+    ``vmc run`` builds one: the base's relative paths read relative to the file that names them, a
+    grid value's relative to the sweep file (``base_dir``), and every point's files checked
+    (:func:`vmc_sim.inputs.check_inputs`).
 
     Raises :class:`ConfigError` before anything runs if any point is invalid, naming the point,
-    the grid key and value responsible, and the field."""
+    the grid key and value responsible, and the field (and, for an input, the file)."""
     base = base_scenario(spec, base_dir, where)
     base_data = base.model_dump(mode="json")
     axes = spec.axes()
     keys = list(spec.grid)
     points: list[GridPoint] = []
     errors: dict[tuple[str, str, str], list[str]] = {}
+    checked: dict[str, str | None] = {}
+    refused: dict[str, list[str]] = {}
     for index, combo in enumerate(itertools.product(*(spec.grid[k] for k in keys))):
         values = dict(zip(keys, combo))
         overrides = {axes[k]: ([v] if axes[k] in LIST_FIELDS and isinstance(v, str) else v) for k, v in values.items()}
@@ -280,7 +294,7 @@ def expand(spec: SweepSpec, base_dir: str | Path | None = None, where: str = "sw
             data["name"] = f"{spec.name}-{index:03d}"
         pid = _point_id(index, values)
         try:
-            scenario = Scenario.model_validate(data)
+            scenario = Scenario.model_validate(resolve_paths(data, _directory(base_dir)))
         except ValidationError as e:
             for loc, msg in error_lines(e):
                 culprits = [
@@ -292,15 +306,34 @@ def expand(spec: SweepSpec, base_dir: str | Path | None = None, where: str = "sw
                 )
                 errors.setdefault((blame, loc, msg), []).append(pid)
             continue
+        problem = _input_problem(scenario, checked, f"{where}: grid point {pid} ({point_label(values)})")
+        if problem is not None:
+            refused.setdefault(problem, []).append(pid)
+            continue
         points.append(GridPoint(pid, values, overrides, scenario))
-    if errors:
-        raise ConfigError(
-            "\n".join(
-                f"{where}: {blame}: {loc}: {msg} (grid point {ids[0]}{f' and {len(ids) - 1} more' if ids[1:] else ''})"
-                for (blame, loc, msg), ids in errors.items()
-            )
-        )
+    lines = [
+        f"{where}: {blame}: {loc}: {msg} (grid point {ids[0]}{f' and {len(ids) - 1} more' if ids[1:] else ''})"
+        for (blame, loc, msg), ids in errors.items()
+    ]
+    lines += [
+        f"{problem}{f' (and {len(ids) - 1} more grid points)' if ids[1:] else ''}" for problem, ids in refused.items()
+    ]
+    if lines:
+        raise ConfigError("\n".join(lines))
     return points
+
+
+def _input_problem(scenario: Scenario, checked: dict[str, str | None], where: str) -> str | None:
+    """What :func:`vmc_sim.inputs.check_inputs` refuses in ``scenario``'s files, or None; checked once per
+    distinct mobility section (``checked`` remembers the answers, named by the first point that gave them)."""
+    key = json.dumps(scenario.mobility.model_dump(mode="json"), sort_keys=True)
+    if key not in checked:
+        try:
+            check_inputs(scenario, where)
+            checked[key] = None
+        except ConfigError as e:
+            checked[key] = str(e)
+    return checked[key]
 
 
 def _inert_sources(path: str, used: set[str]) -> list[str]:
