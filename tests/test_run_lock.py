@@ -169,3 +169,20 @@ def test_every_named_input_file_is_listed(tmp_path):
         mobility={"source": "files", "config_file": str(cfg), "route_files": [str(tmp_path / "b.rou.xml")]},
     )
     assert {Path(f).name for f in input_files(sc)} == {"run.sumocfg", "net.xml", "a.rou.xml", "b.rou.xml", "add.xml"}
+
+
+def test_vmc_status_tells_a_live_writer_from_a_gone_one(broken_run, capsys):
+    _, path = broken_run
+    assert main(["status", str(path)]) == 0
+    out = capsys.readouterr().out
+    records = sum(1 for _ in (path / "records.jsonl").open())
+    assert "failed, the writer is gone" in out and f"records: {records}" in out and "--resume" in out
+    child = hold_lock(path)
+    try:
+        assert main(["status", str(path)]) == 0
+        assert f"running (pid {child.pid} on " in capsys.readouterr().out
+    finally:
+        child.kill()
+        child.wait()
+    assert main(["status", str(path / "nowhere")]) == 2
+    assert "no such run directory" in capsys.readouterr().err

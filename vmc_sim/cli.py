@@ -66,6 +66,21 @@ def _replay(args: argparse.Namespace) -> int:
     return 0
 
 
+def _status(args: argparse.Namespace) -> int:
+    """Print whether a run directory is being written, how it ended, and how many records it holds."""
+    from .runs import RunDir, describe_status, read_manifest
+
+    run = RunDir(args.run, create=False)
+    path = run.path
+    manifest = read_manifest(path / "manifest.json")
+    torn = run.torn_tail()
+    print(f"{path}: {describe_status(path, manifest.get('status'))}")
+    print(f"records: {run.record_count()}" + (f" (and {torn} bytes of an incomplete last line)" if torn else ""))
+    if manifest.get("hint"):
+        print(manifest["hint"])
+    return 0
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -171,6 +186,9 @@ def build_parser() -> argparse.ArgumentParser:
     p_replay.add_argument("--out", default="runs")
     p_replay.add_argument("--quiet", action="store_true")
     p_replay.set_defaults(func=_replay)
+    p_status = sub.add_parser("status", help="whether a run directory is being written, how it ended, its records")
+    p_status.add_argument("run", help="a run directory")
+    p_status.set_defaults(func=_status)
     p_cal = sub.add_parser(
         "calibrate",
         help="measure the calibrated time model's costs on this machine and print them to pin",
