@@ -7,6 +7,7 @@ recorded), and tensors as safetensors. Nothing is pickled.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import platform
@@ -81,6 +82,12 @@ def read_manifest(path: Path) -> dict[str, Any]:
     return manifest
 
 
+def records_fingerprint(path: Path) -> dict[str, Any]:
+    """SHA-256 and line count of a records file, as the manifest keeps them at completion."""
+    data = path.read_bytes() if path.is_file() else b""
+    return {"sha256": hashlib.sha256(data).hexdigest(), "lines": data.count(b"\n")}
+
+
 class RunDir:
     """A run directory; ``create=False`` opens an existing one (a missing path is an error, not
     a new empty directory)."""
@@ -143,10 +150,14 @@ class RunDir:
             f.write(json.dumps(record, default=_jsonable) + "\n")
 
     def records(self, name: str = "records.jsonl") -> Iterator[dict[str, Any]]:
-        """The complete records (a last line cut without its newline by a crash is skipped)."""
+        """The complete records (a last line cut without its newline by a crash is skipped). Of a
+        run that completed, ``records.jsonl`` must be the file its manifest fingerprinted: a cut or
+        changed one is refused naming it (:meth:`verify_records`)."""
         path = self.path / name
         if not path.exists():
             return
+        if name == "records.jsonl":
+            self.verify_records()
         with open(path) as f:
             for i, line in enumerate(f, 1):
                 if not line.endswith("\n"):
@@ -160,6 +171,25 @@ class RunDir:
                 if not isinstance(record, dict) or not isinstance(record.get("method"), str):
                     raise CorruptFileError(f"{path}:{i}: not a run record (an object with a 'method')")
                 yield record
+
+    def verify_records(self) -> None:
+        """Refuse (:class:`CorruptFileError`, naming the file) a completed run's ``records.jsonl``
+        that differs from the SHA-256 and line count its manifest recorded at completion; runs
+        still going, ended early or recorded without a fingerprint are read as they are."""
+        manifest_path = self.path / "manifest.json"
+        if not manifest_path.is_file():
+            return
+        manifest = read_manifest(manifest_path)
+        expected = manifest.get("records_file")
+        if manifest.get("status") != "complete" or not isinstance(expected, dict):
+            return
+        found = records_fingerprint(self.path / "records.jsonl")
+        if found != expected:
+            raise CorruptFileError(
+                f"{self.path / 'records.jsonl'}: not the file this run completed with ({found['lines']} lines, "
+                f"sha256 {found['sha256'][:12]}; the manifest recorded {expected.get('lines')} lines, sha256 "
+                f"{str(expected.get('sha256'))[:12]}): cut or changed since"
+            )
 
     def record_count(self, name: str = "records.jsonl") -> int:
         """How many complete records ``name`` holds (the whole run's, across resumes)."""
