@@ -8,7 +8,7 @@ from test_cosim import files_of, scenario, trace_file
 
 from vmc_sim.cli import main
 from vmc_sim.cosim import run_scenario
-from vmc_sim.runs import CorruptFileError, RunDir, records_fingerprint
+from vmc_sim.runs import CorruptFileError, RunDir, file_fingerprint
 
 
 @pytest.fixture
@@ -18,10 +18,10 @@ def done(tmp_path):
     return run.path
 
 
-def test_a_completed_run_records_its_records_fingerprint(done):
+def test_a_completed_run_records_its_file_fingerprint(done):
     manifest = RunDir(done, create=False).manifest()
     assert manifest["status"] == "complete"
-    assert manifest["records_file"] == records_fingerprint(done / "records.jsonl")
+    assert manifest["records_file"] == file_fingerprint(done / "records.jsonl")
     assert manifest["records_file"]["lines"] == manifest["summary"]["records"]
 
 

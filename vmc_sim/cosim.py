@@ -21,7 +21,7 @@ from .engine import CoSimulation
 from .input_digests import changed_inputs, input_digests
 from .inputs import check_inputs, sumocfg_inputs
 from .runlock import RunLock, ended_status, signals_interrupt
-from .runs import RunDir, new_run_dir, read_manifest, records_fingerprint
+from .runs import RunDir, file_fingerprint, new_run_dir, read_manifest
 from .scenario import Scenario
 from .solves import unconverged_solves
 from .summary import summarize
@@ -315,7 +315,7 @@ def _finish(run: RunDir, sim: CoSimulation) -> None:
     summary["records"] = run.record_count()  # the whole run's, those before a resume included
     manifest = run.manifest()
     manifest.update(status="complete", summary=summary, unconverged_solves=unconverged_solves(run.records()) or None)
-    manifest["records_file"] = records_fingerprint(run.path / "records.jsonl")  # readers verify against it
+    manifest["records_file"] = file_fingerprint(run.path / "records.jsonl")  # readers verify against it
     if sim.store.recomputed:
         manifest["contributions_recomputed"] = sim.store.recomputed
     run._atomic_json("manifest.json", manifest)

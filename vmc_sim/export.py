@@ -61,7 +61,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import hashlib
 import io
 import json
 import os
@@ -74,7 +73,7 @@ from mobility.errors import TraceError
 from mobility.events import MobilityEvent
 from mobility.trace import iter_records, read_header
 
-from .runs import RunDir, read_manifest
+from .runs import RunDir, file_fingerprint, read_manifest
 
 FORMATS = ("csv", "fedscale", "flower")
 EXPORT_VERSION = 1
@@ -120,17 +119,6 @@ class Availability:
     def intervals(self) -> list[tuple[str, str, float, float, bool]]:
         """``(vehicle, rsu, start, end, censored)`` per visit, an open one ending at the trace's end."""
         return [(v.vehicle, v.rsu, v.join, self.end if v.leave is None else v.leave, v.censored) for v in self.visits]
-
-
-def _fingerprint(path: Path) -> dict[str, Any]:
-    """SHA-256, newline count and size of a file, in one pass."""
-    h, lines, size = hashlib.sha256(), 0, 0
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-            lines += block.count(b"\n")
-            size += len(block)
-    return {"sha256": h.hexdigest(), "lines": lines, "bytes": size}
 
 
 def _locate(source: Path) -> tuple[Path, Path | None, dict[str, Any] | None]:
@@ -229,7 +217,7 @@ def load_availability(source: str | os.PathLike[str]) -> Availability:
     trace, run, manifest = _locate(src)
     header = read_header(trace)
     events, last, end_record = _read_events(trace)
-    digest = _fingerprint(trace)
+    digest = file_fingerprint(trace)
     if run is not None and manifest is not None:
         _check_against_manifest(trace, header, digest, run, manifest)
     clock = header.get("clock")

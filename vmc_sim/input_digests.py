@@ -7,10 +7,11 @@ resume compares them before it writes anything.
 
 from __future__ import annotations
 
-import hashlib
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
+
+from mobility.cache import file_sha256
 
 from .inputs import sumocfg_inputs
 
@@ -51,18 +52,9 @@ def input_files(scenario: Any) -> list[str]:
     return list(seen)
 
 
-def sha256(path: str | Path) -> str:
-    """SHA-256 of a file's bytes, read in blocks (FCD files can be large)."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def input_digests(scenario: Any) -> dict[str, str]:
     """``{path: sha256}`` of every existing input file of ``scenario`` (:func:`input_files`)."""
-    return {f: sha256(f) for f in input_files(scenario) if Path(f).is_file()}
+    return {f: file_sha256(f) for f in input_files(scenario) if Path(f).is_file()}
 
 
 def changed_inputs(recorded: dict[str, str] | None, now: dict[str, str]) -> list[str]:

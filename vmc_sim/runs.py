@@ -82,10 +82,17 @@ def read_manifest(path: Path) -> dict[str, Any]:
     return manifest
 
 
-def records_fingerprint(path: Path) -> dict[str, Any]:
-    """SHA-256 and line count of a records file, as the manifest keeps them at completion."""
-    data = path.read_bytes() if path.is_file() else b""
-    return {"sha256": hashlib.sha256(data).hexdigest(), "lines": data.count(b"\n")}
+def file_fingerprint(path: str | Path) -> dict[str, Any]:
+    """SHA-256, newline count and size of a file, read in one streamed pass (a missing file is the
+    empty one): what manifests keep to tell a file from a cut or changed copy."""
+    h, lines, size = hashlib.sha256(), 0, 0
+    if Path(path).is_file():
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+                lines += block.count(b"\n")
+                size += len(block)
+    return {"sha256": h.hexdigest(), "lines": lines, "bytes": size}
 
 
 class RunDir:
@@ -183,7 +190,7 @@ class RunDir:
         expected = manifest.get("records_file")
         if manifest.get("status") != "complete" or not isinstance(expected, dict):
             return
-        found = records_fingerprint(self.path / "records.jsonl")
+        found = file_fingerprint(self.path / "records.jsonl")
         if found != expected:
             raise CorruptFileError(
                 f"{self.path / 'records.jsonl'}: not the file this run completed with ({found['lines']} lines, "

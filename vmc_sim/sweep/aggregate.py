@@ -4,15 +4,13 @@ and the Markdown table the sweep prints)."""
 
 from __future__ import annotations
 
-import csv
 import json
 import math
-import os
 from pathlib import Path
 from typing import Any
 
 from .stats import interval
-from .tables import METRICS, csv_cell, format_cell, table_head
+from .tables import METRICS, format_cell, table_head, write_rows
 
 FIGURES = (*METRICS, "wall_s")
 """The per-run numeric figures of ``results.csv`` that are aggregated."""
@@ -58,14 +56,7 @@ def summary_header(grid_columns: dict[str, str]) -> list[str]:
 
 def write_summary_csv(path: Path, summary: list[dict[str, Any]], grid_columns: dict[str, str]) -> None:
     """``summary.csv``: lists as JSON, missing numbers (no spread below two replicates) as empty cells."""
-    header = summary_header(grid_columns)
-    tmp = path.with_suffix(".csv.tmp")
-    with open(tmp, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=header)
-        w.writeheader()
-        for r in summary:
-            w.writerow({k: csv_cell(r.get(k)) for k in header})
-    os.replace(tmp, path)
+    write_rows(path, summary, summary_header(grid_columns))
 
 
 def _pm(row: dict[str, Any], figure: str, spec: str, scale: float = 1.0) -> str:

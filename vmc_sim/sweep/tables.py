@@ -126,6 +126,12 @@ def write_csv(path: Path, rows: list[dict[str, Any]], grid_columns: dict[str, st
         "run_dir",
         "error",
     ]
+    write_rows(path, rows, header)
+
+
+def write_rows(path: Path, rows: list[dict[str, Any]], header: list[str]) -> None:
+    """Write ``rows`` under ``header`` as CSV (lists as JSON, missing numbers empty), through a
+    temporary file so a reader never sees half a table."""
     tmp = path.with_suffix(".csv.tmp")
     with open(tmp, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=header)
