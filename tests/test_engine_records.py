@@ -39,7 +39,8 @@ LEARNED = ("accuracy", "loss")  # float results of training on the host: exact o
 def _shrink(data: dict[str, Any], duration: float, max_requests: int) -> dict[str, Any]:
     fed = data.setdefault("federated", {})
     train = fed.setdefault("train", {})
-    fed.update(dataset="digits", model="mlp", num_clients=min(int(fed.get("num_clients", 16)), 16))
+    cap = 32 if fed.get("shard_assignment") == "arrival" else 16  # arrival: a shard for each client
+    fed.update(dataset="digits", model="mlp", num_clients=min(int(fed.get("num_clients", 16)), cap))
     fed.pop("scheme", None)
     fed.pop("augment", None)
     train.update(epochs=2, lr=0.05, batch_size=32)

@@ -48,7 +48,6 @@ cached weights and trained. ``--no-contribution-cache`` trains every vehicle.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import sys
 import time
@@ -59,7 +58,7 @@ if TYPE_CHECKING:
     from vmc_sim.scenario import Scenario
 
 
-from vmc_sim.reproduction import report
+from vmc_sim.reproduction import case_study_runs, report
 from vmc_sim.reproduction.case_study import cache_lines, method_rows, per_request, setting, setting_text
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -139,51 +138,6 @@ def pin_costs(scenario: Scenario, done: dict[str, Any]) -> Scenario:
     return pin_calibration(scenario, done[key].as_dict())
 
 
-def record_trace(scenario: Scenario, path: Path) -> Path:
-    """Step the scenario's live mobility source alone, as the co-simulation's mobility process
-    does (from its start, one step length at a time, until the duration is over or SUMO ends),
-    recording the trace at ``path``: the trace a live run of ``scenario`` records."""
-    from vmc_sim.cosim import open_source
-    from vmc_sim.inputs import check_inputs
-
-    check_inputs(scenario)
-    source, _ = open_source(scenario, path)
-    try:
-        t = source.time
-        end, step = t + scenario.duration, scenario.mobility.sumo.step_length
-        while t < end and not source.finished:
-            source.advance(t)
-            t = t + step
-    finally:
-        source.close()
-    cached = source.metadata.get("trace_cache") or {}
-    if cached.get("hit"):
-        print(
-            f"mobility: replayed the cached trace {cached['key'][:12]} (SUMO did not run; same traffic, same "
-            f"records); {scenario.mobility.trace_cache}",
-            flush=True,
-        )
-    elif cached:
-        print(f"mobility: SUMO recorded the trace, kept in {scenario.mobility.trace_cache} for later runs", flush=True)
-    return path
-
-
-def run_dataset(scenario: dict[str, Any], runs: str, threads: int | None = None) -> tuple[str, str]:
-    """Run one dataset's scenario (a JSON dict) into a new run directory under ``runs`` and plot
-    it; its run directory and Fig. 6 plot. The unit of work of the process pool."""
-    from vmc_sim.config import load_model
-    from vmc_sim.cosim import run_scenario
-    from vmc_sim.plots import plot_run
-    from vmc_sim.scenario import Scenario
-
-    if threads:
-        import torch
-
-        torch.set_num_threads(threads)
-    run = run_scenario(load_model(Scenario, None, scenario), out=runs, progress=False, say=lambda s: None)
-    return str(run.path), str(plot_run(run.path))
-
-
 def run_datasets(args: argparse.Namespace, datasets: list[str]) -> list[tuple[Path, Path]]:
     """Every dataset's run directory and plot, in ``datasets`` order. One job: the first dataset
     runs live and records the trace, the others replay it one after another. More: a
@@ -198,31 +152,23 @@ def run_datasets(args: argparse.Namespace, datasets: list[str]) -> list[tuple[Pa
         done: list[tuple[Path, Path]] = []
         trace = None
         for d in datasets:
-            run, plot = run_dataset(pin_costs(scenario_for(args, d, trace), costs).model_dump(mode="json"), args.runs)
+            run, plot = case_study_runs.run_one(
+                pin_costs(scenario_for(args, d, trace), costs).model_dump(mode="json"), args.runs
+            )
             done.append((Path(run), Path(plot)))
             trace = trace or Path(run) / "trace.jsonl"
         return done
     from vmc_sim.runs import new_run_dir
 
     first = scenario_for(args, datasets[0], None)
-    trace = record_trace(first, new_run_dir(args.runs, f"{first.name}-trace") / "trace.jsonl")
+    trace = case_study_runs.record_trace(first, new_run_dir(args.runs, f"{first.name}-trace") / "trace.jsonl")
     tasks = [pin_costs(scenario_for(args, d, trace), costs).model_dump(mode="json") for d in datasets]
     return run_pool(args, tasks)
 
 
 def run_pool(args: argparse.Namespace, tasks: list[dict[str, Any]]) -> list[tuple[Path, Path]]:
-    """Run the datasets' scenarios (JSON dicts) in order, or ``args.jobs`` at once in spawned
-    processes; their run directories and plots in ``tasks`` order."""
-    if args.jobs <= 1 or len(tasks) == 1:
-        return [(Path(run), Path(plot)) for run, plot in (run_dataset(t, args.runs) for t in tasks)]
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
-    workers = min(args.jobs, len(tasks))
-    threads = None if "OMP_NUM_THREADS" in os.environ else max(1, (os.cpu_count() or 1) // workers)
-    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = [pool.submit(run_dataset, t, args.runs, threads) for t in tasks]
-        return [(Path(run), Path(plot)) for run, plot in (f.result() for f in futures)]
+    """Run the datasets' scenarios (JSON dicts), ``args.jobs`` at once; run directories and plots in order."""
+    return case_study_runs.run_pool(tasks, args.runs, args.jobs)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -42,7 +42,7 @@ from fl_core.stats import SufficientStatistics
 from fl_core.store import ContributionStore
 from fl_core.training import DTYPES
 from fl_core.validation import Validator
-from vmc_sim.clients import store_fingerprint, vehicle_shard
+from vmc_sim.clients import recorded_shards, store_fingerprint
 from vmc_sim.cosim import manifest_scenario
 from vmc_sim.reproduction import report
 from vmc_sim.reproduction.common import damping_label, parse_damping
@@ -129,7 +129,7 @@ def remerge(
             return c
         return replace(c, fisher=c.fisher.compress(rank), _digest=None)
 
-    shards = len(setup.client_data)
+    shard_of = recorded_shards(run.manifest(), scenario.seed, len(setup.client_data))
     recomputed: dict[str, Contribution] = {}
 
     def contribution(client: str) -> Contribution:
@@ -140,7 +140,7 @@ def remerge(
             return uploaded(c)
         if client not in recomputed:
             local = load_flat(setup.model_fn(), c.weights.float())
-            data = setup.client_data[vehicle_shard(scenario.seed, client, shards)]
+            data = setup.client_data[shard_of(client)]
             rep = compute_fisher(
                 kind,
                 local,

@@ -8,8 +8,9 @@ training samples, non-members unseen test samples with the same label histogram;
 of :mod:`fl_core.mia` runs on every stored model. The table is printed and ``audit.json``
 is written into the run directory.
 
-In a co-simulation, vehicles hold data shards by a hash of their id
-(:func:`vmc_sim.clients.vehicle_shard`), so two vehicles may hold the same shard. A removed
+In a co-simulation with ``federated.shard_assignment: hash``, vehicles hold data shards by a hash
+of their id (:func:`vmc_sim.clients.vehicle_shard`), so two vehicles may hold the same shard
+(with ``arrival`` none do; the manifest's ``client_shards`` says which is whose). A removed
 vehicle whose shard is still held by a vehicle in the final client set is left out of the
 audit (its samples may rightly be in the model), and the output says so.
 """
@@ -34,8 +35,8 @@ class AuditError(ValueError):
     """A run directory that cannot be audited as asked; the message says why."""
 
 
-def _federated(run: Path) -> tuple[Any, int, str]:
-    """(federated section, run seed, run kind) from ``run/manifest.json``."""
+def _federated(run: Path) -> tuple[Any, int, str, dict[str, Any]]:
+    """(federated section, run seed, run kind, manifest) from ``run/manifest.json``."""
     from .config import OneShotConfig, load_model
 
     path = run / "manifest.json"
@@ -51,7 +52,7 @@ def _federated(run: Path) -> tuple[Any, int, str]:
         config = load_model(Scenario, None, manifest["config"])
     else:
         raise AuditError(f"{run}: manifest.json has kind {kind!r}; vmc audit reads 'oneshot' and 'cosim' runs")
-    return config.federated, config.seed, kind
+    return config.federated, config.seed, kind, manifest
 
 
 def client_sets(records: list[dict[str, Any]]) -> tuple[list[Hashable], set[Hashable]]:
@@ -106,11 +107,11 @@ def audit_run(
     """Audit ``run``'s stored models; returns what is written to ``out`` (default ``run/audit.json``).
 
     ``seed`` seeds the audit's draws (default: the run's seed; ``config.seed`` is replaced)."""
-    from .clients import vehicle_shard
+    from .clients import recorded_shards
     from .runs import RunDir
 
     run = Path(run)
-    fed, run_seed, kind = _federated(run)
+    fed, run_seed, kind, manifest = _federated(run)
     models = _load_models(run, checkpoint, methods)
     records = list(RunDir(run, create=False).records())
     removed, final = client_sets(records)
@@ -137,7 +138,7 @@ def audit_run(
     config = replace(config, seed=run_seed if seed is None else seed)
     setup = fed.setup(run_seed)
     shards = len(setup.client_data)
-    shard_of = (lambda c: int(c)) if kind == "oneshot" else (lambda c: vehicle_shard(run_seed, c, shards))
+    shard_of = (lambda c: int(c)) if kind == "oneshot" else recorded_shards(manifest, run_seed, shards)
     excluded = []
     if kind == "cosim":
         held = {shard_of(c) for c in final}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import fields as dc_fields
+from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any, Callable, Literal
 
@@ -227,12 +228,25 @@ class RoundsSection(Strict):
         )
 
 
+class ShardAssignment(str, Enum):
+    """How a vehicle of a co-simulation gets its data shard (see :class:`vmc_sim.clients.ShardAssignment`)."""
+
+    HASH = "hash"
+    ARRIVAL = "arrival"
+
+
 class FederatedSection(Strict):
     """Who holds which data, the model, local training and the methods to compare."""
 
     dataset: str = "digits"
     data_root: str | None = None
     num_clients: int = Field(12, gt=0, description="data shards; client i holds shard i")
+    shard_assignment: ShardAssignment = Field(
+        ShardAssignment.HASH,
+        description="co-simulation: hash (a vehicle holds shard hash(seed, id) mod num_clients: two vehicles "
+        "may share one) or arrival (the k-th vehicle to become a client holds shard k: no two share; a run "
+        "with more clients than num_clients stops naming it)",
+    )
     alpha: float | None = Field(0.5, gt=0, description="Dirichlet label skew; null = by writer")
     scheme: DirichletScheme = Field(
         DirichletScheme.PER_CLASS,

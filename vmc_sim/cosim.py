@@ -289,6 +289,7 @@ def _write_running(
         rsus=[r.to_dict() for r in rsus],
         resumed_after=resumed_after,
         inputs=inputs,
+        client_shards=sim.shards.manifest(),
     )
 
 
@@ -306,6 +307,7 @@ def _finish(run: RunDir, sim: CoSimulation) -> None:
             status="interrupted" if interrupted else "failed",
             error=how if interrupted else f"{type(e).__name__}: {e}",
             records=run.record_count(),
+            client_shards=sim.shards.manifest(),
             hint=f"continue with: vmc run --resume {run.path}",
         )
         run._atomic_json("manifest.json", manifest)
@@ -314,7 +316,12 @@ def _finish(run: RunDir, sim: CoSimulation) -> None:
         raise
     summary["records"] = run.record_count()  # the whole run's, those before a resume included
     manifest = run.manifest()
-    manifest.update(status="complete", summary=summary, unconverged_solves=unconverged_solves(run.records()) or None)
+    manifest.update(
+        status="complete",
+        summary=summary,
+        client_shards=sim.shards.manifest(),
+        unconverged_solves=unconverged_solves(run.records()) or None,
+    )
     manifest["records_file"] = file_fingerprint(run.path / "records.jsonl")  # readers verify against it
     if sim.store.recomputed:
         manifest["contributions_recomputed"] = sim.store.recomputed

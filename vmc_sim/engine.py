@@ -28,7 +28,7 @@ from mobility.dwell import dwell_summary, dwell_warning, share_longer_than_dwell
 from mobility.rsu import Rsu
 from mobility.source import MobilitySource
 
-from .clients import run_store, vehicle_pool
+from .clients import ShardAssignment, run_store, vehicle_pool
 from .context import WorldContext
 from .recorder import RecordWriter
 from .requests import Request, RequestKind
@@ -61,7 +61,8 @@ class CoSimulation:
         fed = scenario.federated
         self.setup = setup or fed.setup(scenario.seed)
         self.store = run_store(scenario, self.setup, run)
-        self.pool = vehicle_pool(scenario, self.setup, self.store)
+        self.shards = ShardAssignment(fed.shard_assignment.value, scenario.seed, len(self.setup.client_data))
+        self.pool = vehicle_pool(scenario, self.setup, self.store, self.shards)
         self.time = time_model(scenario, self.setup)
         # a resume holds every write back (records, contributions; the caller's trace and
         # manifest) until it has re-verified the recorded run and got past ``commit_after``
@@ -74,7 +75,7 @@ class CoSimulation:
             commit_after=commit_after,
             on_commit=on_commit,
         )
-        self.vehicles = Vehicles(scenario.coordinator.withdrawal_grace)
+        self.vehicles = Vehicles(scenario.coordinator.withdrawal_grace, scenario.coordinator.dwell_limited)
         self.env = simpy.Environment(initial_time=source.time)
         self.end_time = source.time + scenario.duration
         ctx = WorldContext(
@@ -122,6 +123,7 @@ class CoSimulation:
         return [*self.worlds, *self.round_worlds]
 
     def dispatch(self, req: Request) -> None:
+        self.shards.assign(req.added)  # before any method sees it: one mapping for all
         for w in self.all_worlds:
             w.queue.put(req)
 

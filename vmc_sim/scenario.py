@@ -90,6 +90,12 @@ class CoordinatorSection(Strict):
     withdrawal_grace: float = Field(
         30.0, ge=0, description="a departing member may still upload its contribution for this long"
     )
+    dwell_limited: bool = Field(
+        True,
+        description="false: the paper's idealisation: a client that left coverage still finishes its jobs "
+        "and transfers, its link held where it left (each departure's withdrawal issued before it "
+        "disconnects); true: work ends when the vehicle leaves",
+    )
     handover: bool = Field(
         True,
         description="a transfer continues through the next RSU of the region the vehicle is attached to "

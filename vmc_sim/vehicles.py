@@ -9,10 +9,12 @@ from mobility.events import MobilityEvent
 
 class Vehicles:
     """Positions, RSUs and coverage of the vehicles; a departed vehicle may still upload its
-    withdrawal for ``grace`` simulated seconds after it left coverage."""
+    withdrawal for ``grace`` simulated seconds after it left coverage. With ``dwell_limited``
+    false (the paper's idealisation) a vehicle that was ever seen stays reachable after it leaves,
+    its link held at the position where it left."""
 
-    def __init__(self, grace: float) -> None:
-        self.grace = grace
+    def __init__(self, grace: float, dwell_limited: bool = True) -> None:
+        self.grace, self.dwell_limited = grace, dwell_limited
         # keyed by vehicle id; looked up by client id (any hashable, a vehicle id in the co-simulation)
         self.state: dict[Hashable, tuple[float, float, float, str]] = {}  # x, y, speed, rsu
         self.covered: set[str] = set()
@@ -47,10 +49,10 @@ class Vehicles:
         return None if s is None else (s[0], s[1])
 
     def reachable(self, v: Hashable) -> bool:
-        return v in self.covered
+        return v in self.covered or (not self.dwell_limited and v in self.state)
 
     def reachable_for_withdrawal(self, v: Hashable) -> bool:
-        if v in self.covered:
+        if self.reachable(v):
             return True
         t = self.departed_at.get(v)
         return t is not None and self.now - t <= self.grace

@@ -40,6 +40,13 @@ def _command(args: argparse.Namespace) -> int:
     from .replay import direct_run, read_schedule
 
     scenario = load_scenario(args.scenario)
+    if scenario.federated.shard_assignment.value != "hash":
+        print(
+            f"vmc flower: {args.scenario}: federated.shard_assignment: {scenario.federated.shard_assignment.value} "
+            "is not supported on Flower (its nodes find their shard by hash); use shard_assignment: hash",
+            file=sys.stderr,
+        )
+        return 2
     schedule = read_schedule(args.schedule)
     out = Path(args.out)
     if args.strategy != "fsosa":

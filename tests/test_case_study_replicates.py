@@ -1,0 +1,99 @@
+"""``tools/lust_case_study_replicates.py --quick``: replicates differ in traffic and seeds, the
+paper setting loses no contribution, every figure is a mean with its interval over the replicates,
+a rerun continues from ``runs.json`` instead of starting again, and the aggregation's statistics
+are those of a Student-t interval."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+from pathlib import Path
+
+import pytest
+from conftest import load_script
+
+from vmc_sim.reproduction.case_study_replicates import pm, summarize, verdict
+from vmc_sim.runs import RunDir
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("replicates")
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    tool = load_script("tools/lust_case_study_replicates.py")
+    args = ["--quick", "--epochs", "2", "--runs", str(tmp / "runs"), "--out", str(tmp / "out")]
+    args += ["--contribution-cache", str(tmp / "cache"), "--trace-cache", str(tmp / "traces")]
+    assert tool.main(args) == 0
+    return tool, tmp, args
+
+
+def rows(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_replicates_see_their_own_traffic_and_seeds(quick):
+    _, tmp, _ = quick
+    entries = json.loads((tmp / "out" / "runs.json").read_text())
+    assert sorted((e["replicate"], e["setting"]) for e in entries) == [
+        (r, s) for r in range(3) for s in ("paper", "physics")
+    ]
+    times = {}
+    for e in entries:
+        manifest = RunDir(e["run"]).manifest()
+        assert manifest["config"]["seed"] == manifest["config"]["seed"] // 1 == e["seed"]
+        recs = [r for r in RunDir(e["run"]).records() if r["method"] == "retrain"]
+        times.setdefault(e["replicate"], set()).add(tuple(r["request_time"] for r in recs))
+    assert all(len(v) == 1 for v in times.values())  # both settings of a replicate: the same requests
+    assert len({next(iter(v)) for v in times.values()}) == 3  # three traffic seeds: three sequences
+
+
+def test_the_paper_setting_trains_on_board_and_loses_nothing(quick):
+    _, tmp, _ = quick
+    for e in json.loads((tmp / "out" / "runs.json").read_text()):
+        config = RunDir(e["run"]).manifest()["config"]
+        if e["setting"] == "paper":
+            assert config["compute"]["mode"] == "onboard" and config["coordinator"]["dwell_limited"] is False
+            assert all(not r.get("not_arrived") for r in RunDir(e["run"]).records())
+        else:
+            assert config["compute"]["mode"] == "shared_gpu" and config["coordinator"]["dwell_limited"] is True
+        assert config["federated"]["shard_assignment"] == "arrival"
+
+
+def test_every_figure_is_a_mean_with_its_interval(quick):
+    _, tmp, _ = quick
+    summary = rows(tmp / "out" / "summary.csv")
+    per = rows(tmp / "out" / "replicates.csv")
+    f = next(r for r in summary if r["setting"] == "physics" and r["method"] == "fsosa")
+    values = [float(r["comm_saving_pct"]) for r in per if r["setting"] == "physics" and r["method"] == "fsosa"]
+    assert int(f["comm_saving_pct_n"]) == len(values) == 3
+    assert math.isclose(float(f["comm_saving_pct_mean"]), sum(values) / 3)
+    table = rows(tmp / "out" / "paper.csv")
+    assert {r["figure"] for r in table} >= {"cumulative time vs Retrain, %", "communication vs Retrain, %"}
+    assert all(r["within range?"].split(" (")[0] in {"yes", "no", "interval overlaps", "no figure"} for r in table)
+    report = (tmp / "out" / "report.md").read_text()
+    assert "fig6_paper_digits.png" in report and (tmp / "out" / "fig6_physics_digits.png").is_file()
+
+
+def test_a_rerun_continues_instead_of_starting_again(quick):
+    tool, tmp, args = quick
+    before = (tmp / "out" / "runs.json").read_text()
+    runs = sorted((tmp / "runs").iterdir())
+    assert tool.main(args) == 0
+    assert (tmp / "out" / "runs.json").read_text() == before
+    assert sorted((tmp / "runs").iterdir()) == runs  # nothing ran again
+
+
+def test_student_t_interval_and_verdicts():
+    rows_in = [{"setting": "s", "dataset": "d", "method": "fsosa", "time_saving_pct": v} for v in (-40.0, -50.0, -45.0)]
+    (row,) = summarize(rows_in)
+    # mean -45, sample std 5, t(0.975, 2) = 4.302653: half-width 4.302653 * 5 / sqrt(3)
+    assert math.isclose(row["time_saving_pct_mean"], -45.0)
+    assert math.isclose(row["time_saving_pct_ci95"], 4.302653 * 5 / math.sqrt(3), rel_tol=1e-6)
+    assert pm(row, "time_saving_pct").startswith("-45.00 ± 12.42")
+    assert verdict(-53.84, -36.66, -45.0, 12.4) == "yes"
+    assert verdict(-25.76, -21.97, -30.0, 5.0) == "interval overlaps"
+    assert verdict(-25.76, -21.97, -40.0, 5.0) == "no"
+    assert verdict(0.0, 3.96, math.nan, math.nan) == "no figure"

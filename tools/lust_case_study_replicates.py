@@ -1,0 +1,278 @@
+"""The LuST case study of seed 000 (Section VI-C, Fig. 6) over replicates, in two settings.
+
+- **paper**: the paper's idealisation of the region: every vehicle trains on its own on-board unit
+  (``compute.mode: onboard``) and its links outlast its dwell (``coordinator.dwell_limited:
+  false``: a departure's withdrawal is issued before it disconnects, and no contribution is lost).
+- **physics**: the scenario as written: one edge GPU shared by the clients' jobs and transfers
+  that end when the vehicle leaves the region (handover between the region's RSUs on).
+
+A replicate is one traffic seed (SUMO's ``--seed``: base + r) and one run seed (member draw, data
+split and W0: base + r). Each replicate's traffic is recorded once by a mobility-only pass (kept in
+the trace cache), then every (setting, dataset) replays it, ``--jobs`` at once. Every finished run
+is appended to ``OUT/runs.json`` at once, and a rerun of the same command skips the runs already
+there, so a long reproduction can be stopped and continued. The report gives each figure's mean
+and 95 % interval per (setting, dataset, method), a table "paper | ours | within range?" and
+Fig. 6 with interval bands.
+
+    python tools/lust_case_study_replicates.py --jobs 2                          # the region, 5 replicates
+    python tools/lust_case_study_replicates.py --datasets mnist --replicates 5 --jobs 2
+    python tools/lust_case_study_replicates.py --quick                           # embedded city, digits, 3 replicates
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from vmc_sim.reproduction import case_study_replicates as rep
+from vmc_sim.reproduction import case_study_runs, report
+from vmc_sim.reproduction.case_study import setting, setting_text
+from vmc_sim.runs import RunDir
+
+ROOT = Path(__file__).resolve().parents[1]
+SMOKE_ARGS = ""  # --quick already runs small (tests/test_case_study_replicates.py)
+
+SETTINGS: dict[str, dict[str, Any]] = {
+    # on-board units (profile null: the on-board default, a Jetson AGX Orin); links outlast the dwell
+    "paper": {"compute": {"mode": "onboard", "profile": None}, "coordinator": {"dwell_limited": False}},
+    "physics": {},
+}
+"""Each setting as changes to the scenario (the physics setting is the scenario as written)."""
+
+SUMMARY_COLUMNS = [
+    "setting",
+    "dataset",
+    "method",
+    "replicates",
+    "time_saving_pct",
+    "comm_saving_pct",
+    "device_s_saving_pct",
+    "final_acc",
+    "final_acc_gap_vs_retrain",
+    "fluctuation_pts",
+    "trained",
+    "not_arrived",
+    "withdrawn",
+]
+
+
+def merge(base: dict[str, Any], change: dict[str, Any]) -> dict[str, Any]:
+    """``base`` with ``change`` merged in, section by section."""
+    out = copy.deepcopy(base)
+    for k, v in change.items():
+        out[k] = merge(out.get(k) or {}, v) if isinstance(v, dict) else v
+    return out
+
+
+def base_scenario(args: argparse.Namespace) -> dict[str, Any]:
+    """The scenario every replicate starts from, as a JSON dict."""
+    from vmc_sim.scenario import load_scenario
+
+    data = load_scenario(None if args.quick else args.scenario).model_dump(mode="json")
+    fed = data["federated"]
+    fed["methods"] = ["fsosa", "retrain"]
+    if args.quick:  # the embedded city: 10 requests, every client its own shard
+        data["coordinator"]["max_requests"] = 11
+        data["duration"] = 400.0
+        fed.update(num_clients=32, shard_assignment="arrival")
+    if args.epochs:
+        fed["train"]["epochs"] = args.epochs
+    if args.fisher:
+        fed["train"]["fisher"] = args.fisher
+    if args.trace_cache and not data["mobility"].get("trace_cache"):
+        data["mobility"]["trace_cache"] = str(args.trace_cache)
+    if args.contribution_cache and not data["compute"].get("contribution_cache"):
+        data["compute"]["contribution_cache"] = str(args.contribution_cache)
+    return data
+
+
+def replicate(base: dict[str, Any], r: int) -> dict[str, Any]:
+    """Replicate ``r`` of ``base``: traffic seed and run seed both moved on by ``r``."""
+    data = copy.deepcopy(base)
+    data["seed"] = base["seed"] + r
+    data["mobility"]["sumo"]["seed"] = base["mobility"]["sumo"]["seed"] + r
+    data["name"] = f"{base['name']}-r{r}"
+    return data
+
+
+def task(data: dict[str, Any], setting_name: str, dataset: str, trace: Path) -> dict[str, Any]:
+    """One run: replicate ``data`` in ``setting_name`` on ``dataset``, replaying ``trace``."""
+    out = merge(data, SETTINGS[setting_name])
+    out["federated"]["dataset"] = dataset
+    out["mobility"] = {"source": "trace", "trace": str(trace)}
+    out["name"] = f"{data['name']}-{setting_name}-{dataset}"
+    return out
+
+
+def read_index(path: Path) -> list[dict[str, Any]]:
+    """The finished runs recorded in ``path`` whose run directories still hold a complete run."""
+    if not path.is_file():
+        return []
+    entries = json.loads(path.read_text(encoding="utf-8"))
+    kept = []
+    for e in entries:
+        manifest = Path(e["run"]) / "manifest.json"
+        if manifest.is_file() and json.loads(manifest.read_text()).get("status") == "complete":
+            kept.append(e)
+        else:
+            print(f"{path}: {e['run']} is not a complete run any more; it runs again", file=sys.stderr)
+    return kept
+
+
+def run_all(args: argparse.Namespace, index: Path) -> list[dict[str, Any]]:
+    """Every (replicate, setting, dataset) run, skipping those ``index`` already holds."""
+    from vmc_sim.config import load_model
+    from vmc_sim.runs import new_run_dir
+    from vmc_sim.scenario import Scenario
+
+    entries = read_index(index)
+    have = {(e["replicate"], e["setting"], e["dataset"]) for e in entries}
+    base = base_scenario(args)
+    for r in range(args.replicates):
+        wanted = [(s, d) for s in args.settings for d in args.datasets if (r, s, d) not in have]
+        if not wanted:
+            continue
+        data = replicate(base, r)
+        t0 = time.perf_counter()
+        live = load_model(Scenario, None, data)
+        trace = case_study_runs.record_trace(live, new_run_dir(args.runs, f"{live.name}-trace") / "trace.jsonl")
+        trace_s = time.perf_counter() - t0
+        tasks = [task(data, s, d, trace) for s, d in wanted]
+        started = time.perf_counter()
+
+        def done(i: int, run: Path, plot: Path, r: int = r, started: float = started, trace_s: float = trace_s) -> None:
+            s, d = wanted[i]
+            entries.append(
+                {
+                    "replicate": r,
+                    "setting": s,
+                    "dataset": d,
+                    "seed": tasks[i]["seed"],
+                    "sumo_seed": data["mobility"]["sumo"]["seed"],
+                    "run": str(run),
+                    "trace_s": trace_s,
+                    "finished_after_s": time.perf_counter() - started,
+                }
+            )
+            report.replace_text(index, json.dumps(entries, indent=1))
+            print(f"replicate {r}, {s}, {d}: {run}", flush=True)
+
+        case_study_runs.run_pool(tasks, args.runs, args.jobs, on_done=done)
+    return entries
+
+
+def write_report(args: argparse.Namespace, entries: list[dict[str, Any]], out: Path, wall_s: float) -> Path:
+    """replicates.csv, summary.csv, paper.csv, the band plots and report.md from ``entries``."""
+    rows = rep.replicate_rows(entries)
+    summary = rep.summarize(rows)
+    table = rep.paper_table(summary)
+    report.write_csv(out / "replicates.csv", rows)
+    report.write_csv(out / "summary.csv", summary)
+    report.write_csv(out / "paper.csv", table)
+    series = rep.request_series(entries)
+    pairs = sorted({(e["setting"], e["dataset"]) for e in entries})
+    for s, d in pairs:
+        rep.plot_bands(series, s, d, out / f"fig6_{s}_{d}.png")
+    shown = [
+        {
+            **{k: row[k] for k in ("setting", "dataset", "method", "replicates")},
+            **{k: rep.pm(row, k) for k in SUMMARY_COLUMNS[4:]},
+        }
+        for row in summary
+    ]
+    first: dict[str, dict[str, Any]] = {}
+    for e in sorted(entries, key=lambda e: e["replicate"]):
+        first.setdefault(e["setting"], e)
+    replicates = sorted({e["replicate"] for e in entries})
+    body = [
+        "Settings (the same region, traffic and seeds; only these differ):",
+        "",
+        "- **paper**: on-board training (every vehicle its own unit), links that outlast the dwell "
+        "(`coordinator.dwell_limited: false`): no contribution is lost, as in seed 000's case study.",
+        "- **physics**: one edge GPU shared by the clients' jobs, transfers that end when the vehicle "
+        "leaves the region (handover between its RSUs).",
+        "",
+        f"Replicates: {len(replicates)} (traffic seed and run seed both base + r, r in {replicates}). "
+        "Replicate 0's traffic in each setting:",
+        "",
+        *(f"- {s}: {setting_text(setting(RunDir(e['run'])))}" for s, e in sorted(first.items())),
+        "",
+        "Mean ± 95 % interval half-width (Student t) over the replicates, and the count:",
+        "",
+        report.md_table(shown, list(shown[0])),
+        "",
+        "Seed 000, Section VI-C, against ours (F-SOSA; 'within range?': yes when the mean lies in the "
+        "paper's range, 'interval overlaps' when only the interval reaches it):",
+        "",
+        report.md_table(table, ["setting", "dataset", "figure", "paper", "ours", "within range?"]),
+        "",
+        *(f"![{s} {d}](fig6_{s}_{d}.png)" for s, d in pairs),
+        "",
+        f"Wall-clock: {wall_s:.0f} s for this command; per replicate (its SUMO pass and its runs, "
+        "`--jobs` at once): "
+        + ", ".join(
+            f"r{r}: {max(e['trace_s'] + e['finished_after_s'] for e in entries if e['replicate'] == r):.0f} s"
+            for r in replicates
+        )
+        + ". Per-replicate rows: `replicates.csv`; intervals: `summary.csv`; the table above: `paper.csv`; "
+        "the runs: `runs.json`.",
+    ]
+    size = (
+        "quick (embedded city, digits/mlp, 10 requests)"
+        if args.quick
+        else f"full ({Path(args.scenario).name}, {', '.join(args.datasets)}, {len(replicates)} replicates)"
+    )
+    cmd = " ".join(["python tools/lust_case_study_replicates.py", *args.argv])
+    title = "SUMO/LuST case study over replicates (seed 000, VI-C)"
+    return report.write_markdown(out / "report.md", title, cmd, size, "\n".join(body))
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--scenario", default=str(ROOT / "scenarios" / "lust_region.yaml"))
+    p.add_argument("--datasets", nargs="+", default=None, help="default: mnist fashion_mnist (quick: digits)")
+    p.add_argument("--settings", nargs="+", choices=list(SETTINGS), default=list(SETTINGS))
+    p.add_argument("--replicates", type=int, default=None, help="default 5 (quick: 3)")
+    p.add_argument("--fisher", choices=["diagonal", "kfac"], default=None, help="default: the scenario's")
+    p.add_argument("--epochs", type=int, default=None, help="local epochs (default: the scenario's)")
+    p.add_argument("--jobs", type=int, default=1, help="runs side by side in this many processes")
+    p.add_argument("--runs", default=str(ROOT / "runs"), help="where the run directories go")
+    p.add_argument("--out", default=str(ROOT / "tools" / "out" / "lust_case_study_replicates"))
+    p.add_argument("--quick", action="store_true", help="embedded city, digits/mlp, 10 requests, 3 replicates")
+    p.add_argument("--report-only", action="store_true", help="only write the report from OUT/runs.json")
+    p.add_argument("--trace-cache", type=Path, default=None, help="default: $VMC_CACHE/traces")
+    p.add_argument("--contribution-cache", type=Path, default=None, help="default: $VMC_CACHE/contributions")
+    args = p.parse_args(argv)
+    args.argv = sys.argv[1:] if argv is None else argv
+    args.datasets = args.datasets or (["digits"] if args.quick else ["mnist", "fashion_mnist"])
+    args.replicates = args.replicates or (3 if args.quick else 5)
+    if args.replicates < 2:
+        p.error("--replicates must be at least 2 (an interval needs two)")
+    if args.jobs < 1:
+        p.error("--jobs must be at least 1")
+    if args.trace_cache is None:
+        from mobility.trace_cache import default_root
+
+        args.trace_cache = default_root()
+    if args.contribution_cache is None:
+        from fl_core.cache import default_root as contributions_root
+
+        args.contribution_cache = contributions_root()
+    out = report.out_dir(args.out)
+    index = out / "runs.json"
+    t0 = time.perf_counter()
+    entries = read_index(index) if args.report_only else run_all(args, index)
+    if not entries:
+        p.error(f"{index}: no finished runs to report")
+    text = write_report(args, entries, out, time.perf_counter() - t0)
+    print(text.read_text())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
