@@ -42,3 +42,48 @@ def test_a_cut_or_changed_records_file_is_refused_by_its_readers(done, damage, c
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and str(path) in err and "cut or changed since" in err
     assert not (tmp_path / "fig.png").exists() and files_of(done) == before
+
+
+def test_a_changed_model_file_is_refused_by_audit(done, capsys):
+    manifest = RunDir(done, create=False).manifest()
+    assert manifest["models_file"] == file_fingerprint(done / "models.safetensors")
+    path = done / "models.safetensors"
+    data = bytearray(path.read_bytes())
+    data[-3] ^= 0x01  # one bit of a weight: still a loadable safetensors file
+    path.write_bytes(bytes(data))
+    before = files_of(done)
+    assert main(["audit", str(done)]) != 0
+    err = capsys.readouterr().err.strip()
+    assert str(path) in err and "cut or changed since" in err
+    assert files_of(done) == before
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory):
+    """A completed live run on the embedded city: it records its own trace.jsonl."""
+    from vmc_sim.config import load_model
+    from vmc_sim.scenario import Scenario, load_scenario
+
+    data = load_scenario(None).model_dump(mode="json")
+    data["duration"] = 150.0
+    data["coordinator"]["max_requests"] = 4
+    data["federated"].update(dataset="digits", model="mlp", num_clients=8)
+    data["federated"]["train"]["epochs"] = 1
+    tmp = tmp_path_factory.mktemp("live")
+    run = run_scenario(load_model(Scenario, None, data), out=tmp, progress=False, say=lambda s: None)
+    return run.path
+
+
+def test_a_changed_trace_is_refused_by_replay_and_export(live, tmp_path, capsys):
+    from vmc_sim.cosim import replay_scenario
+
+    manifest = RunDir(live, create=False).manifest()
+    trace = live / "trace.jsonl"
+    assert manifest["trace_file"] == file_fingerprint(trace)
+    replay_scenario(trace)  # the file it completed with: accepted
+    trace.write_bytes(trace.read_bytes().rstrip(b"\n").rsplit(b"\n", 1)[0] + b"\n")  # the end record cut off
+    with pytest.raises(CorruptFileError, match="cut or changed since"):
+        replay_scenario(trace)
+    out = tmp_path / "a.csv"
+    assert main(["export", "availability", str(live), "--format", "csv", "--out", str(out)]) != 0
+    assert str(trace) in capsys.readouterr().err and not out.exists()

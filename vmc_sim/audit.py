@@ -83,6 +83,10 @@ def _load_models(run: Path, checkpoint: str, methods: list[str] | None) -> dict[
             f"{run}: no stored model ({checkpoint} is missing). Models are saved when a run completes; "
             f"a run that failed or was recorded by an older version has none: rerun it to audit it"
         )
+    from .runs import FINGERPRINTED, RunDir
+
+    if checkpoint in FINGERPRINTED:
+        RunDir(run, create=False).verify_file(checkpoint)  # a changed or cut model file is refused naming it
     stored = {k[: -len(".weights")]: v for k, v in load_file(str(path)).items() if k.endswith(".weights")}
     if not stored:
         raise AuditError(f"{path}: holds no '<method>.weights' tensor")

@@ -21,7 +21,7 @@ from .engine import CoSimulation
 from .input_digests import changed_inputs, input_digests
 from .inputs import check_inputs, sumocfg_inputs
 from .runlock import RunLock, ended_status, signals_interrupt
-from .runs import RunDir, file_fingerprint, new_run_dir, read_manifest
+from .runs import RunDir, new_run_dir, read_manifest
 from .scenario import Scenario
 from .solves import unconverged_solves
 from .summary import summarize
@@ -141,6 +141,8 @@ def replay_scenario(trace: str | Path, scenario_path: str | Path | None = None) 
         manifest = trace.parent / "manifest.json"
         if not manifest.is_file():
             raise ConfigError(f"{trace}: no manifest.json beside the trace; give --scenario")
+        if trace.name == "trace.jsonl":
+            RunDir(trace.parent, create=False).verify_file("trace.jsonl")
         base = pin_calibration(manifest_scenario(manifest), read_manifest(manifest).get("calibration"))
     data = base.model_dump(mode="json")
     data["mobility"]["source"] = "trace"
@@ -226,12 +228,23 @@ def _run_new(scenario: Scenario, out: str | Path, progress: bool, run_dir: Path 
             finally:
                 source.close()  # SUMO completes its output files when it closes
                 _list_sumo_outputs(run, scenario)
+                _fingerprint_trace(run)
         except BaseException:
             if created and not (run.path / "records.jsonl").exists():
                 shutil.rmtree(run.path, ignore_errors=True)  # failed before its first record: nothing to resume
             raise
         say(summarize(run))
     return run
+
+
+def _fingerprint_trace(run: RunDir) -> None:
+    """Fingerprint the trace a completed run recorded (complete once its source is closed)."""
+    if not (run.path / "manifest.json").is_file():
+        return
+    manifest = run.manifest()
+    if manifest.get("status") == "complete" and (run.path / "trace.jsonl").is_file():
+        run.fingerprint_outputs(manifest, ("trace.jsonl",))
+        run._atomic_json("manifest.json", manifest)
 
 
 SUMO_OUTPUTS = "sumo"
@@ -322,7 +335,7 @@ def _finish(run: RunDir, sim: CoSimulation) -> None:
         client_shards=sim.shards.manifest(),
         unconverged_solves=unconverged_solves(run.records()) or None,
     )
-    manifest["records_file"] = file_fingerprint(run.path / "records.jsonl")  # readers verify against it
+    run.fingerprint_outputs(manifest, ("records.jsonl", "models.safetensors"))  # readers verify against them
     if sim.store.recomputed:
         manifest["contributions_recomputed"] = sim.store.recomputed
     run._atomic_json("manifest.json", manifest)
@@ -400,6 +413,7 @@ def _resume_locked(
         raise ResumeError(f"{e} (resume abandoned: {run.path} is unchanged)") from e
     finally:
         source.close()
+        _fingerprint_trace(run)
         if sim is None or not sim.committed:
             staged.unlink(missing_ok=True)
             shutil.rmtree(staged_outputs, ignore_errors=True)

@@ -68,11 +68,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fl_core.errors import CorruptFileError
+from mobility.cache import file_sha256
 from mobility.dwell import Visit, coverage_visits
 from mobility.errors import TraceError
 from mobility.events import MobilityEvent
 from mobility.trace import iter_records, read_header
 
+from .input_digests import changed_inputs
 from .runs import RunDir, file_fingerprint, read_manifest
 
 FORMATS = ("csv", "fedscale", "flower")
@@ -127,10 +130,15 @@ def _locate(source: Path) -> tuple[Path, Path | None, dict[str, Any] | None]:
         manifest = read_manifest(source / "manifest.json")
         trace = source / "trace.jsonl"
         if trace.is_file():
+            RunDir(source, create=False).verify_file("trace.jsonl")
             return trace, source, manifest
         mobility = manifest["config"].get("mobility") or {}
         replayed = mobility.get("trace") if mobility.get("source") == "trace" else None
         if isinstance(replayed, str) and Path(replayed).is_file():
+            recorded = (manifest.get("inputs") or {}).get(replayed)
+            changed = changed_inputs({replayed: recorded}, {replayed: file_sha256(replayed)}) if recorded else []
+            if changed:
+                raise CorruptFileError(f"{source}: the trace it replayed changed since the run: {changed[0]}")
             return Path(replayed), source, manifest
         if isinstance(replayed, str):
             raise FileNotFoundError(f"{source}: no trace.jsonl, and the trace the run replayed ({replayed}) is gone")
@@ -138,6 +146,7 @@ def _locate(source: Path) -> tuple[Path, Path | None, dict[str, Any] | None]:
     if not source.is_file():
         raise FileNotFoundError(f"{source}: no such run directory or trace file")
     if source.name == "trace.jsonl" and (source.parent / "manifest.json").is_file():
+        RunDir(source.parent, create=False).verify_file("trace.jsonl")
         return source, source.parent, read_manifest(source.parent / "manifest.json")
     return source, None, None
 

@@ -95,6 +95,10 @@ def file_fingerprint(path: str | Path) -> dict[str, Any]:
     return {"sha256": h.hexdigest(), "lines": lines, "bytes": size}
 
 
+FINGERPRINTED = {"records.jsonl": "records_file", "models.safetensors": "models_file", "trace.jsonl": "trace_file"}
+"""A completed run's files whose fingerprint its manifest keeps, under these keys."""
+
+
 class RunDir:
     """A run directory; ``create=False`` opens an existing one (a missing path is an error, not
     a new empty directory)."""
@@ -183,20 +187,40 @@ class RunDir:
         """Refuse (:class:`CorruptFileError`, naming the file) a completed run's ``records.jsonl``
         that differs from the SHA-256 and line count its manifest recorded at completion; runs
         still going, ended early or recorded without a fingerprint are read as they are."""
+        self.verify_file("records.jsonl")
+
+    def verify_file(self, name: str) -> None:
+        """Refuse (:class:`CorruptFileError`, naming it) a file of a completed run (``records.jsonl``,
+        ``models.safetensors``, ``trace.jsonl``) that is not the one its manifest fingerprinted at
+        completion (:data:`FINGERPRINTED`); a run still going, ended early or recorded without a
+        fingerprint of it is read as it is."""
         manifest_path = self.path / "manifest.json"
         if not manifest_path.is_file():
             return
         manifest = read_manifest(manifest_path)
-        expected = manifest.get("records_file")
+        expected = manifest.get(FINGERPRINTED[name])
         if manifest.get("status") != "complete" or not isinstance(expected, dict):
             return
-        found = file_fingerprint(self.path / "records.jsonl")
+        found = file_fingerprint(self.path / name)
         if found != expected:
+            missing = not (self.path / name).is_file()
             raise CorruptFileError(
-                f"{self.path / 'records.jsonl'}: not the file this run completed with ({found['lines']} lines, "
-                f"sha256 {found['sha256'][:12]}; the manifest recorded {expected.get('lines')} lines, sha256 "
-                f"{str(expected.get('sha256'))[:12]}): cut or changed since"
+                f"{self.path / name}: "
+                + (
+                    "missing, but the run completed with it"
+                    if missing
+                    else f"not the file this run completed with ({found['lines']} lines, sha256 "
+                    f"{found['sha256'][:12]}; the manifest recorded {expected.get('lines')} lines, sha256 "
+                    f"{str(expected.get('sha256'))[:12]}): cut or changed since"
+                )
             )
+
+    def fingerprint_outputs(self, manifest: dict[str, Any], names: tuple[str, ...] = tuple(FINGERPRINTED)) -> None:
+        """Put the fingerprint of each file of ``names`` (of :data:`FINGERPRINTED`) that exists into
+        ``manifest`` (at completion, for readers to verify)."""
+        for name in names:
+            if (self.path / name).is_file():
+                manifest[FINGERPRINTED[name]] = file_fingerprint(self.path / name)
 
     def record_count(self, name: str = "records.jsonl") -> int:
         """How many complete records ``name`` holds (the whole run's, across resumes)."""
