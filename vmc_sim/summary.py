@@ -3,6 +3,7 @@ anything that changed the run (withdrawn models, traffic ending early, caches, s
 
 from __future__ import annotations
 
+import math
 from typing import Any, Iterable
 
 from .runs import RunDir
@@ -100,35 +101,70 @@ def contribution_cache_text(cache: dict) -> str:
     )
 
 
-def summarize(run: RunDir) -> str:
-    """Totals per method: requests, triggered edits, bytes, simulated compute and latency, accuracy."""
-    totals: dict[str, dict[str, float]] = {}
-    rows = list(run.records())
+TOTALS = (
+    "requests",
+    "triggered",
+    "total_MB",
+    "sim_time_s",
+    "sim_compute_s",
+    "mean_latency_s",
+    "failed_transfers",
+    "withdrawn",
+    "final_accuracy",
+    "unconverged_solves",
+)
+"""The per-method totals of a run, as ``vmc run`` prints them and a sweep's ``results.csv`` holds them."""
+
+
+def method_totals(records: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per method, in order of first record: requests answered (the first fit's included; a
+    record of a batch window counts every request it answered), how many triggered a change, MB,
+    simulated time (sum of makespans) and compute, mean latency, failed transfers, withdrawals
+    (records of kind ``suspend``), the accuracy of the model that exists at the end (NaN when the
+    last thing that happened to it was a withdrawal) and solves stopped before their tolerance.
+    The one code path of ``vmc run``'s table and a sweep's row."""
+    rows = [r for r in records if "method" in r]
+    totals: dict[str, dict[str, Any]] = {}
+    latencies: dict[str, list[float]] = {}
     for r in rows:
-        t = totals.setdefault(
-            r["method"],
-            {
-                "n": 0,
-                "trig": 0,
-                "MB": 0.0,
-                "latency": 0.0,
-                "compute": 0.0,
-                "acc": float("nan"),
-                "failed": 0,
-                "suspended": 0,
-                "unreachable": 0,
-            },
-        )
-        t["n"] += 1
-        t["trig"] += int(bool(r.get("triggered")))
-        t["MB"] += r.get("total_bytes", 0) / 1e6
-        t["latency"] += r.get("latency_s", 0.0)
-        t["compute"] += r.get("compute_sim_s", 0.0)
-        t["failed"] += len(r.get("failed", []))
-        t["suspended"] += int(r.get("kind") == "suspend")
-        t["unreachable"] += int(bool(((r.get("extra") or {}).get("unlearn") or {}).get("ranked_out_of_coverage")))
-        if "accuracy" in r:
-            t["acc"] = float("nan") if r["accuracy"] is None else r["accuracy"]
+        t = totals.setdefault(r["method"], {"method": r["method"], **dict.fromkeys(TOTALS, 0)})
+        if t["requests"] == 0:
+            t.update(total_MB=0.0, sim_time_s=0.0, sim_compute_s=0.0, final_accuracy=math.nan)
+        t["requests"] += len(r.get("requests") or [r.get("index")])
+        t["triggered"] += int(bool(r.get("triggered")))
+        t["total_MB"] += r.get("total_bytes", 0) / 1e6
+        t["sim_time_s"] += r.get("makespan_s", 0.0)
+        t["sim_compute_s"] += r.get("compute_sim_s", 0.0)
+        latencies.setdefault(r["method"], []).append(float(r.get("latency_s", 0.0)))
+        t["failed_transfers"] += len(r.get("failed") or [])
+        if r.get("kind") == "suspend":
+            t["withdrawn"] += 1
+            t["final_accuracy"] = math.nan
+        elif r.get("accuracy") is not None:
+            t["final_accuracy"] = r["accuracy"]
+    short = unconverged_solves(rows)
+    for m, t in totals.items():
+        t["mean_latency_s"] = sum(latencies[m]) / len(latencies[m])
+        t["unconverged_solves"] = short.get(m, {}).get("unconverged", 0)
+    return totals
+
+
+def final_accuracy_text(t: dict[str, Any]) -> str:
+    """The final accuracy cell: percent, or ``withdrawn`` when no model exists at the end."""
+    acc = t["final_accuracy"]
+    if isinstance(acc, float) and math.isnan(acc):
+        return "withdrawn" if t["withdrawn"] else "none"
+    return f"{100 * acc:.2f}"
+
+
+def summarize(run: RunDir) -> str:
+    """Totals per method (:func:`method_totals`), what each spent, and every note a reader needs."""
+    rows = list(run.records())
+    totals = method_totals(rows)
+    unreachable: dict[str, int] = {}
+    for r in rows:
+        hit = bool(((r.get("extra") or {}).get("unlearn") or {}).get("ranked_out_of_coverage"))
+        unreachable[r["method"]] = unreachable.get(r["method"], 0) + int(hit)
     try:
         manifest = run.manifest()
     except (OSError, ValueError):
@@ -138,29 +174,32 @@ def summarize(run: RunDir) -> str:
     totals = {m: totals[m] for m in [*listed, *(m for m in totals if m not in listed)]}  # the scenario's order
     lines = [
         "",
-        f"{'method':<10} {'requests':>8} {'triggered':>9} {'MB':>10} {'sim compute s':>13} "
-        f"{'sum latency s':>13} {'failed':>6} {'final acc %':>11}",
+        f"{'method':<10} {'requests':>8} {'triggered':>9} {'MB':>10} {'sim time s':>10} {'sim compute s':>13} "
+        f"{'mean latency s':>14} {'failed':>6} {'withdrawn':>9} {'final acc %':>11}",
     ]
     for m, t in totals.items():
         lines.append(
-            f"{m:<10} {t['n']:>8} {t['trig']:>9} {t['MB']:>10.2f} {_s(t['compute']):>13} "
-            f"{_s(t['latency']):>13} {t['failed']:>6} {100 * t['acc']:>11.2f}"
+            f"{m:<10} {t['requests']:>8} {t['triggered']:>9} {t['total_MB']:>10.2f} {_s(t['sim_time_s']):>10} "
+            f"{_s(t['sim_compute_s']):>13} {_s(t['mean_latency_s']):>14} {t['failed_transfers']:>6} "
+            f"{t['withdrawn']:>9} {final_accuracy_text(t):>11}"
         )
     spent = spending(rows)
     if any("bytes_sent" in r for r in rows):
         lines += spending_lines(spent, [m for m in totals if m in spent])
     lines += dwell_job_lines(manifest.get("summary") or {})
     for m, t in totals.items():
-        if t["unreachable"]:
+        if unreachable.get(m):
             lines.append(
-                f"note: {m}: {t['unreachable']} unlearning request(s) found no retained participant in "
+                f"note: {m}: {unreachable[m]} unlearning request(s) found no retained participant in "
                 f"coverage and ranked every past participant instead, out of coverage ones included "
                 f"(records' extra.unlearn)"
             )
-        if t["suspended"]:
-            end = "; it was withdrawn at the end (final acc nan)" if t["acc"] != t["acc"] else ""
+        if t["withdrawn"]:
+            end = (
+                "; it was withdrawn at the end (final acc: withdrawn)" if final_accuracy_text(t) == "withdrawn" else ""
+            )
             lines.append(
-                f"note: {m}: the model was withdrawn {t['suspended']} time(s) when coverage fell below "
+                f"note: {m}: the model was withdrawn {t['withdrawn']} time(s) when coverage fell below "
                 f"coordinator.min_clients (records of kind 'suspend'){end}"
             )
     summary = manifest.get("summary") or {}

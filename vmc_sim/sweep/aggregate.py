@@ -82,9 +82,11 @@ def summary_table(summary: list[dict[str, Any]], grid_columns: dict[str, str]) -
             _pm(r, "triggered", ".1f"),
             _pm(r, "total_MB", ".3f"),
             _pm(r, "sim_time_s", ".2f"),
+            _pm(r, "sim_compute_s", ".2f"),
             _pm(r, "mean_latency_s", ".3f"),
-            _pm(r, "final_accuracy", ".2f", 100.0),
             _pm(r, "failed_transfers", ".1f"),
+            _pm(r, "withdrawn", ".1f"),
+            _pm(r, "final_accuracy", ".2f", 100.0),
         ]
         lines.append("| " + " | ".join(cells) + " |")
     lines.append("mean ± half-width of the 95 % Student-t interval over the completed replicates (complete/runs)")

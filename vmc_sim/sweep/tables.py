@@ -10,66 +10,21 @@ from pathlib import Path
 from typing import Any
 
 from ..runs import RunDir
-from ..solves import unconverged_solves
+from ..summary import TOTALS
+from ..summary import method_totals as summary_totals
 from .spec import GridPoint, SweepSpec
 from .stats import interval
 
-METRICS = (
-    "requests",
-    "triggered",
-    "total_MB",
-    "sim_time_s",
-    "mean_latency_s",
-    "final_accuracy",
-    "failed_transfers",
-    "unconverged_solves",
-)
+METRICS = TOTALS
+"""A row's figures: those ``vmc run`` prints (:func:`vmc_sim.summary.method_totals`), same names and counts."""
 
 
 FIXED_COLUMNS = ("point", "status", "method", *METRICS, "wall_s", "run_dir", "error")
 
 
 def method_totals(run: RunDir) -> list[dict[str, Any]]:
-    """Per method of a run directory: requests (the first fit excluded; a fresh fit after a
-    withdrawal counts, as do the withdrawals) and how many
-    triggered a change; over every record (fit included, like ``summarize`` and Fig. 6): MB,
-    simulated time (sum of ``makespan_s``) and failed transfers; mean latency of the editing
-    requests, the last recorded accuracy, and how many solves stopped before their tolerance."""
-    totals: dict[str, dict[str, Any]] = {}
-    latencies: dict[str, list[float]] = {}
-    records = list(run.records())
-    for r in records:
-        if "method" not in r:
-            continue
-        m = r["method"]
-        t = totals.setdefault(
-            m,
-            {
-                "method": m,
-                "requests": 0,
-                "triggered": 0,
-                "total_MB": 0.0,
-                "sim_time_s": 0.0,
-                "mean_latency_s": math.nan,
-                "final_accuracy": math.nan,
-                "failed_transfers": 0,
-            },
-        )
-        if r.get("kind") != "fit" or r.get("refit"):  # a fresh fit after a withdrawal answers a request
-            t["requests"] += len(r.get("requests") or [r.get("index")])
-            t["triggered"] += int(bool(r.get("triggered")))
-            latencies.setdefault(m, []).append(float(r.get("latency_s", 0.0)))
-        t["total_MB"] += r.get("total_bytes", 0) / 1e6
-        t["sim_time_s"] += r.get("makespan_s", 0.0)
-        t["failed_transfers"] += len(r.get("failed") or [])
-        if r.get("accuracy") is not None:
-            t["final_accuracy"] = r["accuracy"]
-    for m, lat in latencies.items():
-        totals[m]["mean_latency_s"] = sum(lat) / len(lat)
-    short = unconverged_solves(records)
-    for m, t in totals.items():
-        t["unconverged_solves"] = short.get(m, {}).get("unconverged", 0)
-    return list(totals.values())
+    """Per method of a run directory: the totals ``vmc run`` prints for it (one code path)."""
+    return list(summary_totals(run.records()).values())
 
 
 def grid_columns_of(spec: SweepSpec) -> dict[str, str]:
@@ -147,7 +102,17 @@ def format_cell(value: Any, spec: str) -> str:
     return format(value, spec)
 
 
-FIGURE_HEADS = ("requests", "triggered", "MB", "sim time s", "mean latency s", "final acc %", "failed transfers")
+FIGURE_HEADS = (
+    "requests",
+    "triggered",
+    "MB",
+    "sim time s",
+    "sim compute s",
+    "mean latency s",
+    "failed",
+    "withdrawn",
+    "final acc %",
+)
 """The figures both sweep tables show, in order (one run's value, or the mean over replicates)."""
 
 
@@ -162,6 +127,7 @@ def markdown_table(rows: list[dict[str, Any]], grid_columns: dict[str, str]) -> 
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
     for r in rows:
         acc = r.get("final_accuracy")
+        gone = isinstance(acc, float) and math.isnan(acc) and (r.get("withdrawn") or 0) > 0
         cells = [
             r["point"],
             *(json.dumps(r[c]) if isinstance(r[c], list) else str(r[c]) for c in grid_columns.values()),
@@ -171,9 +137,11 @@ def markdown_table(rows: list[dict[str, Any]], grid_columns: dict[str, str]) -> 
             format_cell(r.get("triggered"), "d"),
             format_cell(r.get("total_MB"), ".3f"),
             format_cell(r.get("sim_time_s"), ".2f"),
+            format_cell(r.get("sim_compute_s"), ".2f"),
             format_cell(r.get("mean_latency_s"), ".3f"),
-            format_cell(None if acc is None else 100 * acc, ".2f"),
             format_cell(r.get("failed_transfers"), "d"),
+            format_cell(r.get("withdrawn"), "d"),
+            "withdrawn" if gone else format_cell(None if acc is None else 100 * acc, ".2f"),
         ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
