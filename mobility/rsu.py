@@ -236,6 +236,27 @@ def explicit_xy(config: RsuConfig) -> list[tuple[int, Rsu]]:
     return out
 
 
+def explicit_lonlat(config: RsuConfig) -> list[tuple[int, str, float, float, float]]:
+    """The explicit RSUs given as lon/lat: ``(index in positions, id, lon, lat, radius)``."""
+    if config.placement != "explicit":
+        return []
+    out = []
+    for i, p in enumerate(config.positions):
+        d = _parse_position(p, i, config.radius, config.id_prefix)
+        if "lon" in d:
+            out.append((i, d["id"], d["lon"], d["lat"], float(d["radius"])))
+    return out
+
+
+def geo_distance_m(lon: float, lat: float, box: tuple[float, float, float, float]) -> float:
+    """Metres from (lon, lat) to the lon/lat box ``(lonmin, latmin, lonmax, latmax)`` (0 inside;
+    equirectangular, ample for telling a misplaced RSU from one at the network's edge)."""
+    lonmin, latmin, lonmax, latmax = box
+    dlon = max(lonmin - lon, 0.0, lon - lonmax)
+    dlat = max(latmin - lat, 0.0, lat - latmax)
+    return math.hypot(dlon * 111_320.0 * math.cos(math.radians(lat)), dlat * 110_540.0)
+
+
 def reaches(rsu: Rsu, bounds: tuple[float, float, float, float]) -> bool:
     """True if the RSU's coverage disc touches the box ``(xmin, ymin, xmax, ymax)`` (an RSU just off
     the network's edge still covers its border roads; one further out than its radius covers none)."""

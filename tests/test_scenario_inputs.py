@@ -290,3 +290,50 @@ def test_a_trace_has_no_network_to_check_rsus_against(tmp_path):
         }
     )
     check_rsu_bounds(sc)
+
+
+def _geo_net(path):
+    path.write_text(
+        '<net version="1.20"><location netOffset="-500,-400" convBoundary="0.00,0.00,2500.00,3500.00" '
+        'origBoundary="6.10,49.58,6.14,49.62" projParameter="+proj=utm +zone=32 +ellps=WGS84"/></net>\n'
+    )
+    return path
+
+
+def test_rsus_placed_by_any_means_are_checked_against_the_network(tmp_path):
+    """An RSU far from the network is refused before SUMO runs, whether given in metres, as
+    lon/lat (against the network's geo bounds) or resolved from a junction or LuST's built network
+    (:func:`vmc_sim.inputs.check_placed_rsus`, called once RSUs are placed)."""
+    from mobility.rsu import Rsu, geo_distance_m
+    from vmc_sim.config import ConfigError
+    from vmc_sim.inputs import check_placed_rsus, geo_bounds
+
+    net = _geo_net(tmp_path / "geo.net.xml")
+    assert geo_bounds(net) == (6.10, 49.58, 6.14, 49.62)
+    assert geo_distance_m(6.12, 49.60, geo_bounds(net)) == 0.0
+    assert 7_000 < geo_distance_m(6.24, 49.60, geo_bounds(net)) < 7_300  # 0.1 degree of longitude at 49.6 N
+    check_placed_rsus([Rsu(id="in", x=100.0, y=100.0, radius=50.0)], net)
+    with pytest.raises(ConfigError, match=r"RSU 'far' at \(1e\+06, 1e\+06\) lies outside the bounds of the network"):
+        check_placed_rsus([Rsu(id="far", x=1e6, y=1e6, radius=85.0)], net)
+
+
+def test_a_lon_lat_rsu_off_a_geo_referenced_network_is_refused_before_the_run(tmp_path):
+    from vmc_sim.config import ConfigError, load_model
+    from vmc_sim.inputs import check_inputs
+    from vmc_sim.scenario import Scenario
+
+    net = _geo_net(tmp_path / "geo.net.xml")
+    routes = tmp_path / "r.rou.xml"
+    routes.write_text("<routes/>\n")
+    data = {
+        "mobility": {
+            "source": "files",
+            "net_file": str(net),
+            "route_files": [str(routes)],
+            "rsus": {"placement": "explicit", "radius": 85, "positions": [{"id": "lux", "lon": 6.12, "lat": 49.6}]},
+        }
+    }
+    check_inputs(load_model(Scenario, None, data))
+    data["mobility"]["rsus"]["positions"] = [{"id": "paris", "lon": 2.35, "lat": 48.86}]
+    with pytest.raises(ConfigError, match=r"positions\[0\]: RSU 'paris' at \(lon 2.35, lat 48.86\) lies [\d,]+ m outside"):
+        check_inputs(load_model(Scenario, None, data))

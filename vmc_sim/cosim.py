@@ -19,7 +19,7 @@ from mobility.trace_cache import CachedTraceSource, RecordingSumoSource, TraceCa
 
 from .engine import CoSimulation
 from .input_digests import changed_inputs, input_digests
-from .inputs import check_inputs, sumocfg_inputs
+from .inputs import check_inputs, check_placed_rsus, sumocfg_inputs
 from .runlock import RunLock, ended_status, signals_interrupt
 from .runs import RunDir, new_run_dir, read_manifest
 from .scenario import Scenario
@@ -86,6 +86,7 @@ def open_source(
     if m.source == "fcd":
         assert m.fcd_file is not None  # the scenario refuses source 'fcd' without one
         rsus = place_rsus(m.rsu_config(), m.net_file)
+        check_placed_rsus(rsus, m.net_file)
         fcd = FcdSource(
             m.fcd_file,
             rsus,
@@ -101,6 +102,7 @@ def open_source(
     sumo, inputs = sumo_config(scenario)
     net = inputs.get("net_file") or (sumocfg_inputs(m.config_file)["net_file"] if m.config_file else None)
     rsus = place_rsus(m.rsu_config(), net)
+    check_placed_rsus(rsus, net)
     meta = {"scenario": scenario.name, "density": m.density}
     if m.outputs and outputs_dir is not None:  # SUMO must run to write them: the trace cache is not used
         sumo = with_outputs(sumo, m.outputs, outputs_dir, rsus=rsus, fcd_area=m.fcd_area)

@@ -123,6 +123,41 @@ def net_bounds(net_file: str | Path) -> tuple[float, float, float, float] | None
     return None
 
 
+def geo_bounds(path: str | Path) -> tuple[float, float, float, float] | None:
+    """``(lonmin, latmin, lonmax, latmax)`` of a geo-referenced SUMO network (its ``<location
+    origBoundary>`` when ``projParameter`` is not ``!``) or of an OSM file (its ``<bounds>``), read
+    without loading the file (gzip allowed); None when it has none."""
+    path = Path(path)
+    opener = gzip.open if path.suffix == ".gz" else open
+    try:
+        with opener(path, "rb") as f:
+            for _, elem in ET.iterparse(f, events=("start",)):
+                tag = elem.tag.rsplit("}", 1)[-1]
+                if tag == "location":
+                    if elem.get("projParameter", "!") == "!":
+                        return None
+                    lonmin, latmin, lonmax, latmax = (float(v) for v in elem.get("origBoundary", "").split(","))
+                    return lonmin, latmin, lonmax, latmax
+                if tag == "bounds":
+                    keys = ("minlon", "minlat", "maxlon", "maxlat")
+                    lonmin, latmin, lonmax, latmax = (float(elem.get(k, "")) for k in keys)
+                    return lonmin, latmin, lonmax, latmax
+    except (ET.ParseError, OSError, EOFError, ValueError):
+        return None
+    return None
+
+
+def _geo_network_of(m) -> tuple[tuple[float, float, float, float], str] | None:
+    """The lon/lat bounds of the network lon/lat RSUs stand on, where known before the run."""
+    net = m.net_file
+    if m.source == "files" and not net and m.config_file:
+        net = sumocfg_inputs(m.config_file)["net_file"]
+    if m.source not in ("files", "fcd") or not net or not Path(net).is_file():
+        return None
+    box = geo_bounds(net)
+    return (box, f"the network {net}") if box else None
+
+
 def _network_of(m) -> tuple[tuple[float, float, float, float], str] | None:
     """The bounds of the network the RSUs stand on and what it is, where known before the run."""
     if m.source == "city":
@@ -145,10 +180,23 @@ def _network_of(m) -> tuple[tuple[float, float, float, float], str] | None:
 def check_rsu_bounds(scenario, where: str = "scenario") -> None:
     """Refuse an explicit RSU whose coverage reaches no part of the network's bounds: no vehicle
     could ever meet it, and the run would complete with no request at all."""
-    from mobility.rsu import explicit_xy, reaches
+    from mobility.rsu import explicit_lonlat, explicit_xy, geo_distance_m, reaches
 
     m = scenario.mobility
-    network = _network_of(m) if m.rsus.get("placement") == "explicit" else None
+    if m.rsus.get("placement") != "explicit":
+        return
+    geo = _geo_network_of(m) if explicit_lonlat(m.rsu_config()) else None
+    if geo is not None:
+        box, name = geo
+        for i, rid, lon, lat, radius in explicit_lonlat(m.rsu_config()):
+            off = geo_distance_m(lon, lat, box)
+            if off > radius:
+                raise ConfigError(
+                    f"{where}: mobility.rsus.positions[{i}]: RSU {rid!r} at (lon {lon:g}, lat {lat:g}) lies "
+                    f"{off:,.0f} m outside the bounds of {name} (lon {box[0]:g}..{box[2]:g}, lat "
+                    f"{box[1]:g}..{box[3]:g}), more than its radius of {radius:g} m; no vehicle can reach it"
+                )
+    network = _network_of(m)
     if network is None:
         return
     bounds, name = network
@@ -159,6 +207,25 @@ def check_rsu_bounds(scenario, where: str = "scenario") -> None:
                 f"{where}: mobility.rsus.positions[{i}]: RSU {rsu.id!r} at ({rsu.x:g}, {rsu.y:g}) lies outside "
                 f"the bounds of {name} (x {xmin:g}..{xmax:g}, y {ymin:g}..{ymax:g} m) by more than "
                 f"its radius of {rsu.radius:g} m; no vehicle can reach it"
+            )
+
+
+def check_placed_rsus(rsus, net_file: str | Path | None) -> None:
+    """Refuse an RSU, however it was placed (x/y, lon/lat, junction; LuST's built network
+    included), whose coverage reaches no part of the network it was placed on: checked once the
+    network is known, before SUMO runs."""
+    from mobility.rsu import reaches
+
+    bounds = net_bounds(net_file) if net_file and Path(net_file).is_file() else None
+    if bounds is None:
+        return
+    for rsu in rsus:
+        if not reaches(rsu, bounds):
+            xmin, ymin, xmax, ymax = bounds
+            raise ConfigError(
+                f"mobility.rsus: RSU {rsu.id!r} at ({rsu.x:g}, {rsu.y:g}) lies outside the bounds of the network "
+                f"{net_file} (x {xmin:g}..{xmax:g}, y {ymin:g}..{ymax:g} m) by more than its radius of "
+                f"{rsu.radius:g} m; no vehicle can reach it"
             )
 
 
