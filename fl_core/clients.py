@@ -58,6 +58,7 @@ class ClientPool:
             return self._kept[client]
         contribution = self.store.get(client) if (self.reuse and self.store is not None) else None
         if contribution is None:
+            before = self.trainings
             data = self.data_of(client)
             if self.reuse and self.cache is not None:
                 contribution = self.cache.contribution(self.trainer, client, data, lambda: self._train(client, data))
@@ -65,7 +66,7 @@ class ClientPool:
                 self.trainings += 1
                 contribution = self.trainer.contribute(client, data)
             if self.store is not None:
-                self.store.put(contribution)
+                self.store.put(contribution, trained=self.trainings > before)
         contribution = self._upload_form(contribution)
         self._kept[client] = contribution
         return contribution

@@ -123,7 +123,8 @@ class ContributionStore:
             meta["fisher_s"],
         )
 
-    def put(self, c: Contribution) -> None:
+    def put(self, c: Contribution, trained: bool = False) -> None:
+        """Keep ``c`` (``trained``: this run trained it, rather than loading it from a shared cache)."""
         tensors = {"weights": c.weights}
         if c.fisher is not None:
             tensors.update({f"fisher.{k}": v for k, v in c.fisher.tensors().items()})
@@ -134,6 +135,7 @@ class ContributionStore:
             "compute_s": c.compute_s,
             "train_s": c.train_s,
             "fisher_s": c.fisher_s,
+            "trained": trained,
         }
         path = self._path(c.client)
         tensors = {k: v.contiguous() for k, v in tensors.items()}
@@ -141,6 +143,13 @@ class ContributionStore:
             self._held[path] = (tensors, meta)
         else:
             self._write(path, tensors, meta)
+
+    def trained_count(self) -> int:
+        """How many contributions this store's run trained itself, over every attempt (a resume
+        loads those trained before it from here, so its own count misses them)."""
+        metas = [e["meta"] for e in self.index().values() if e.get("meta", {}).get("fingerprint") == self.fingerprint]
+        metas += [meta for _, meta in (self._held or {}).values()]
+        return sum(bool(m.get("trained")) for m in metas)
 
     def _write(self, path: Path, tensors: dict, meta: dict, save_index: bool = True) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -164,7 +173,7 @@ class ContributionSource(Protocol):
 
     def get(self, client: Hashable, /) -> Contribution | None: ...
 
-    def put(self, contribution: Contribution, /) -> None: ...
+    def put(self, contribution: Contribution, /, trained: bool = False) -> None: ...
 
 
 class MemoryStore:
@@ -177,7 +186,7 @@ class MemoryStore:
     def get(self, client: Hashable) -> Contribution | None:
         return self._items.get(client)
 
-    def put(self, contribution: Contribution) -> None:
+    def put(self, contribution: Contribution, trained: bool = False) -> None:
         self._items[contribution.client] = contribution
 
     def __len__(self) -> int:

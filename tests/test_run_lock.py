@@ -19,7 +19,8 @@ from vmc_sim.cli import main
 from vmc_sim.cosim import ResumeError, run_scenario
 from vmc_sim.input_digests import input_files
 from vmc_sim.runlock import RunLock, RunLockedError, describe_status, signals_interrupt
-from vmc_sim.runs import writer_alive
+from vmc_sim.runs import RunDir, writer_alive
+from vmc_sim.summary import summarize
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -135,11 +136,16 @@ def test_sigterm_interrupts_a_run_and_resume_completes_it(tmp_path):
     assert proc.returncode == 130 and "SIGTERM" in err and "--resume" in err, err
     manifest = json.loads((path / "manifest.json").read_text())
     assert manifest["status"] == "interrupted" and writer_alive(path) is None
+    assert "note: this run is interrupted, the writer is gone: the figures cover its" in summarize(RunDir(path))
     run = run_scenario(sc, progress=False, say=quiet, run_dir=path, resume=True)
     full = run_scenario(sc, out=tmp_path / "full", progress=False, say=quiet)
     assert sim_records(run) == sim_records(full)
     assert run.manifest()["summary"]["records"] == full.manifest()["summary"]["records"]
+    # whole-run counts: every vehicle trained once over both attempts, as in the run never stopped
+    assert run.manifest()["summary"]["trainings"] == full.manifest()["summary"]["trainings"]
+    assert run.manifest()["summary"]["trainings_this_attempt"] < full.manifest()["summary"]["trainings"]
     assert run.manifest()["resumes"][0]["ended"]["status"] == "interrupted"
+    assert "note: this run is" not in summarize(run)  # complete: no partial-run note
 
 
 def test_sigterm_and_sighup_raise_keyboard_interrupt_and_handlers_come_back():

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import math
 
+from test_cosim import scenario
+
 from mobility.events import MobilityEvent
 from mobility.trace import write_trace
-from test_cosim import scenario
 from vmc_sim.cosim import run_scenario
 from vmc_sim.summary import TOTALS, method_totals, summarize
 from vmc_sim.sweep.tables import METRICS, markdown_table

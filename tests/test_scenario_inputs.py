@@ -335,5 +335,7 @@ def test_a_lon_lat_rsu_off_a_geo_referenced_network_is_refused_before_the_run(tm
     }
     check_inputs(load_model(Scenario, None, data))
     data["mobility"]["rsus"]["positions"] = [{"id": "paris", "lon": 2.35, "lat": 48.86}]
-    with pytest.raises(ConfigError, match=r"positions\[0\]: RSU 'paris' at \(lon 2.35, lat 48.86\) lies [\d,]+ m outside"):
+    with pytest.raises(
+        ConfigError, match=r"positions\[0\]: RSU 'paris' at \(lon 2.35, lat 48.86\) lies [\d,]+ m outside"
+    ):
         check_inputs(load_model(Scenario, None, data))

@@ -198,7 +198,8 @@ class CoSimulation:
             "records": self.records,
             "wall_s": time.perf_counter() - t0,
             "sim_end": self.env.now,
-            "trainings": self.pool.trainings,
+            "trainings": self.store.trained_count(),  # the whole run's, attempts before a resume included
+            "trainings_this_attempt": self.pool.trainings,
             "validation_held": len(self.setup.validation_set),
         }
         summary.update(self.dwell_and_jobs())

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .runs import RunDir
+from .runs import RunDir, describe_status
 
 
 def _series(run: RunDir) -> dict[str, dict[str, list[float]]]:
@@ -48,6 +48,9 @@ def plot_run(path: str | Path, out: str | Path | None = None) -> Path:
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3)
         ax.legend()
+    status = (run.manifest() if (run.path / "manifest.json").is_file() else {}).get("status")
+    if status and status != "complete":  # a reader must not take a partial run for a finished one
+        fig.suptitle(f"{run.path.name}: {describe_status(run.path, status)} (partial: the records so far)")
     fig.tight_layout()
     target = Path(out) if out else run.path / "fig6.png"
     fig.savefig(target, dpi=110)

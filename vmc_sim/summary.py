@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable
 
-from .runs import RunDir
+from .runs import RunDir, describe_status
 from .solves import unconverged_solves, warning_lines
 
 
@@ -170,10 +170,17 @@ def summarize(run: RunDir) -> str:
     except (OSError, ValueError):
         manifest = {}
     federated = (manifest.get("config") or {}).get("federated") or {}
+    status = manifest.get("status")
+    partial = (
+        [f"note: this run is {describe_status(run.path, status)}: the figures cover its {len(rows)} records so far"]
+        if status and status != "complete"
+        else []
+    )
     listed = [m for m in federated.get("methods") or [] if m in totals]
     totals = {m: totals[m] for m in [*listed, *(m for m in totals if m not in listed)]}  # the scenario's order
     lines = [
         "",
+        *partial,
         f"{'method':<10} {'requests':>8} {'triggered':>9} {'MB':>10} {'sim time s':>10} {'sim compute s':>13} "
         f"{'mean latency s':>14} {'failed':>6} {'withdrawn':>9} {'final acc %':>11}",
     ]
