@@ -401,6 +401,27 @@ def load_dataset(name: str, split: str = "train", root: str | Path | None = None
     raise _not_found(spec, split, tried)
 
 
+def dataset_files(name: str, root: str | Path | None = None) -> tuple[Path | None, list[Path]]:
+    """The root that holds dataset ``name`` and the files a load of both splits reads from it
+    (what a machine without the shared data needs to be given); ``(None, [])`` for a built-in one.
+    Raises :class:`DatasetNotFoundError` as :func:`load_dataset` does when no root holds it."""
+    spec = _spec(name)
+    if spec.builtin is not None:
+        return None, []
+    assert spec.locations is not None
+    for base in search_roots(root):
+        files: list[Path] = []
+        for split in SPLITS:
+            found = next((p for loc in spec.locations(base, split) if (p := loc.resolve()) is not None), None)
+            if found is None:
+                break
+            files += found
+        else:
+            return base, sorted(set(files))
+    load_dataset(name, "train", root)  # raises naming every place searched
+    raise DatasetNotFoundError(f"dataset {name!r}: a split is missing")
+
+
 def load_train_test(name: str, root: str | Path | None = None) -> tuple[ArrayDataset, ArrayDataset]:
     """Both splits of dataset ``name``: ``(train, test)``."""
     return load_dataset(name, "train", root), load_dataset(name, "test", root)

@@ -44,7 +44,7 @@ every output as without replicates.
 
 from .aggregate import summarize_replicates, summary_table, write_summary_csv
 from .cli import add_sweep_parser
-from .execution import SweepResult, pin_calibrations, run_sweep
+from .execution import SweepResult, pin_calibrations, resume_sweep, run_sweep
 from .replicates import replicate_runs
 from .spec import GridPoint, SweepSpec, base_scenario, expand, inert_axes, load_sweep
 from .stats import Interval, interval, t_quantile
@@ -67,6 +67,7 @@ __all__ = [
     "pin_calibrations",
     "plot_sweep",
     "replicate_runs",
+    "resume_sweep",
     "run_sweep",
     "summarize_replicates",
     "summary_table",

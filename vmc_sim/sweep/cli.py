@@ -5,12 +5,20 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .execution import run_sweep
+from .execution import SweepResult, resume_sweep, run_sweep
 from .replicates import replicate_runs
 from .spec import expand, inert_axes, load_sweep, point_label
 
 
 def _cli(args: argparse.Namespace) -> int:
+    if args.resume:
+        if args.sweep or args.dry_run:
+            print("vmc sweep: --resume SWEEP_DIR takes no sweep file and no --dry-run", file=sys.stderr)
+            return 2
+        return _report(resume_sweep(args.resume, engine=args.engine, workers=args.workers, address=args.address))
+    if not args.sweep:
+        print("vmc sweep: give a sweep file (or --resume SWEEP_DIR)", file=sys.stderr)
+        return 2
     spec, base_dir = load_sweep(args.sweep)
     if args.dry_run:
         points = expand(spec, base_dir, where=args.sweep)
@@ -34,6 +42,11 @@ def _cli(args: argparse.Namespace) -> int:
         address=args.address,
         where=args.sweep,
     )
+    return _report(result)
+
+
+def _report(result: SweepResult) -> int:
+    """The exit status of a sweep: 1, saying how many, if any run failed."""
     if result.failed:
         unit = "runs" if result.summary else "points"
         print(
@@ -45,14 +58,23 @@ def _cli(args: argparse.Namespace) -> int:
 
 
 def add_sweep_parser(subparsers: argparse._SubParsersAction) -> None:
-    """Register ``vmc sweep SWEEP [--out] [--engine] [--workers] [--address] [--dry-run]``."""
+    """Register ``vmc sweep SWEEP [--out] [--engine] [--workers] [--address] [--dry-run]`` and
+    ``vmc sweep --resume SWEEP_DIR``."""
     p = subparsers.add_parser(
         "sweep",
         help="run a grid of scenarios (density, rho, radius, method, seed), each point once or once per "
         "replicate seed, locally or on Ray, then gather one table and one plot",
     )
     p.add_argument(
-        "sweep", help="sweep YAML: name, base (scenario file or mapping), grid (field -> values), replicates (seeds)"
+        "sweep",
+        nargs="?",
+        help="sweep YAML: name, base (scenario file or mapping), grid (field -> values), replicates (seeds)",
+    )
+    p.add_argument(
+        "--resume",
+        metavar="SWEEP_DIR",
+        help="run the points of an interrupted sweep that did not complete (each completed one is verified "
+        "and kept), with the spec its sweep.json recorded",
     )
     p.add_argument("--out", default="runs", help="where the sweep directory is created")
     p.add_argument("--engine", choices=("local", "ray"), help="local process pool or Ray (default: the file's, local)")

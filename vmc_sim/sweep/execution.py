@@ -7,6 +7,7 @@ import json
 import math
 import os
 import platform
+import shutil
 import time
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
@@ -156,37 +157,6 @@ def _run_local(tasks: list[dict[str, Any]], workers: int, done: Done) -> None:
             raise
 
 
-def _run_ray(tasks: list[dict[str, Any]], workers: int, address: str | None, done: Done) -> None:
-    """Each point a Ray task on one CPU, in a worker process used for that point only."""
-    try:
-        import ray
-    except ImportError:
-        raise ConfigError("engine 'ray' needs Ray: install the project's 'ray' extra") from None
-    import logging
-
-    started = not ray.is_initialized()
-    if started:
-        options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "logging_level": logging.WARNING}
-        if address:
-            ray.init(address=address, **options)
-        else:
-            ray.init(num_cpus=workers, **options)
-    try:
-        remote = ray.remote(num_cpus=1, max_calls=1)(_run_point)
-        refs = {remote.remote(t): t for t in tasks}
-        pending = list(refs)
-        while pending:
-            ready, pending = ray.wait(pending, num_returns=1)
-            try:
-                result = ray.get(ready[0])
-            except Exception as e:  # the worker died or the task could not be scheduled
-                result = _failure(refs[ready[0]], e)
-            done(result)
-    finally:
-        if started:
-            ray.shutdown()
-
-
 def run_sweep(
     spec: SweepSpec,
     out: str | Path = "runs",
@@ -197,6 +167,7 @@ def run_sweep(
     address: str | None = None,
     say: Callable[[str], None] = print,
     where: str = "sweep",
+    resume: str | Path | None = None,
 ) -> SweepResult:
     """Validate every point and check its input files (:func:`.spec.expand`), run each (once per
     replicate seed when the spec has replicates; ``engine``/``workers``/``address`` override the
@@ -218,7 +189,7 @@ def run_sweep(
     replicated = len(seeds) > 1
     unit = "runs" if replicated else "points"
     points, calibrations = pin_calibrations(points, say)
-    path = new_run_dir(out, spec.name).resolve()
+    path = Path(resume).resolve() if resume is not None else new_run_dir(out, spec.name).resolve()
     if spec.contribution_cache:
         points = [_with_cache(p, path / "contribution_cache") for p in points]
     if spec.trace_cache:
@@ -241,6 +212,16 @@ def run_sweep(
         "calibrations": calibrations,
         "points": [],
     }
+    manifest["base_dir"] = None if base_dir is None else str(Path(base_dir).resolve())
+    earlier = _earlier(path, run_dirs, say) if resume is not None else {}
+    results.update(earlier)
+    if resume is not None:
+        before = json.loads((path / "sweep.json").read_text())
+        manifest["created"] = before.get("created", manifest["created"])
+        manifest["resumes"] = [
+            *before.get("resumes", []),
+            {"at": datetime.now(timezone.utc).isoformat(), "kept": len(earlier)},
+        ]
     if seeds:
         manifest["replicates"] = {"seeds": seeds, "sets": list(spec.replicate_sets), "fields": spec.replicate_fields()}
         manifest["summary"] = "summary.csv" if replicated else None
@@ -255,7 +236,7 @@ def run_sweep(
                 "run_dir": str(run_dirs[p.run_id]),
                 **{
                     k: results.get(p.run_id, {}).get(k)
-                    for k in ("status", "error", "wall_s", "host", "cache", "trace_replayed")
+                    for k in ("status", "error", "wall_s", "host", "cache", "trace_replayed", "attempts")
                 },
             }
             for p in points
@@ -285,18 +266,36 @@ def run_sweep(
         f"{len(grid)} points x {len(seeds)} replicates = {len(points)} runs" if replicated else f"{len(points)} points"
     )
     say(f"sweep directory: {path} ({size}, engine {engine}, {workers} workers)")
-    tasks = [
+    tasks: list[dict[str, Any]] = [
         {
             "id": p.run_id,
             "scenario": p.scenario.model_dump(mode="json"),
             "run_dir": str(run_dirs[p.run_id]),
             "cwd": os.getcwd(),
+            "sweep_id": path.name,
         }
         for p in points
+        if p.run_id not in earlier
     ]
+    for p in points:  # a point that did not complete runs again from nothing (the same records)
+        if p.run_id not in earlier:
+            shutil.rmtree(run_dirs[p.run_id], ignore_errors=True)
+    if resume is not None:
+        say(f"resuming {path}: {len(earlier)} {unit} complete and verified, {len(tasks)} to run")
     try:
         if engine == "ray":
-            _run_ray(tasks, workers, address, finished)
+            from .ray_engine import run_ray
+
+            run_ray(
+                tasks,
+                workers,
+                address,
+                finished,
+                shared_dir=spec.shared_dir,
+                sweep_dir=path,
+                retries=spec.retries,
+                say=say,
+            )
         else:
             _run_local(tasks, workers, finished)
         manifest["status"] = (
@@ -357,6 +356,64 @@ def run_sweep(
         + (f", plot: {path / 'sweep.png'}" if manifest["plot"] else "")
     )
     return result
+
+
+def _earlier(path: Path, run_dirs: dict[str, Path], say: Callable[[str], None]) -> dict[str, dict[str, Any]]:
+    """The results of the points a sweep being resumed completed, each verified (its run directory
+    complete, its records, models and trace those its manifest fingerprinted); a point that does
+    not verify is left out, to run again, and said."""
+    from fl_core.errors import CorruptFileError
+
+    state = path / "sweep.json"
+    if not state.is_file():
+        raise ConfigError(f"{path}: not a sweep directory (no sweep.json)")
+    kept: dict[str, dict[str, Any]] = {}
+    for entry in json.loads(state.read_text()).get("points", []):
+        rid = entry.get("id")
+        if entry.get("status") != "complete" or rid not in run_dirs:
+            continue
+        run = RunDir(run_dirs[rid], create=False) if run_dirs[rid].is_dir() else None
+        try:
+            if run is None or run.manifest().get("status") != "complete":
+                raise CorruptFileError(f"{run_dirs[rid]}: no complete run")
+            for name in ("records.jsonl", "models.safetensors", "trace.jsonl"):
+                run.verify_file(name)
+            rows = method_totals(run)
+        except (CorruptFileError, OSError, ValueError) as e:
+            say(f"{rid}: recorded complete but does not verify ({e}); it runs again")
+            continue
+        keys = ("wall_s", "host", "cache", "trace_replayed", "attempts")
+        kept[rid] = {"id": rid, "status": "complete", "error": None, "rows": rows, **{k: entry.get(k) for k in keys}}
+    return kept
+
+
+def resume_sweep(
+    sweep_dir: str | Path,
+    *,
+    engine: str | None = None,
+    workers: int | None = None,
+    address: str | None = None,
+    say: Callable[[str], None] = print,
+) -> SweepResult:
+    """Run the points of the sweep in ``sweep_dir`` that did not complete (or do not verify), with
+    the spec its ``sweep.json`` recorded; the points that completed are kept as they are."""
+    path = Path(sweep_dir)
+    state = path / "sweep.json"
+    if not state.is_file():
+        raise ConfigError(f"{path}: not a sweep directory (no sweep.json)")
+    recorded = json.loads(state.read_text())
+    spec = load_model(SweepSpec, None, recorded["spec"], str(state))
+    return run_sweep(
+        spec,
+        path.parent,
+        base_dir=recorded.get("base_dir"),
+        engine=engine or recorded.get("engine"),
+        workers=workers,
+        address=address,
+        say=say,
+        where=str(state),
+        resume=path,
+    )
 
 
 def _replicate_tag(row: dict[str, Any]) -> str:

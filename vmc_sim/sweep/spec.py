@@ -84,6 +84,12 @@ class SweepSpec(Strict):
     engine: Literal["local", "ray"] = "local"
     workers: int = Field(2, gt=0, description="points run at once (local pool; Ray: CPUs of a local instance)")
     address: str | None = Field(None, description="Ray cluster to join (engine ray); null = start a local one")
+    shared_dir: bool = Field(
+        False,
+        description="engine ray: every node mounts the sweep directory at the same path (checked on every node "
+        "at start); false: each point's inputs, dataset and results travel through Ray, nothing shared",
+    )
+    retries: int = Field(2, ge=0, description="engine ray: runs of a point whose worker or node died, each recorded")
     contribution_cache: bool = Field(
         True,
         description="points share one content-addressed contribution cache in the sweep directory, so a "

@@ -1,0 +1,158 @@
+"""A sweep point that runs on a machine sharing no disk with the sweep's driver.
+
+The driver packs what a point reads (its SUMO or trace input files, keeping their layout so a
+``.sumocfg`` still finds what it names, and the dataset's files) into :class:`Bundle` s; the node
+unpacks them into a directory of its own, verifying each file's SHA-256, runs the point there with
+the scenario's paths pointing at the copies, and returns the run directory's files as a bundle;
+the driver writes them into the sweep directory and verifies the run's own fingerprints before
+anything reads them. Nothing on the node names a driver path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fl_core.errors import CorruptFileError
+
+INPUTS = "inputs"
+DATA = "data"
+PLACEHOLDER = "@driver-inputs"
+"""What a shipped scenario's input paths start with until a node unpacks them."""
+
+
+@dataclass(frozen=True)
+class Bundle:
+    """Files by path relative to a root, each with its SHA-256."""
+
+    files: dict[str, bytes]
+    digests: dict[str, str]
+
+    @property
+    def size(self) -> int:
+        return sum(len(b) for b in self.files.values())
+
+
+def pack(root: Path, paths: list[Path]) -> Bundle:
+    """``paths`` (under ``root``) as a bundle."""
+    files = {p.relative_to(root).as_posix(): p.read_bytes() for p in paths}
+    return Bundle(files, {k: hashlib.sha256(v).hexdigest() for k, v in files.items()})
+
+
+def pack_dir(root: Path) -> Bundle:
+    """Every file under ``root`` as a bundle."""
+    return pack(root, sorted(p for p in root.rglob("*") if p.is_file()))
+
+
+def unpack(bundle: Bundle, into: Path, what: str) -> None:
+    """Write ``bundle`` under ``into``, refusing (naming it) a file whose bytes do not match its
+    digest: a file damaged on the way is never run on or recorded."""
+    for rel, data in bundle.files.items():
+        if hashlib.sha256(data).hexdigest() != bundle.digests.get(rel):
+            raise CorruptFileError(f"{what}: {rel} arrived damaged (SHA-256 differs from the sender's)")
+        target = into / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+
+
+def ship_scenario(scenario: Any) -> tuple[dict[str, Any], Bundle, tuple[str, Bundle] | None]:
+    """The scenario as a node receives it (input paths under :data:`PLACEHOLDER`), its input files,
+    and its dataset's files (name and bundle; None for a built-in dataset)."""
+    from fl_core.data import dataset_files
+
+    from ..input_digests import input_files
+
+    data = scenario.model_dump(mode="json")
+    paths = [Path(p).resolve() for p in input_files(scenario)]
+    files: dict[str, bytes] = {}
+    if paths:
+        root = Path(os.path.commonpath([p.parent for p in paths]))
+        files.update({f"files/{k}": v for k, v in pack(root, paths).files.items()})
+        data["mobility"] = _rewrite(data["mobility"], str(root), f"{PLACEHOLDER}/files")
+    if scenario.mobility.source == "lust" and "clone_dir" not in scenario.mobility.lust:
+        from mobility.lust.demand import _config_from
+
+        # the node builds LuST (cached there) from the same sources: the same content, the same traffic
+        lust_dir = _config_from(dict(scenario.mobility.lust)).resolve_osm().parent
+        files.update({f"lust/{k}": v for k, v in pack_dir(lust_dir).files.items()})
+        data["mobility"]["lust"] = {**data["mobility"]["lust"], "osm_file": None, "source_dir": f"{PLACEHOLDER}/lust"}
+    inputs = Bundle(files, {k: hashlib.sha256(v).hexdigest() for k, v in files.items()})
+    fed = scenario.federated
+    base, data_files = dataset_files(fed.dataset, fed.data_root)
+    dataset = None if base is None else (fed.dataset, pack(base, data_files))
+    data["federated"]["data_root"] = None
+    return data, inputs, dataset
+
+
+def _rewrite(value: Any, old: str, new: str) -> Any:
+    """``value`` with every string path under ``old`` moved under ``new``."""
+    if isinstance(value, str) and (value == old or value.startswith(old + os.sep)):
+        return new + value[len(old) :]
+    if isinstance(value, dict):
+        return {k: _rewrite(v, old, new) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_rewrite(v, old, new) for v in value]
+    return value
+
+
+def node_cache(sweep_id: str, kind: str) -> Path:
+    """This node's cache directory for the sweep (``$VMC_CACHE`` or ``~/.cache/vmc-sim``), kept
+    across the points that run here."""
+    root = Path(os.environ.get("VMC_CACHE") or Path.home() / ".cache" / "vmc-sim")
+    return root / "sweeps" / sweep_id / kind
+
+
+def run_shipped(task: dict[str, Any], inputs: Bundle, dataset: tuple[str, Bundle] | None) -> dict[str, Any]:
+    """On a node: unpack the point's inputs and data into a directory of its own, run it there and
+    return its result with the run directory's files (``files``). Never raises for the point's own
+    failure (it is a result); a damaged input is a failed point naming the file."""
+    from .execution import _run_point
+
+    work = Path(tempfile.mkdtemp(prefix="vmc-point-"))
+    try:
+        scenario = task["scenario"]
+        try:
+            unpack(inputs, work / INPUTS, f"point {task['id']}")
+            if dataset is not None:
+                unpack(dataset[1], work / DATA, f"point {task['id']}, dataset {dataset[0]}")
+                scenario = {**scenario, "federated": {**scenario["federated"], "data_root": str(work / DATA)}}
+        except CorruptFileError as e:
+            return {"id": task["id"], "status": "failed", "error": str(e), "rows": [], "host": platform.node()}
+        scenario = {**scenario, "mobility": _rewrite(scenario["mobility"], PLACEHOLDER, str(work / INPUTS))}
+        for section, key, kind in (
+            ("compute", "contribution_cache", "contributions"),
+            ("mobility", "trace_cache", "traces"),
+        ):
+            if scenario[section].get(key):
+                scenario[section] = {**scenario[section], key: str(node_cache(task["sweep_id"], kind))}
+        run_dir = work / "run"
+        result = _run_point({**task, "scenario": scenario, "run_dir": str(run_dir), "cwd": None})
+        result["files"] = pack_dir(run_dir) if run_dir.is_dir() else None
+        result["ran_in"] = str(run_dir)
+        return result
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def land(result: dict[str, Any], run_dir: Path) -> None:
+    """Write a shipped point's run directory on the driver (whole, or not at all) and verify it
+    against the fingerprints its manifest recorded at completion."""
+    from ..runs import RunDir
+
+    files: Bundle | None = result.pop("files", None)
+    if files is None:
+        return
+    staging = run_dir.with_name(run_dir.name + ".landing")
+    shutil.rmtree(staging, ignore_errors=True)
+    unpack(files, staging, f"point {result['id']}'s results")
+    shutil.rmtree(run_dir, ignore_errors=True)
+    os.replace(staging, run_dir)
+    run = RunDir(run_dir, create=False)
+    for name in ("records.jsonl", "models.safetensors", "trace.jsonl"):
+        run.verify_file(name)
