@@ -38,6 +38,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 
+from .cache_peer import CachePeer, current_peer, read_files, write_files
 from .contribution import Contribution
 from .data import ArrayDataset
 from .devices import resolve_device
@@ -97,8 +98,9 @@ def runs_on(trainer: LocalTrainer) -> dict:
 class ContributionCache:
     """Contributions under ``root``, addressed by :meth:`key`."""
 
-    def __init__(self, root: str | Path) -> None:
+    def __init__(self, root: str | Path, peer: CachePeer | None = None) -> None:
         self.root = Path(root)
+        self.peer = peer or current_peer()  # another machine's copy (fl_core.cache_peer), if any
         self.stats = CacheStats()
         self._model_keys: dict[tuple[int, bool, str], tuple[weakref.ref, str]] = {}
 
@@ -152,10 +154,13 @@ class ContributionCache:
         weights, else from ``train()`` (the pool's training, counted there); what is computed is
         written for the next run."""
         key = self.key(trainer, client, data)
+        wkey = self.weights_key(trainer, client, data)
+        names = self._entry_names(key, wkey)
+        if self.peer is not None:
+            write_files(self.root, self.peer.fetch([n for n in names if not (self.root / n).exists()]))
         found = self.get(key, trainer, client)
         if found is not None:
             return found
-        wkey = self.weights_key(trainer, client, data)
         trained = self._trained(wkey, trainer)
         if trained is None:
             trained = train()
@@ -164,7 +169,14 @@ class ContributionCache:
             self.stats.weights_reused += 1
         contribution = trainer.contribute(client, data, trained)
         self.put(key, trainer, contribution)
+        if self.peer is not None:
+            self.peer.push(read_files(self.root, names))
         return contribution
+
+    def _entry_names(self, key: str, wkey: str) -> list[str]:
+        """The files of the entries under ``key`` and ``wkey``, relative to the root."""
+        weights = self._weights_file(wkey).relative_to(self.root).as_posix()
+        return [f"{key[:2]}/{key}", f"{key[:2]}/{key}.sha256", weights, weights[: -len(".safetensors")] + ".json"]
 
     def _weights_file(self, key: str) -> Path:
         return self.root / "weights" / key[:2] / f"{key}.safetensors"

@@ -226,3 +226,25 @@ def test_processes_that_fill_one_cache_at_once_never_fail_and_leave_verified_ent
     after = _pool(_setup(), ContributionCache(tmp_path))
     [after.train(c) for c in range(4)]
     assert after.trainings == 0 and after.cache.stats.hits == 4
+
+
+def test_a_client_trained_on_one_machine_is_loaded_on_another_through_a_peer(tmp_path):
+    """Two machines with no common disk, each its own cache, one peer (the sweep's keeper): the
+    second trains nothing and gets bit-identical contributions; a copy damaged on the peer is a
+    miss, trained again, never trusted."""
+    from fl_core.cache_peer import CacheKeeper
+
+    keeper = CacheKeeper(tmp_path / "driver")
+    first = _pool(_setup(), ContributionCache(tmp_path / "node_a", peer=keeper))
+    trained = [first.train(c) for c in range(4)]
+    assert first.trainings == 4 and any((tmp_path / "driver").rglob("*.sha256"))
+    second = _pool(_setup(), ContributionCache(tmp_path / "node_b", peer=keeper))
+    again = [second.train(c) for c in range(4)]
+    assert second.trainings == 0 and second.cache.stats.hits == 4
+    assert all(_same(a, b) for a, b in zip(trained, again))
+    for f in (tmp_path / "driver").rglob("*.safetensors"):  # every copy on the peer damaged
+        f.write_bytes(f.read_bytes()[:-8] + b"\0" * 8)
+    third = _pool(_setup(), ContributionCache(tmp_path / "node_c", peer=keeper))
+    fresh = [third.train(c) for c in range(4)]
+    assert third.trainings == 4 and third.cache.stats.hits == 0
+    assert all(_same(a, b) for a, b in zip(trained, fresh))

@@ -72,7 +72,7 @@ def test_a_point_whose_node_dies_runs_again_on_another(cluster, tmp_path):
     c, nodes, nodes_dir = cluster
     trace = tiny_trace(tmp_path / "trace.jsonl")
     base = tiny_base(trace)
-    base["federated"]["train"]["epochs"] = 150  # long enough to be caught running
+    base["federated"]["train"]["epochs"] = 3000  # seconds of training: long enough to be caught running
     sp = spec({"seed": [0, 1]}, base=base)
     out: dict = {}
     worker = threading.Thread(
@@ -80,7 +80,7 @@ def test_a_point_whose_node_dies_runs_again_on_another(cluster, tmp_path):
     )
     worker.start()
     deadline = time.monotonic() + 240
-    while len(list(nodes_dir.glob("vmc-point-*/run/records.jsonl"))) < 2:
+    while len(list(nodes_dir.glob("vmc-point-*/run/manifest.json"))) < 2:
         assert time.monotonic() < deadline and worker.is_alive(), "both points never started"
         time.sleep(0.05)
     c.remove_node(nodes[0])  # both nodes are busy: a point dies with it
@@ -116,3 +116,21 @@ def test_resume_runs_only_what_did_not_complete(tmp_path, capsys):
     same_results(clean.path, first.path)
     resumed = json.loads((first.path / "sweep.json").read_text())
     assert resumed["status"] == "complete" and len(resumed["resumes"]) == 1
+
+
+def test_a_vehicle_trained_on_one_node_is_loaded_on_the_other(cluster, tmp_path):
+    """The sweep's contribution cache lives on the driver (a Ray actor): the point that runs after
+    the first two, on whichever node, loads every contribution it needs; the hit rate in
+    sweep.json counts every node's points."""
+    c, _, _ = cluster
+    trace = tiny_trace(tmp_path / "trace.jsonl")
+    sp = spec({"compute.seconds_per_sample_epoch": [1e-5, 2e-5, 3e-5]}, base=tiny_base(trace), contribution_cache=True)
+    remote = run_sweep(sp, tmp_path / "ray", engine="ray", address=c.address, say=quiet)
+    assert not remote.failed
+    state = json.loads((remote.path / "sweep.json").read_text())
+    last = max(state["points"], key=lambda p: p["cache"]["hits"])
+    assert last["cache"]["hits"] == last["cache"]["hits"] + last["cache"]["misses"] > 0  # trained nowhere again
+    assert state["contribution_cache"]["hits"] >= last["cache"]["hits"]
+    assert any((remote.path / "contribution_cache").rglob("*.sha256"))  # the one copy, on the driver
+    local = run_sweep(sp, tmp_path / "local", engine="local", workers=2, say=quiet)
+    same_results(local.path, remote.path)

@@ -78,6 +78,19 @@ def check_shared(sweep_dir: Path) -> list[str]:
         token_file.unlink(missing_ok=True)
 
 
+def _keeper(root: Path) -> Any:
+    """The sweep's contribution cache as a Ray actor on the driver's node (its disk), so every
+    node fetches from and sends to the one copy under ``root``."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    from fl_core.cache_peer import CacheKeeper
+
+    here = ray.get_runtime_context().get_node_id()
+    actor = ray.remote(num_cpus=0)(CacheKeeper)
+    return actor.options(scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False)).remote(str(root))
+
+
 def _retryable(exc: BaseException) -> bool:
     """A failure of the machinery (a worker or node died, an object was lost), not of the point."""
     import ray.exceptions as rex
@@ -121,6 +134,9 @@ def run_ray(
             from ..scenario import Scenario
 
             shipped = ray.remote(num_cpus=1, max_calls=1, max_retries=0)(run_shipped)
+            keeper = None
+            if sweep_dir is not None and any(t["scenario"]["compute"].get("contribution_cache") for t in tasks):
+                keeper = _keeper(sweep_dir / "contribution_cache")
             objects: dict[tuple[str, str], Any] = {}  # one copy in the object store per distinct bundle
             prepared: dict[str, tuple[dict[str, Any], Any, Any]] = {}
             for t in tasks:
@@ -135,7 +151,7 @@ def run_ray(
 
             def submit(t: dict[str, Any]) -> Any:
                 task, in_ref, data_ref = prepared[t["id"]]
-                return shipped.remote(task, in_ref, data_ref)
+                return shipped.remote(task, in_ref, data_ref, keeper)
 
         attempts: dict[str, list[dict[str, Any]]] = {t["id"]: [] for t in tasks}
         refs = {submit(t): t for t in tasks}

@@ -108,11 +108,37 @@ def node_cache(sweep_id: str, kind: str) -> Path:
     return root / "sweeps" / sweep_id / kind
 
 
-def run_shipped(task: dict[str, Any], inputs: Bundle, dataset: tuple[str, Bundle] | None) -> dict[str, Any]:
+class ActorPeer:
+    """The sweep's contribution cache on the driver, reached through its Ray actor
+    (:class:`fl_core.cache_peer.CacheKeeper`): what a node trains, every node can load."""
+
+    def __init__(self, actor: Any) -> None:
+        self.actor = actor
+
+    def fetch(self, names: list[str]) -> dict[str, bytes]:
+        import ray
+
+        return ray.get(self.actor.fetch.remote(names)) if names else {}
+
+    def push(self, files: dict[str, bytes]) -> None:
+        import ray
+
+        ray.get(self.actor.push.remote(files))
+
+
+def run_shipped(
+    task: dict[str, Any], inputs: Bundle, dataset: tuple[str, Bundle] | None, keeper: Any = None
+) -> dict[str, Any]:
     """On a node: unpack the point's inputs and data into a directory of its own, run it there and
-    return its result with the run directory's files (``files``). Never raises for the point's own
-    failure (it is a result); a damaged input is a failed point naming the file."""
+    return its result with the run directory's files (``files``). With ``keeper`` (the sweep's
+    cache actor) the node's contribution cache fetches what it lacks from it and sends it what it
+    computes. Never raises for the point's own failure (it is a result); a damaged input is a
+    failed point naming the file."""
+    from fl_core.cache_peer import set_peer
+
     from .execution import _run_point
+
+    set_peer(None if keeper is None else ActorPeer(keeper))
 
     work = Path(tempfile.mkdtemp(prefix="vmc-point-"))
     try:
