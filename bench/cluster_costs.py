@@ -1,0 +1,121 @@
+"""What a LuST sweep point costs on a Ray cluster without a shared disk, and what a 60-point sweep
+would take on 1, 4, 16 and 64 machines of this size.
+
+Measured here: the bytes a point sends (its scenario's inputs: LuST's sources, the dataset) and
+brings back (its run directory), and how long the driver takes to land and verify one point's
+results. Taken from a finished case study (``--index``: the ``runs.json`` that
+``tools/lust_case_study_replicates.py`` writes): the SUMO pass and the run of one point. The
+projection then charges each machine one LuST build (``--build-s``, measured in bench/RESULTS.md
+"LuST rebuild"), runs ``cores`` points at once per machine, and lands results one at a time on the
+driver, and says which of these bounds the wall-clock.
+
+    python bench/cluster_costs.py --index OUT/runs.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from statistics import median
+from typing import Any
+
+
+def point_costs(index: Path) -> dict[str, float]:
+    """Median SUMO pass and median cold run (the paper setting's: it trains every vehicle) of the
+    finished case study's points, and the run directory of one of them."""
+    entries = json.loads(index.read_text())
+    sumo = [e["trace_s"] for e in entries if e["trace_s"] > 60]  # a pass SUMO ran, not a cache hit
+    runs: dict[int, list[float]] = {}
+    for e in sorted(entries, key=lambda e: e["finished_after_s"]):
+        runs.setdefault(e["replicate"], []).append(e["finished_after_s"])
+    first = [v[0] for v in runs.values() if v]  # the first run of each replicate to finish: a cold one
+    return {"sumo_s": median(sumo) if sumo else math.nan, "run_s": median(first), "run_dir": entries[0]["run"]}
+
+
+def shipped_bytes(scenario: Path, dataset: str) -> int:
+    """Bytes a point of ``scenario`` on ``dataset`` sends to its node (inputs and dataset)."""
+    from vmc_sim.config import load_model
+    from vmc_sim.scenario import Scenario, load_scenario
+    from vmc_sim.sweep.shipping import ship_scenario
+
+    data = load_scenario(scenario).model_dump(mode="json")
+    data["federated"]["dataset"] = dataset
+    _, inputs, ds = ship_scenario(load_model(Scenario, None, data))
+    return inputs.size + (ds[1].size if ds else 0)
+
+
+def landing(run_dir: Path) -> tuple[int, float]:
+    """Bytes of a finished point's run directory and the seconds the driver takes to land and
+    verify them (best of three)."""
+    from vmc_sim.sweep.shipping import land, pack_dir
+
+    bundle = pack_dir(run_dir)
+    best = math.inf
+    for _ in range(3):
+        work = Path(tempfile.mkdtemp(prefix="vmc-land-"))
+        try:
+            t0 = time.perf_counter()
+            land({"id": "p", "files": bundle}, work / "p")
+            best = min(best, time.perf_counter() - t0)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    return bundle.size, best
+
+
+def projection(points: int, cores: int, nodes: int, costs: dict[str, Any]) -> dict[str, Any]:
+    """Wall-clock of ``points`` on ``nodes`` machines, and what bounds it."""
+    per_point = costs["sumo_s"] + costs["run_s"]
+    waves = math.ceil(points / (cores * nodes))
+    compute = waves * per_point
+    build = costs["build_s"] if nodes > 1 else 0.0  # one machine: the build is there already
+    driver = points * costs["land_s"]
+    wall = build + max(compute, driver)
+    bound = "the points (cores)" if waves > 1 else "one point's own length"
+    if driver > compute:
+        bound = "the driver landing results"
+    return {
+        "machines": nodes,
+        "waves": waves,
+        "wall_h": wall / 3600,
+        "bound": bound,
+        "build_share": build / wall,
+        "driver_share": driver / wall,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--index", type=Path, required=True, help="runs.json of a finished case study")
+    p.add_argument("--scenario", type=Path, default=Path(__file__).resolve().parents[1] / "scenarios/lust_region.yaml")
+    p.add_argument("--dataset", default="mnist")
+    p.add_argument("--build-s", type=float, default=1739.0, help="a cold LuST build on one machine (RESULTS.md)")
+    p.add_argument("--points", type=int, default=60)
+    p.add_argument("--cores", type=int, default=2)
+    args = p.parse_args(argv)
+    costs: dict[str, Any] = point_costs(args.index)
+    costs["sent_B"] = shipped_bytes(args.scenario, args.dataset)
+    costs["back_B"], costs["land_s"] = landing(Path(costs["run_dir"]))
+    costs["build_s"] = args.build_s
+    print(
+        f"per point: SUMO pass {costs['sumo_s']:.0f} s, run {costs['run_s']:.0f} s (cold), sent "
+        f"{costs['sent_B'] / 1e6:.1f} MB, brought back {costs['back_B'] / 1e6:.1f} MB, landed and verified in "
+        f"{costs['land_s']:.2f} s; LuST build per machine {costs['build_s']:.0f} s"
+    )
+    print("| machines | waves | wall-clock h | bound by | LuST build share | driver share |")
+    print("|---|---|---|---|---|---|")
+    for n in (1, 4, 16, 64):
+        r = projection(args.points, args.cores, n, costs)
+        print(
+            f"| {n} | {r['waves']} | {r['wall_h']:.1f} | {r['bound']} | {100 * r['build_share']:.0f} % | "
+            f"{100 * r['driver_share']:.1f} % |"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
