@@ -182,6 +182,21 @@ def table6_scalability(out: Path) -> None:
         assert 0 < float(r["comm_x"]) < 1, r
 
 
+def lust_case_study_replicates(out: Path) -> None:
+    # every headline figure a mean over the replicates with its interval, in both settings
+    summary = rows(out / "summary.csv")
+    for setting in ("paper", "physics"):
+        fsosa = one(summary, setting=setting, method="fsosa")
+        assert fsosa["replicates"] == fsosa["comm_saving_pct_n"] == "3" and fsosa["comm_saving_pct_ci95"] != ""
+    # the paper's setting loses nothing: every contribution arrives
+    assert float(one(summary, setting="paper", method="fsosa")["not_arrived_mean"]) == 0.0
+    assert float(one(summary, setting="paper", method="retrain")["not_arrived_mean"]) == 0.0
+    # "paper | ours | within range?" for both settings, our accounting and the paper's
+    table = rows(out / "paper.csv")
+    assert {r["setting"] for r in table} == {"paper", "physics"}
+    assert sum("the paper's accounting" in r["figure"] for r in table) == 4
+
+
 CLAIMS = {
     f.__name__: f
     for f in (
@@ -189,6 +204,7 @@ CLAIMS = {
         fig2_epochs,
         fig3_sequences,
         lust_case_study,
+        lust_case_study_replicates,
         paper_sequence,
         seed002_fedreuse,
         seed003_pdf,
