@@ -6,9 +6,7 @@ from __future__ import annotations
 import json
 import math
 import os
-import platform
 import shutil
-import time
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
@@ -17,8 +15,8 @@ from typing import Any, Callable, Iterable
 
 from ..config import ConfigError, load_model
 from ..runs import RunDir, new_run_dir, versions
-from ..scenario import Scenario
 from .aggregate import summarize_replicates, summary_table, write_summary_csv
+from .point import failure, run_point
 from .replicates import replicate_runs
 from .spec import GridPoint, SweepSpec, expand, inert_axes
 from .tables import (
@@ -83,54 +81,6 @@ def pin_calibrations(
     return out, [{"key": json.loads(k), **c.as_dict()} for k, c in done.items()]
 
 
-def _run_point(task: dict[str, Any]) -> dict[str, Any]:
-    """Run one grid point in this (fresh) process; never raises, so a failure is a result."""
-    from ..cosim import run_scenario
-
-    t0 = time.perf_counter()
-    if task.get("cwd") and os.path.isdir(task["cwd"]):
-        os.chdir(task["cwd"])  # Ray workers start elsewhere; relative scenario paths mean the driver's
-    run_dir = Path(task["run_dir"])
-    status, error = "complete", None
-    try:
-        scenario = load_model(Scenario, None, task["scenario"])
-        run_scenario(scenario, progress=False, run_dir=run_dir, say=lambda s: None)
-    except Exception as e:  # a failed point is recorded, the sweep goes on
-        status, error = "failed", f"{type(e).__name__}: {e}"
-    rows: list[dict[str, Any]] = []
-    cache = traced = None
-    if run_dir.is_dir():
-        try:
-            rows = method_totals(RunDir(run_dir))
-            recorded = RunDir(run_dir).manifest()
-            cache = (recorded.get("summary") or {}).get("contribution_cache")
-            traced = (recorded.get("mobility") or {}).get("trace_cache")
-        except (OSError, ValueError) as e:
-            error = f"{error}; records unreadable: {e}" if error else f"records unreadable: {e}"
-            status = "failed"
-    return {
-        "id": task["id"],
-        "status": status,
-        "error": error,
-        "rows": rows,
-        "wall_s": time.perf_counter() - t0,
-        "host": platform.node(),
-        "cache": cache,
-        "trace_replayed": None if traced is None else bool(traced.get("hit")),
-    }
-
-
-def _failure(task: dict[str, Any], exc: BaseException) -> dict[str, Any]:
-    return {
-        "id": task["id"],
-        "status": "failed",
-        "error": f"{type(exc).__name__}: {exc}",
-        "rows": [],
-        "wall_s": math.nan,
-        "host": None,
-    }
-
-
 Done = Callable[[dict[str, Any]], None]
 
 
@@ -144,9 +94,9 @@ def _run_local(tasks: list[dict[str, Any]], workers: int, done: Done) -> None:
     def one(task: dict[str, Any]) -> dict[str, Any]:
         with ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
             try:
-                return pool.submit(_run_point, task).result()
+                return pool.submit(run_point, task).result()
             except Exception as e:  # BrokenProcessPool: the process died (SUMO crash, out of memory)
-                return _failure(task, e)
+                return failure(task, e)
 
     with ThreadPoolExecutor(max_workers=workers) as threads:
         try:

@@ -109,12 +109,12 @@ def run_ray(
     retries: int = 2,
     say: Callable[[str], None] = print,
 ) -> None:
-    """Run every task (``_run_point``'s dict) as a Ray task on one CPU, ``done(result)`` as each
+    """Run every task (``run_point``'s dict) as a Ray task on one CPU, ``done(result)`` as each
     finishes: through Ray without a shared disk, on the shared ``sweep_dir`` otherwise."""
     import ray
 
     from ..runs import RunDir
-    from .execution import _failure, _run_point
+    from .point import failure, run_point
     from .shipping import land, run_shipped, ship_scenario
     from .tables import method_totals
 
@@ -124,7 +124,7 @@ def run_ray(
             assert sweep_dir is not None
             nodes = check_shared(sweep_dir)
             say(f"shared_dir: {len(nodes)} node(s) see {sweep_dir}")
-            remote = ray.remote(num_cpus=1, max_calls=1, max_retries=0)(_run_point)
+            remote = ray.remote(num_cpus=1, max_calls=1, max_retries=0)(run_point)
 
             def submit(t: dict[str, Any]) -> Any:
                 return remote.remote(t)
@@ -166,13 +166,13 @@ def run_ray(
                     say(f"{task['id']}: {type(e).__name__} (its worker or node is gone); running it again")
                     refs[submit(task)] = task
                     continue
-                result = _failure(task, e)
+                result = failure(task, e)
             if not shared_dir and result.get("files") is not None:
                 try:
                     land(result, Path(task["run_dir"]))
                     result["rows"] = method_totals(RunDir(task["run_dir"], create=False))  # as landed
                 except Exception as e:  # a result that does not verify is a failed point, never recorded as good
-                    result = {**_failure(task, e), "host": result.get("host")}
+                    result = {**failure(task, e), "host": result.get("host")}
             result.pop("files", None)
             result["attempts"] = attempts[task["id"]]
             done(result)

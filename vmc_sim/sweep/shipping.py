@@ -136,7 +136,7 @@ def run_shipped(
     failed point naming the file."""
     from fl_core.cache_peer import set_peer
 
-    from .execution import _run_point
+    from .point import run_point
 
     set_peer(None if keeper is None else ActorPeer(keeper))
 
@@ -158,7 +158,7 @@ def run_shipped(
             if scenario[section].get(key):
                 scenario[section] = {**scenario[section], key: str(node_cache(task["sweep_id"], kind))}
         run_dir = work / "run"
-        result = _run_point({**task, "scenario": scenario, "run_dir": str(run_dir), "cwd": None})
+        result = run_point({**task, "scenario": scenario, "run_dir": str(run_dir), "cwd": None})
         result["files"] = pack_dir(run_dir) if run_dir.is_dir() else None
         result["ran_in"] = str(run_dir)
         return result
