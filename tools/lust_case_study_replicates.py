@@ -166,6 +166,71 @@ def run_all(args: argparse.Namespace, index: Path) -> list[dict[str, Any]]:
     return entries
 
 
+def choices(entries: list[dict[str, Any]]) -> list[str]:
+    """What the seed leaves open and how the runs chose it, read from the runs' own manifests."""
+    from statistics import mean
+
+    out = [
+        "Choices seed 000 leaves open (Section VI-C names a city-centre region at the 08:00 rush hour, "
+        "arrivals as contributions, departures as unlearning requests, four datasets, nothing more):",
+        "",
+    ]
+    first = RunDir(entries[0]["run"], create=False).manifest()
+    config = first["config"]
+    rsus = first.get("rsus") or []
+    fed = config["federated"]
+    out.append(
+        f"- Region: {len(rsus)} RSU(s) of radius {rsus[0]['radius']:g} m sharing one coordinator ("
+        + ", ".join(str(r.get("junction") or r["id"]) for r in rsus)
+        + "; with several, neighbouring cells touch, so a vehicle crossing the centre is handed over instead of "
+        "leaving)."
+        if rsus
+        else "- Region: the scenario's RSUs."
+    )
+    out.append(
+        f"- Requests: the first fit at the end of the warm-up with the vehicles then covered, then the next "
+        f"{config['coordinator']['max_requests'] - 1} arrivals and departures, as the seed's Tables VIII-XII "
+        "(the seed states no request rate; ours is what the traffic gives, in the traffic lines below)."
+    )
+    sizes: dict[str, float] = {}
+    for e in entries:
+        if e["dataset"] not in sizes:
+            scenario = load_model_scenario(RunDir(e["run"], create=False).manifest()["config"])
+            shards = scenario.federated.setup(scenario.seed).client_data
+            sizes[e["dataset"]] = mean(len(d.y) for d in (shards.values() if isinstance(shards, dict) else shards))
+    out.append(
+        f"- Data per vehicle: the training set in {fed['num_clients']} Dirichlet shards (alpha {fed['alpha']}, "
+        f"{fed['scheme']}); "
+        + ", ".join(f"{d} {n:,.0f} samples a shard" for d, n in sizes.items())
+        + f". Every vehicle that becomes a client holds its own shard (shard_assignment: "
+        f"{fed.get('shard_assignment', 'hash')}): no two clients share data."
+    )
+    out.append(
+        "- Which vehicles count: every vehicle in any RSU's coverage (union over the region) at the first fit, "
+        "and every later entry into or exit from the region's coverage; a vehicle handed over between RSUs "
+        "stays a client."
+    )
+    out.append(f"- Fisher: {fed['train']['fisher']} (the seed's default is K-FAC).")
+    out.append(
+        "- Devices: on board (paper setting) the on-board default profile, an NVIDIA Jetson AGX Orin; at the "
+        "edge (physical setting) an NVIDIA T4; the seed names no hardware. Both are FLOP profiles, so simulated "
+        "time is the same on any host."
+    )
+    datasets = sorted({e["dataset"] for e in entries})
+    out.append(
+        f"- Datasets here: {', '.join(datasets)}. The seed's four are MNIST, SVHN, CIFAR-10 and FEMNIST; SVHN's "
+        "files are not on these machines (its loader is tested)."
+    )
+    return out + [""]
+
+
+def load_model_scenario(config: dict[str, Any]) -> Any:
+    from vmc_sim.config import load_model
+    from vmc_sim.scenario import Scenario
+
+    return load_model(Scenario, None, config)
+
+
 def write_report(args: argparse.Namespace, entries: list[dict[str, Any]], out: Path, wall_s: float) -> Path:
     """replicates.csv, summary.csv, paper.csv, the band plots and report.md from ``entries``."""
     rows = rep.replicate_rows(entries)
@@ -190,6 +255,7 @@ def write_report(args: argparse.Namespace, entries: list[dict[str, Any]], out: P
         first.setdefault(e["setting"], e)
     replicates = sorted({e["replicate"] for e in entries})
     body = [
+        *choices(entries),
         "Settings (the same region, traffic and seeds; only these differ):",
         "",
         "- **paper**: on-board training (every vehicle its own unit), links that outlast the dwell "
