@@ -138,12 +138,41 @@ class TraceCacheStats:
         return asdict(self)
 
 
+_PEER: Any = None
+
+
+def set_peer(peer: Any) -> None:
+    """Another machine's copy of the trace cache every :class:`TraceCache` of this process uses:
+    an object with ``fetch(names) -> {name: bytes}`` and ``push({name: bytes})``, names relative to
+    the cache root (None: none). A fetched entry is verified as a local one."""
+    global _PEER
+    _PEER = peer
+
+
 class TraceCache:
-    """Traces under ``root``, addressed by :func:`trace_key`."""
+    """Traces under ``root``, addressed by :func:`trace_key`; with a peer (:func:`set_peer`) an
+    entry missing here is fetched from it first, and every entry stored here is sent to it."""
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root)
         self.stats = TraceCacheStats()
+        self.peer = _PEER
+
+    def _names(self, key: str) -> list[str]:
+        return [f"{key[:2]}/{key}.jsonl", f"{key[:2]}/{key}.sha256"]  # the sidecar last
+
+    def _fetch(self, key: str) -> None:
+        """Bring ``key``'s entry from the peer when this copy lacks it (data first, sidecar last)."""
+        if self.peer is None or all((self.root / n).is_file() for n in self._names(key)):
+            return
+        files = self.peer.fetch(self._names(key))
+        for name in self._names(key):
+            if name in files:
+                target = self.root / name
+                target.parent.mkdir(parents=True, exist_ok=True)
+                tmp = target.with_name(f".{target.name}.fetch{os.getpid()}")
+                tmp.write_bytes(files[name])
+                os.replace(tmp, target)
 
     def _paths(self, key: str) -> tuple[Path, Path]:
         d = self.root / key[:2]
@@ -152,6 +181,7 @@ class TraceCache:
     def lookup(self, key: str, needed_end: float) -> Path | None:
         """The verified entry of ``key`` covering simulated time up to ``needed_end``, or None
         (a miss; an entry that is there but fails a check is counted as rejected)."""
+        self._fetch(key)
         path, _ = self._paths(key)
         return path if self._check(path, key, needed_end) else None
 
@@ -180,6 +210,7 @@ class TraceCache:
     def copy_to(self, key: str, needed_end: float, dest: Path, overwrite: bool = False) -> bool:
         """Copy the entry of ``key`` to ``dest`` (the run's own trace) if the copy verifies; False
         (``dest`` untouched) on a miss."""
+        self._fetch(key)
         path, sidecar = self._paths(key)
         if not path.is_file() or not sidecar.is_file():
             self.stats.misses += 1
@@ -218,6 +249,8 @@ class TraceCache:
             Path(tmp).unlink(missing_ok=True)
             Path(tmp + ".sha256").unlink(missing_ok=True)
         self.stats.stored += 1
+        if self.peer is not None:
+            self.peer.push({n: (self.root / n).read_bytes() for n in self._names(key)})
         return True
 
 

@@ -178,3 +178,35 @@ def test_a_cache_that_cannot_be_written_warns_and_leaves_the_run_complete(tmp_pa
     with pytest.warns(UserWarning, match="could not keep this run's trace"):
         run = run_scenario(sc, out=tmp_path / "a", progress=False, say=lambda s: None)
     assert run.manifest()["status"] == "complete" and (run.path / "trace.jsonl").is_file()
+
+
+def test_traffic_recorded_on_one_machine_is_replayed_on_another_through_a_peer(tmp_path, monkeypatch):
+    """Two machines, each its own trace cache, one peer (the sweep's keeper on the driver): the
+    second replays the first's traffic without SUMO, with identical records."""
+    from fl_core.cache_peer import CacheKeeper
+    from mobility.trace_cache import set_peer
+
+    keeper = CacheKeeper(tmp_path / "driver")
+    monkeypatch.setattr("mobility.trace_cache._PEER", None)
+    set_peer(keeper)
+    first = run_scenario(
+        scenario(tmp_path / "a", trace_cache=str(tmp_path / "a" / "traces")),
+        out=tmp_path / "ra",
+        progress=False,
+        say=lambda s: None,
+    )
+    assert any((tmp_path / "driver").rglob("*.sha256"))
+
+    def no_sumo(self):
+        raise AssertionError("SUMO started although the peer holds the traffic")
+
+    monkeypatch.setattr(mobility.source.SumoSession, "start", no_sumo)
+    second = run_scenario(
+        scenario(tmp_path / "b", trace_cache=str(tmp_path / "b" / "traces")),
+        out=tmp_path / "rb",
+        progress=False,
+        say=lambda s: None,
+    )
+    set_peer(None)
+    assert second.manifest()["mobility"]["trace_cache"]["hit"] is True
+    assert records(second) == records(first)

@@ -79,7 +79,7 @@ def check_shared(sweep_dir: Path) -> list[str]:
 
 
 def _keeper(root: Path) -> Any:
-    """The sweep's contribution cache as a Ray actor on the driver's node (its disk), so every
+    """One of the sweep's caches (contributions, traces) as a Ray actor on the driver's node (its disk), so every
     node fetches from and sends to the one copy under ``root``."""
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
@@ -134,9 +134,11 @@ def run_ray(
             from ..scenario import Scenario
 
             shipped = ray.remote(num_cpus=1, max_calls=1, max_retries=0)(run_shipped)
-            keeper = None
+            keepers: dict[str, Any] = {}
             if sweep_dir is not None and any(t["scenario"]["compute"].get("contribution_cache") for t in tasks):
-                keeper = _keeper(sweep_dir / "contribution_cache")
+                keepers["contributions"] = _keeper(sweep_dir / "contribution_cache")
+            if sweep_dir is not None and any(t["scenario"]["mobility"].get("trace_cache") for t in tasks):
+                keepers["traces"] = _keeper(sweep_dir / "trace_cache")
             objects: dict[tuple[str, str], Any] = {}  # one copy in the object store per distinct bundle
             prepared: dict[str, tuple[dict[str, Any], Any, Any]] = {}
             for t in tasks:
@@ -151,7 +153,7 @@ def run_ray(
 
             def submit(t: dict[str, Any]) -> Any:
                 task, in_ref, data_ref = prepared[t["id"]]
-                return shipped.remote(task, in_ref, data_ref, keeper)
+                return shipped.remote(task, in_ref, data_ref, keepers)
 
         attempts: dict[str, list[dict[str, Any]]] = {t["id"]: [] for t in tasks}
         refs = {submit(t): t for t in tasks}

@@ -127,18 +127,21 @@ class ActorPeer:
 
 
 def run_shipped(
-    task: dict[str, Any], inputs: Bundle, dataset: tuple[str, Bundle] | None, keeper: Any = None
+    task: dict[str, Any], inputs: Bundle, dataset: tuple[str, Bundle] | None, keepers: dict[str, Any] | None = None
 ) -> dict[str, Any]:
     """On a node: unpack the point's inputs and data into a directory of its own, run it there and
-    return its result with the run directory's files (``files``). With ``keeper`` (the sweep's
-    cache actor) the node's contribution cache fetches what it lacks from it and sends it what it
-    computes. Never raises for the point's own failure (it is a result); a damaged input is a
+    return its result with the run directory's files (``files``). With ``keepers`` (the sweep's
+    cache actors, ``contributions`` and ``traces``) the node's caches fetch what they lack from them
+    and send them what they compute. Never raises for the point's own failure (it is a result); a damaged input is a
     failed point naming the file."""
     from fl_core.cache_peer import set_peer
+    from mobility.trace_cache import set_peer as set_trace_peer
 
     from .point import run_point
 
-    set_peer(None if keeper is None else ActorPeer(keeper))
+    keepers = keepers or {}
+    set_peer(ActorPeer(keepers["contributions"]) if keepers.get("contributions") else None)
+    set_trace_peer(ActorPeer(keepers["traces"]) if keepers.get("traces") else None)
 
     work = Path(tempfile.mkdtemp(prefix="vmc-point-"))
     try:
