@@ -22,6 +22,20 @@ def _series(run: RunDir) -> dict[str, dict[str, list[float]]]:
     return out
 
 
+def label_fig6(axes) -> None:
+    """Titles, labels, grid and legend of Fig. 6's three panels (accuracy, time, communication)."""
+    for ax, title, ylabel in zip(
+        axes,
+        ("Test accuracy after each request", "Cumulative time (simulated)", "Cumulative communication"),
+        ("accuracy %", "seconds", "MB"),
+    ):
+        ax.set_title(title)
+        ax.set_xlabel("request")
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+        ax.legend()
+
+
 def plot_run(path: str | Path, out: str | Path | None = None) -> Path:
     """Write ``fig6.png`` (three panels) into the run directory (or ``out``) and return its path."""
     import matplotlib
@@ -38,16 +52,7 @@ def plot_run(path: str | Path, out: str | Path | None = None) -> Path:
         axes[0].plot(s["index"], s["acc"], label=method, lw=1)
         axes[1].plot(s["index"], s["time"], label=method)
         axes[2].plot(s["index"], s["bytes"], label=method)
-    for ax, title, ylabel in zip(
-        axes,
-        ("Test accuracy per request", "Cumulative edit time (simulated)", "Cumulative communication"),
-        ("accuracy %", "seconds", "MB"),
-    ):
-        ax.set_title(title)
-        ax.set_xlabel("request")
-        ax.set_ylabel(ylabel)
-        ax.grid(alpha=0.3)
-        ax.legend()
+    label_fig6(axes)
     status = (run.manifest() if (run.path / "manifest.json").is_file() else {}).get("status")
     if status and status != "complete":  # a reader must not take a partial run for a finished one
         fig.suptitle(f"{run.path.name}: {describe_status(run.path, status)} (partial: the records so far)")

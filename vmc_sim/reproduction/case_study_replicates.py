@@ -13,6 +13,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from ..plots import label_fig6
 from ..runs import RunDir
 from ..sweep.stats import interval
 from .case_study import method_rows, per_request
@@ -206,16 +207,7 @@ def plot_bands(
             x = np.arange(len(mean))
             ax.plot(x, mean, label=method, lw=1.2)
             ax.fill_between(x, mean - half, mean + half, alpha=0.25)
-    for ax, title, ylabel in zip(
-        axes,
-        ("Test accuracy after each request", "Cumulative time (simulated)", "Cumulative communication"),
-        ("accuracy %", "seconds", "MB"),
-    ):
-        ax.set_title(title)
-        ax.set_xlabel("request")
-        ax.set_ylabel(ylabel)
-        ax.grid(alpha=0.3)
-        ax.legend()
+    label_fig6(axes)
     fig.suptitle(f"{dataset}, {setting} setting: mean and 95 % interval over {n} replicates")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
