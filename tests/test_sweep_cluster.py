@@ -38,23 +38,43 @@ def same_results(a: Path, b: Path) -> None:
         assert sim_records(a / r["point"]) == sim_records(b / r["point"]), r["point"]
 
 
-@pytest.fixture
-def cluster(tmp_path, monkeypatch):
-    """The cluster, and the directory its nodes work in (short: Ray's socket paths live under it)."""
+def start(monkeypatch: pytest.MonkeyPatch, cache: Path):
+    """A head with no CPU and two one-CPU nodes working in a directory of their own (short: Ray's
+    socket paths live under it)."""
     nodes_dir = Path(tempfile.mkdtemp(prefix="vmcn-", dir="/tmp"))
     monkeypatch.setenv("TMPDIR", str(nodes_dir))  # the nodes' work directories, not the driver's
-    monkeypatch.setenv("VMC_CACHE", str(tmp_path / "node-cache"))
+    monkeypatch.setenv("VMC_CACHE", str(cache))
     c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
     nodes = [c.add_node(num_cpus=1) for _ in range(2)]
     c.wait_for_nodes()
-    yield c, nodes, nodes_dir
+    return c, nodes, nodes_dir
+
+
+def stop(c: Cluster, nodes_dir: Path) -> None:
     ray.shutdown()
     c.shutdown()
     shutil.rmtree(nodes_dir, ignore_errors=True)
 
 
-def test_points_on_two_nodes_equal_the_local_sweep(cluster, tmp_path):
-    c, _, nodes_dir = cluster
+@pytest.fixture(scope="module")
+def shared_cluster(tmp_path_factory):
+    """One cluster for the tests that leave it whole."""
+    with pytest.MonkeyPatch.context() as mp:
+        c, nodes, nodes_dir = start(mp, tmp_path_factory.mktemp("node-cache"))
+        yield c, nodes, nodes_dir
+        stop(c, nodes_dir)
+
+
+@pytest.fixture
+def cluster(tmp_path, monkeypatch):
+    """A cluster of its own, for a test that removes a node."""
+    c, nodes, nodes_dir = start(monkeypatch, tmp_path / "node-cache")
+    yield c, nodes, nodes_dir
+    stop(c, nodes_dir)
+
+
+def test_points_on_two_nodes_equal_the_local_sweep(shared_cluster, tmp_path):
+    c, _, nodes_dir = shared_cluster
     trace = tiny_trace(tmp_path / "trace.jsonl")
     sp = spec({"seed": [0, 1]}, base=tiny_base(trace))
     local = run_sweep(sp, tmp_path / "local", engine="local", workers=2, say=quiet)
@@ -72,7 +92,7 @@ def test_a_point_whose_node_dies_runs_again_on_another(cluster, tmp_path):
     c, nodes, nodes_dir = cluster
     trace = tiny_trace(tmp_path / "trace.jsonl")
     base = tiny_base(trace)
-    base["federated"]["train"]["epochs"] = 3000  # seconds of training: long enough to be caught running
+    base["federated"]["train"]["epochs"] = 1500  # seconds of training: long enough to be caught running
     sp = spec({"seed": [0, 1]}, base=base)
     out: dict = {}
     worker = threading.Thread(
@@ -118,11 +138,11 @@ def test_resume_runs_only_what_did_not_complete(tmp_path, capsys):
     assert resumed["status"] == "complete" and len(resumed["resumes"]) == 1
 
 
-def test_a_vehicle_trained_on_one_node_is_loaded_on_the_other(cluster, tmp_path):
+def test_a_vehicle_trained_on_one_node_is_loaded_on_the_other(shared_cluster, tmp_path):
     """The sweep's contribution cache lives on the driver (a Ray actor): the point that runs after
     the first two, on whichever node, loads every contribution it needs; the hit rate in
     sweep.json counts every node's points."""
-    c, _, _ = cluster
+    c, _, _ = shared_cluster
     trace = tiny_trace(tmp_path / "trace.jsonl")
     sp = spec({"compute.seconds_per_sample_epoch": [1e-5, 2e-5, 3e-5]}, base=tiny_base(trace), contribution_cache=True)
     remote = run_sweep(sp, tmp_path / "ray", engine="ray", address=c.address, say=quiet)
