@@ -31,7 +31,7 @@ from typing import Any
 
 from vmc_sim.reproduction import case_study_replicates as rep
 from vmc_sim.reproduction import case_study_runs, report
-from vmc_sim.reproduction.case_study import setting, setting_text
+from vmc_sim.reproduction.case_study import per_request, setting, setting_text
 from vmc_sim.runs import RunDir
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -239,6 +239,14 @@ def write_report(args: argparse.Namespace, entries: list[dict[str, Any]], out: P
     report.write_csv(out / "replicates.csv", rows)
     report.write_csv(out / "summary.csv", summary)
     report.write_csv(out / "paper.csv", table)
+    report.write_csv(
+        out / "requests.csv",
+        [
+            {"setting": e["setting"], "replicate": e["replicate"], **r}
+            for e in entries
+            for r in per_request(RunDir(e["run"], create=False), e["dataset"])
+        ],
+    )
     series = rep.request_series(entries)
     pairs = sorted({(e["setting"], e["dataset"]) for e in entries})
     for s, d in pairs:
@@ -286,7 +294,7 @@ def write_report(args: argparse.Namespace, entries: list[dict[str, Any]], out: P
             for r in replicates
         )
         + ". Per-replicate rows: `replicates.csv`; intervals: `summary.csv`; the table above: `paper.csv`; "
-        "the runs: `runs.json`.",
+        "every request of every run: `requests.csv`; the runs: `runs.json`.",
     ]
     size = (
         "quick (embedded city, digits/mlp, 10 requests)"
