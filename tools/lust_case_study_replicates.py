@@ -284,6 +284,15 @@ def write_report(args: argparse.Namespace, entries: list[dict[str, Any]], out: P
         "(`coordinator.dwell_limited: false`): no contribution is lost, as in seed 000's case study.",
         "- **physics**: one edge GPU shared by the clients' jobs, transfers that end when the vehicle "
         "leaves the region (handover between its RSUs).",
+        *(
+            [
+                "- **paper_cpu**: the paper setting with a CPU-class on-board unit (the Orin's FLOP/s / 75, a "
+                "sensitivity setting, not a measured device), so that compute, not the uploads, dominates "
+                "Retrain's time."
+            ]
+            if any(e["setting"] == "paper_cpu" for e in entries)
+            else []
+        ),
         "",
         f"Replicates: {len(replicates)} (traffic seed and run seed both base + r, r in {replicates}). "
         "Replicate 0's traffic in each setting:",
