@@ -184,6 +184,8 @@ def choices(entries: list[dict[str, Any]]) -> list[str]:
     """What the seed leaves open and how the runs chose it, read from the runs' own manifests."""
     from statistics import mean
 
+    from vmc_sim.cosim import manifest_scenario
+
     out = [
         "Choices seed 000 leaves open (Section VI-C names a city-centre region at the 08:00 rush hour, "
         "arrivals as contributions, departures as unlearning requests, four datasets, nothing more):",
@@ -209,7 +211,7 @@ def choices(entries: list[dict[str, Any]]) -> list[str]:
     sizes: dict[str, float] = {}
     for e in entries:
         if e["dataset"] not in sizes:
-            scenario = load_model_scenario(RunDir(e["run"], create=False).manifest()["config"])
+            scenario = manifest_scenario(Path(e["run"]) / "manifest.json")
             shards = scenario.federated.setup(scenario.seed).client_data
             sizes[e["dataset"]] = mean(len(d.y) for d in (shards.values() if isinstance(shards, dict) else shards))
     out.append(
@@ -236,13 +238,6 @@ def choices(entries: list[dict[str, Any]]) -> list[str]:
         "files are not on these machines (its loader is tested)."
     )
     return out + [""]
-
-
-def load_model_scenario(config: dict[str, Any]) -> Any:
-    from vmc_sim.config import load_model
-    from vmc_sim.scenario import Scenario
-
-    return load_model(Scenario, None, config)
 
 
 def write_report(args: argparse.Namespace, entries: list[dict[str, Any]], out: Path, wall_s: float) -> Path:

@@ -135,8 +135,10 @@ def _locate(source: Path) -> tuple[Path, Path | None, dict[str, Any] | None]:
         mobility = manifest["config"].get("mobility") or {}
         replayed = mobility.get("trace") if mobility.get("source") == "trace" else None
         if isinstance(replayed, str) and Path(replayed).is_file():
-            recorded = (manifest.get("inputs") or {}).get(replayed)
-            changed = changed_inputs({replayed: recorded}, {replayed: file_sha256(replayed)}) if recorded else []
+            changed = changed_inputs(
+                {k: v for k, v in (manifest.get("inputs") or {}).items() if k == replayed},
+                {replayed: file_sha256(replayed)},
+            )
             if changed:
                 raise CorruptFileError(f"{source}: the trace it replayed changed since the run: {changed[0]}")
             return Path(replayed), source, manifest

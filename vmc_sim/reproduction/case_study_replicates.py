@@ -90,6 +90,13 @@ def replicate_rows(entries: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
+def summarize_values(figure: str, values: Iterable[Any]) -> dict[str, Any]:
+    """``figure``'s mean, standard deviation, 95 % half-width and count over ``values``, under the
+    names :func:`summarize` gives them (what :func:`pm` reads)."""
+    iv = interval(values)
+    return {f"{figure}_mean": iv.mean, f"{figure}_std": iv.std, f"{figure}_ci95": iv.ci, f"{figure}_n": iv.n}
+
+
 def summarize(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Mean, standard deviation, 95 % half-width and count of every figure per (setting, dataset, method)."""
     groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
@@ -99,8 +106,7 @@ def summarize(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for (setting, dataset, method), rs in groups.items():
         row: dict[str, Any] = {"setting": setting, "dataset": dataset, "method": method, "replicates": len(rs)}
         for f in FIGURES:
-            iv = interval(r.get(f) for r in rs)
-            row.update({f"{f}_mean": iv.mean, f"{f}_std": iv.std, f"{f}_ci95": iv.ci, f"{f}_n": iv.n})
+            row.update(summarize_values(f, [r.get(f) for r in rs]))
         out.append(row)
     return out
 
@@ -255,12 +261,7 @@ def time_accounting(entries: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
             100 * sum(bool(r.get("triggered")) for r in edits) / max(1, len(edits))
         )
     return [
-        {"setting": s, "dataset": d, "figure": k, "ours": pm({f"x_{f}": v for f, v in _iv(vals).items()}, "x")}
+        {"setting": s, "dataset": d, "figure": k, "ours": pm(summarize_values(k, vals), k)}
         for (s, d), figs in sorted(per.items())
         for k, vals in figs.items()
     ]
-
-
-def _iv(values: list[float]) -> dict[str, float]:
-    iv = interval(values)
-    return {"mean": iv.mean, "ci95": iv.ci, "n": iv.n}
