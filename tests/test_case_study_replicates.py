@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 from conftest import load_script
 
+from vmc_sim.reproduction.case_study import method_rows
 from vmc_sim.reproduction.case_study_replicates import pm, summarize, verdict
+from vmc_sim.reproduction.common import compute_time
 from vmc_sim.runs import RunDir
 
 
@@ -97,3 +99,36 @@ def test_student_t_interval_and_verdicts():
     assert verdict(-25.76, -21.97, -30.0, 5.0) == "interval overlaps"
     assert verdict(-25.76, -21.97, -40.0, 5.0) == "no"
     assert verdict(0.0, 3.96, math.nan, math.nan) == "no figure"
+
+
+def test_the_seeds_accounting_of_time_waits_for_the_slowest_client():
+    # seed 000, Appendix B-D: clients of a request train side by side, so a request costs its
+    # slowest trained client plus the solve; a request that trains nobody costs its solve alone
+    samples = {"'a'": 100, "'b'": 300, "'c'": 200}
+    records = [
+        {"index": 0, "trained": ["a", "b", "c"], "compute_sim_s": 6.0, "solve_sim_s": 0.5},  # 0.01 s a sample
+        {"index": 1, "trained": ["c"], "compute_sim_s": 2.0, "solve_sim_s": 0.5},
+        {"index": 2, "trained": [], "compute_sim_s": 0.0, "solve_sim_s": 0.5},
+        {"index": 3, "trained": [], "compute_sim_s": 0.0},  # untriggered: nothing at all
+    ]
+    assert math.isclose(compute_time(records, samples), 3.0 + 0.5 + 2.0 + 0.5 + 0.5)
+    # jobs that were not charged one cost per sample queued on a shared device: no such accounting
+    queued = [*records[:1], {"index": 1, "trained": ["c"], "compute_sim_s": 5.0, "solve_sim_s": 0.5}]
+    assert compute_time(queued, samples) is None
+    assert compute_time([{**records[1], "failed": ["c"]}], samples) is None
+    assert compute_time([{**records[1], "trained": ["z"]}], samples) is None  # a client the store lacks
+
+
+def test_the_paper_accounting_prices_time_on_board_only(quick):
+    _, tmp, _ = quick
+    for e in json.loads((tmp / "out" / "runs.json").read_text()):
+        rows_ = {r["method"]: r for r in method_rows(RunDir(e["run"]), e["dataset"])}
+        paper = rows_.get("fsosa, paper accounting")
+        if paper is None:  # every F-SOSA model withdrawn: nothing to price
+            continue
+        if e["setting"] == "paper":  # on-board units: each request waits for its slowest trained client
+            f, r = rows_["fsosa"]["compute_time_s"], rows_["retrain"]["compute_time_s"]
+            assert paper["time_saving_pct"] == pytest.approx(100 * (f / r - 1))
+            assert paper["time_s"] == f
+        else:  # one shared edge device queues the jobs: the seed's accounting does not apply
+            assert paper["time_saving_pct"] is None and rows_["fsosa"]["compute_time_s"] is None

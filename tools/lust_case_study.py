@@ -6,9 +6,11 @@ centre, first fit at 08:00, then 31 join/leave requests) and records the trace; 
 dataset replays that trace without SUMO, so all of them see the same requests. Per method it
 reports cumulative simulated time (the sum of each request's makespan: transfers, GPU queue,
 training, solve), communication by kind, accuracy, and the savings against Retrain beside the
-paper's (time -36.66 to -53.84 %, communication -21.97 to -25.76 %). The paper's implementation
-re-collects the whole subset on every triggered request; its accounting applied to our F-SOSA
-run is reported too (``fsosa, paper accounting``), so both savings can be seen side by side.
+paper's (time -36.66 to -53.84 %, communication -21.97 to -25.76 %). The paper's accounting
+applied to our F-SOSA run is reported too (``fsosa, paper accounting``), so both savings can be
+seen side by side: its communication re-collects the whole subset on every triggered request (the
+paper's implementation), its time is computation time with each request waiting for its slowest
+trained client (Appendix B-D), priced where clients train on board.
 
 With ``--jobs N`` (N > 1) the datasets run side by side: one mobility-only pass steps SUMO exactly
 as the co-simulation does and records the trace (``<runs>/<name>-trace-<stamp>/trace.jsonl``),

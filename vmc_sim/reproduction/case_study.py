@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..summary import spending
-from .common import paper_style, unit_sizes
+from .common import compute_time, paper_style, trained_samples, unit_sizes
 
 KINDS = ("broadcast", "model_upload", "fisher_upload", "control")
 
@@ -23,6 +23,7 @@ def method_rows(run, dataset: str) -> list[dict[str, Any]]:
     fits = [r for r in by["fsosa"] if r.get("kind") == "fit" and r.get("trained")]
     if fits:  # none when every F-SOSA model was withdrawn: there is no fit to price the paper's accounting
         by["fsosa, paper accounting"] = paper_style(by["fsosa"], unit_sizes(fits[0]))
+    own = own_compute_times(run, by)
     short = unconverged_solves(records)
     spent = spending(records)
     out = []
@@ -30,7 +31,7 @@ def method_rows(run, dataset: str) -> list[dict[str, Any]]:
     for m, rows in by.items():
         mb = {k: sum((r.get("bytes") or {}).get(k, 0) for r in rows) / 1e6 for k in KINDS}
         total = sum(mb.values())
-        t = sum(r.get("makespan_s") or 0.0 for r in rows) if m != "fsosa, paper accounting" else _paper_time(by)
+        t = sum(r.get("makespan_s") or 0.0 for r in rows) if m != "fsosa, paper accounting" else own["fsosa"]
         acc: list[float] = [r["accuracy"] for r in rows if r.get("accuracy") is not None]
         out.append(
             {
@@ -48,6 +49,7 @@ def method_rows(run, dataset: str) -> list[dict[str, Any]]:
                 **{f"{k}_MB": mb[k] for k in KINDS},
                 "total_MB": total,
                 "time_s": t,
+                "compute_time_s": own.get("fsosa" if m == "fsosa, paper accounting" else m),
                 "models": len(acc),  # records releasing a model (the others withdrew it or kept none)
                 "final_acc": _final_accuracy(rows),
                 "mean_acc": 100 * sum(acc) / len(acc) if acc else None,
@@ -73,22 +75,25 @@ def method_rows(run, dataset: str) -> list[dict[str, Any]]:
         r["time_saving_pct"] = (
             100 * (r["time_s"] / ref["time_s"] - 1) if r["time_s"] is not None and ref["time_s"] else None
         )
+        r["compute_time_saving_pct"] = (
+            100 * (r["compute_time_s"] / ref["compute_time_s"] - 1)
+            if r["compute_time_s"] is not None and ref["compute_time_s"]
+            else None
+        )
+    for r in out:  # the paper's accounting prices time as the seed does (common.compute_time)
+        if r["method"] == "fsosa, paper accounting":
+            r["time_saving_pct"] = r["compute_time_saving_pct"]
         for k in ("spent_s", "sent_MB"):
             r[f"{k}_saving_pct"] = 100 * (r[k] / ref[k] - 1) if r.get(k) is not None and ref.get(k) else None
     return out
 
 
-def _paper_time(by: dict[str, list[dict[str, Any]]]) -> float:
-    """The paper's accounting of time on our F-SOSA run (seed 000's implementation re-collects
-    the whole subset on a triggered request, as Retrain does): a triggered request costs what
-    Retrain's answer to it cost, an untriggered one what F-SOSA's did."""
-    retrain = {r["index"]: r.get("makespan_s") or 0.0 for r in by["retrain"]}
-    return sum(
-        retrain.get(r["index"], 0.0)
-        if r.get("triggered") and r.get("kind") != "suspend"
-        else r.get("makespan_s") or 0.0
-        for r in by["fsosa"]
-    )
+def own_compute_times(run, by: dict[str, list[dict[str, Any]]]) -> dict[str, float | None]:
+    """F-SOSA's and Retrain's time in seed 000's accounting (``common.compute_time``) where the
+    run trained on on-board units, side by side as the accounting assumes; None on a shared device."""
+    onboard = ((run.manifest().get("config") or {}).get("compute") or {}).get("mode") == "onboard"
+    samples = trained_samples(run.path) if onboard else {}
+    return {m: compute_time(by[m], samples) if onboard else None for m in ("fsosa", "retrain")}
 
 
 def _fluctuation(rows: list[dict[str, Any]]) -> float | None:

@@ -105,6 +105,43 @@ def paper_style(fsosa: list[dict[str, Any]], unit: dict[str, float]) -> list[dic
     return out
 
 
+def trained_samples(run_path: str | Path) -> dict[str, int]:
+    """Client -> training samples of every contribution a run trained (its store's index; the
+    store's ``client`` field is the client's ``repr``)."""
+    index = Path(run_path) / "contributions" / "index.json"
+    if not index.is_file():
+        return {}
+    try:
+        entries = json.loads(index.read_text())
+        return {e["client"]: int(e["meta"]["num_samples"]) for e in entries.values()}
+    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, AttributeError) as e:
+        raise ValueError(f"{index}: not a valid contribution index ({e})") from None
+
+
+def compute_time(records: list[dict[str, Any]], samples: dict[str, int]) -> float | None:
+    """Seed 000's accounting of time (Appendix B-D, the BDD100K case study): cumulative
+    computation time, the clients of a request training side by side, so a request costs its
+    slowest trained client's job ("Retrain must wait for all participating clients to complete
+    local training and is therefore limited by the slowest client") plus the coordinator's solve,
+    and a request that trains nobody costs its solve alone. Each job's seconds are the record's
+    ``compute_sim_s`` shared by samples; None where that does not hold (jobs queued on one shared
+    device, a failed job, a client missing from ``samples``): the accounting assumes on-board units."""
+    total, rates = 0.0, []
+    for r in records:
+        trained = r.get("trained") or []
+        if trained:
+            n = [samples.get(repr(c)) for c in trained]
+            if any(k is None or k <= 0 for k in n) or r.get("failed") or not r.get("compute_sim_s"):
+                return None
+            ns = cast(list[int], n)
+            rates.append(r["compute_sim_s"] / sum(ns))
+            total += rates[-1] * max(ns)
+        total += r.get("solve_sim_s") or 0.0
+    if rates and max(rates) > min(rates) * (1 + 1e-6):  # not one cost per sample: jobs shared a device
+        return None
+    return total
+
+
 METHODS = ("fsosa", "fedfisher", "fedavg")
 
 
