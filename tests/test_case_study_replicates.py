@@ -132,3 +132,55 @@ def test_the_paper_accounting_prices_time_on_board_only(quick):
             assert paper["time_s"] == f
         else:  # one shared edge device queues the jobs: the seed's accounting does not apply
             assert paper["time_saving_pct"] is None and rows_["fsosa"]["compute_time_s"] is None
+
+
+def test_an_unfinished_run_is_continued_not_started_again(quick, tmp_path, monkeypatch):
+    import vmc_sim.cosim as cosim
+    from mobility.errors import SumoError
+
+    tool, tmp, _ = quick
+    done = next(
+        e
+        for e in json.loads((tmp / "out" / "runs.json").read_text())
+        if e["replicate"] == 0 and e["setting"] == "paper"
+    )
+    requests = [r["request_time"] for r in RunDir(done["run"]).records() if r["method"] == "retrain"]
+    dies_at = requests[len(requests) // 2]
+
+    class Dies:
+        def __init__(self, inner):
+            self.inner = inner
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+        def advance(self, until):
+            if until >= dies_at:
+                raise SumoError(f"SUMO died at t={until} (injected)")
+            return self.inner.advance(until)
+
+    original = cosim.open_source
+
+    def dying(scenario, path, *a, **k):  # the run's replay dies; the traffic pass (a path) does not
+        source, rsus = original(scenario, path, *a, **k)
+        return (source if path is not None else Dies(source)), rsus
+
+    args = ["--quick", "--epochs", "2", "--replicates", "1", "--settings", "paper"]
+    args += ["--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "out")]
+    args += ["--contribution-cache", str(tmp / "cache"), "--trace-cache", str(tmp / "traces")]
+    monkeypatch.setattr(cosim, "open_source", dying)
+    with pytest.raises(SumoError):
+        tool.main(args)
+    monkeypatch.setattr(cosim, "open_source", original)
+    (broken,) = [p for p in (tmp_path / "runs").iterdir() if "-trace-" not in p.name]
+    kept = list(RunDir(broken).records())
+    assert RunDir(broken).manifest()["status"] == "failed" and 0 < len(kept) < len(list(RunDir(done["run"]).records()))
+    assert tool.main(args) == 0
+    (entry,) = json.loads((tmp_path / "out" / "runs.json").read_text())
+    assert entry["run"] == str(broken)  # the same directory, continued
+    assert [p for p in (tmp_path / "runs").iterdir() if "-trace-" not in p.name] == [broken]
+
+    def sim(run):
+        return [{k: v for k, v in r.items() if not k.startswith("host_")} for r in RunDir(run).records()]
+
+    assert sim(broken) == sim(done["run"])  # as if it had never stopped

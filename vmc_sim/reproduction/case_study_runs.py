@@ -40,11 +40,14 @@ def record_trace(scenario: Scenario, path: Path) -> Path:
     return path
 
 
-def run_one(scenario: dict[str, Any], runs: str, threads: int | None = None) -> tuple[str, str]:
-    """Run one scenario (a JSON dict) into a new run directory under ``runs`` and plot it; its run
+def run_one(
+    scenario: dict[str, Any], runs: str, threads: int | None = None, resume: str | None = None
+) -> tuple[str, str]:
+    """Run one scenario (a JSON dict) into a new run directory under ``runs`` and plot it, or
+    continue the unfinished run directory ``resume`` (run as its manifest records it); its run
     directory and Fig. 6 plot. The unit of work of the process pool."""
     from ..config import load_model
-    from ..cosim import run_scenario
+    from ..cosim import manifest_scenario, run_scenario
     from ..plots import plot_run
     from ..scenario import Scenario
 
@@ -52,7 +55,11 @@ def run_one(scenario: dict[str, Any], runs: str, threads: int | None = None) -> 
         import torch
 
         torch.set_num_threads(threads)
-    run = run_scenario(load_model(Scenario, None, scenario), out=runs, progress=False, say=lambda s: None)
+    if resume is not None:
+        recorded = manifest_scenario(Path(resume) / "manifest.json")
+        run = run_scenario(recorded, progress=False, run_dir=Path(resume), resume=True, say=lambda s: None)
+    else:
+        run = run_scenario(load_model(Scenario, None, scenario), out=runs, progress=False, say=lambda s: None)
     return str(run.path), str(plot_run(run.path))
 
 
@@ -61,11 +68,14 @@ def run_pool(
     runs: str,
     jobs: int,
     on_done: Callable[[int, Path, Path], None] | None = None,
+    resume: list[str | None] | None = None,
 ) -> list[tuple[Path, Path]]:
     """Run the scenarios (JSON dicts) in order, or ``jobs`` at once in spawned processes; their run
     directories and plots in ``tasks`` order. ``on_done(i, run, plot)`` is called as each finishes
-    (in completion order), so a caller can record progress that survives a later failure."""
+    (in completion order), so a caller can record progress that survives a later failure;
+    ``resume[i]``, when given, is an unfinished run directory task ``i`` continues."""
     done: dict[int, tuple[Path, Path]] = {}
+    again = resume or [None] * len(tasks)
 
     def finished(i: int, run: str, plot: str) -> None:
         done[i] = (Path(run), Path(plot))
@@ -74,7 +84,7 @@ def run_pool(
 
     if jobs <= 1 or len(tasks) == 1:
         for i, t in enumerate(tasks):
-            finished(i, *run_one(t, runs))
+            finished(i, *run_one(t, runs, None, again[i]))
         return [done[i] for i in range(len(tasks))]
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -82,7 +92,7 @@ def run_pool(
     workers = min(jobs, len(tasks))
     threads = None if "OMP_NUM_THREADS" in os.environ else max(1, (os.cpu_count() or 1) // workers)
     with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = {pool.submit(run_one, t, runs, threads): i for i, t in enumerate(tasks)}
+        futures = {pool.submit(run_one, t, runs, threads, again[i]): i for i, t in enumerate(tasks)}
         for f in as_completed(futures):
             finished(futures[f], *f.result())
     return [done[i] for i in range(len(tasks))]
