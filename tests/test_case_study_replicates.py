@@ -74,7 +74,12 @@ def test_every_figure_is_a_mean_with_its_interval(quick):
     assert math.isclose(float(f["comm_saving_pct_mean"]), sum(values) / 3)
     table = rows(tmp / "out" / "paper.csv")
     assert {r["figure"] for r in table} >= {"cumulative time vs Retrain, %", "communication vs Retrain, %"}
-    assert all(r["within range?"].split(" (")[0] in {"yes", "no", "interval overlaps", "no figure"} for r in table)
+    verdicts = {"yes", "no", "interval overlaps", "no figure"}
+    for r in table:
+        if r["setting"] == "physics" and r["figure"] == "cumulative time vs Retrain, %, the paper's accounting":
+            assert r["within range?"].startswith("not priced") and r["ours"] == "-"  # one shared device
+        else:
+            assert r["within range?"].split(" (")[0] in verdicts
     report = (tmp / "out" / "report.md").read_text()
     assert "fig6_paper_digits.png" in report and (tmp / "out" / "fig6_physics_digits.png").is_file()
 
@@ -184,3 +189,10 @@ def test_an_unfinished_run_is_continued_not_started_again(quick, tmp_path, monke
         return [{k: v for k, v in r.items() if not k.startswith("host_")} for r in RunDir(run).records()]
 
     assert sim(broken) == sim(done["run"])  # as if it had never stopped
+
+
+def test_femnist_keeps_its_writers_as_the_seed_does():
+    tool = load_script("tools/lust_case_study_replicates.py")
+    data = {"name": "n", "federated": {"dataset": "mnist", "alpha": 0.5}, "mobility": {"source": "lust"}}
+    assert tool.task(data, "physics", "femnist", Path("t.jsonl"))["federated"] == {"dataset": "femnist", "alpha": None}
+    assert tool.task(data, "physics", "cifar10", Path("t.jsonl"))["federated"] == {"dataset": "cifar10", "alpha": 0.5}
