@@ -10,7 +10,9 @@ A replicate is one traffic seed (SUMO's ``--seed``: base + r) and one run seed (
 split and W0: base + r). Each replicate's traffic is recorded once by a mobility-only pass (kept in
 the trace cache), then every (setting, dataset) replays it, ``--jobs`` at once. Every finished run
 is appended to ``OUT/runs.json`` at once, and a rerun of the same command skips the runs already
-there, so a long reproduction can be stopped and continued. The report gives each figure's mean
+there and resumes one that stopped part-way (from its run directory, checking what it recorded),
+so a long reproduction can be stopped and continued. ``--fisher kfac`` runs the seed's K-FAC
+setting (``FISHERS``; ``--replicates 1`` runs it once, without an interval). The report gives each figure's mean
 and 95 % interval per (setting, dataset, method), a table "paper | ours | within range?" and
 Fig. 6 with interval bands.
 

@@ -269,9 +269,9 @@ def time_accounting(entries: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
         if own["fsosa"] is not None and own["retrain"]:
             samples = trained_samples(run.path)
             acc.setdefault("compute_time_s (seed's accounting)", []).append(100 * (own["fsosa"] / own["retrain"] - 1))
-            skipped = [r["index"] for r in by["fsosa"][1:] if not r.get("triggered")]
-            ref_skipped = compute_time([rt[i] for i in skipped if i in rt], samples) or 0.0
-            own_skipped = compute_time([r for r in by["fsosa"] if r["index"] in set(skipped)], samples) or 0.0
+            skipped = {r["index"] for r in by["fsosa"][1:] if not r.get("triggered")}
+            ref_skipped = compute_time([rt[i] for i in sorted(skipped) if i in rt], samples) or 0.0
+            own_skipped = compute_time([r for r in by["fsosa"] if r["index"] in skipped], samples) or 0.0
             saved = own["retrain"] - own["fsosa"]
             acc.setdefault("untriggered_share_of_saving_pct", []).append(
                 100 * (ref_skipped - own_skipped) / saved if saved else math.nan
