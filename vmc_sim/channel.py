@@ -19,6 +19,14 @@ the rate evaluated at the predicted midpoint of each piece instead, which is sec
 more accurate at the same ``update_interval``. Coverage is polled at the same instants; an engine
 that knows the exact moment a vehicle leaves should call :meth:`RsuChannel.leave` then.
 
+Outage: a receiver whose link is below the lowest MCS (rate 0) makes no progress. A unicast
+transfer that stays in outage for ``outage_timeout_s`` fails with reason "outage" (so a link that
+cannot carry a transfer ends it in bounded simulated time, whatever the vehicle then does); a
+broadcast goes on at the rate of the worst receiver that can still hear it, and a receiver in
+outage is dropped from it at once ("outage": it misses the frames sent meanwhile), unless every
+receiver is in outage, when the broadcast stalls and fails the same way as a unicast. The stalled
+time is airtime: the sender holds its share of the channel while it retries.
+
 Shadowing (off by default) is a log-normal process per link, correlated over the distance the
 vehicle moves (``exp(-moved / shadowing_decorrelation_m)``, as in the 3GPP V2X evaluation
 methodology, TR 36.885 A.1.4, which uses 3 dB and 25 m on highways), drawn from the numpy
@@ -31,12 +39,12 @@ callables.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
 from typing import Any, Generator, Hashable, Iterable
 
 import numpy as np
 import simpy
 
+from .link_results import BroadcastResult, TransferResult
 from .radio import (
     ChannelConfig,
     CoverageFn,
@@ -48,92 +56,8 @@ from .radio import (
 )
 
 
-class _Span:
-    """Duration and mean rate of a finished transmission (shared by both result kinds)."""
-
-    start: float
-    end: float
-    bytes_sent: int
-
-    @property
-    def duration(self) -> float:
-        """Simulated seconds from start to end (success or failure)."""
-        return self.end - self.start
-
-    @property
-    def mean_rate_bps(self) -> float:
-        """Bits delivered per simulated second (0 for an instantaneous transmission)."""
-        return self.bytes_sent * 8.0 / self.duration if self.duration > 0 else 0.0
-
-
-@dataclass(frozen=True)
-class TransferResult(_Span):
-    """Outcome of one transfer (or of one receiver of a broadcast): what the engine records."""
-
-    ok: bool
-    bytes_sent: int
-    start: float
-    end: float
-    reason: str
-    vehicle: Hashable = None
-    direction: str = "downlink"
-    nbytes: int = 0
-    rsu: str = ""
-    tag: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain dict with the derived duration and mean rate (records)."""
-        d = asdict(self)
-        d["duration"] = self.duration
-        d["mean_rate_bps"] = self.mean_rate_bps
-        return d
-
-
-@dataclass(frozen=True)
-class BroadcastResult(_Span):
-    """Outcome of one downlink broadcast; ``receivers`` holds each receiver's own result."""
-
-    ok: bool
-    bytes_sent: int
-    start: float
-    end: float
-    reason: str
-    receivers: dict[Hashable, TransferResult] = field(default_factory=dict)
-    nbytes: int = 0
-    rsu: str = ""
-    tag: str | None = None
-    direction: str = "downlink"
-
-    @property
-    def delivered(self) -> list[Hashable]:
-        """Receivers that got the whole payload."""
-        return [v for v, r in self.receivers.items() if r.ok]
-
-    @property
-    def dropped(self) -> list[Hashable]:
-        """Receivers that left (or were aborted) before the end."""
-        return [v for v, r in self.receivers.items() if not r.ok]
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain dict with per-receiver results (records)."""
-        return {
-            "ok": self.ok,
-            "bytes_sent": self.bytes_sent,
-            "start": self.start,
-            "end": self.end,
-            "reason": self.reason,
-            "nbytes": self.nbytes,
-            "rsu": self.rsu,
-            "tag": self.tag,
-            "direction": self.direction,
-            "duration": self.duration,
-            "mean_rate_bps": self.mean_rate_bps,
-            "receivers": {str(v): r.to_dict() for v, r in self.receivers.items()},
-        }
-
-
 class _Receiver:
-    __slots__ = ("vehicle", "pos", "vel", "shadow_db", "shadow_pos")
+    __slots__ = ("vehicle", "pos", "vel", "shadow_db", "shadow_pos", "rate", "outage_since")
 
     def __init__(self, vehicle: Hashable) -> None:
         self.vehicle = vehicle
@@ -141,6 +65,8 @@ class _Receiver:
         self.vel: Position | None = None
         self.shadow_db: float | None = None
         self.shadow_pos: Position | None = None
+        self.rate = 0.0
+        self.outage_since: float | None = None  # since when its link carries no rate
 
 
 class _Flow:
@@ -272,6 +198,15 @@ class RsuChannel:
         """Cancel ``vehicle``'s transfers now with "aborted" and drop it from broadcasts."""
         self._request_drop(vehicle, "aborted")
 
+    def end_traffic(self) -> None:
+        """Fail every transfer now with "traffic_ended": the traffic is over, no vehicle is left."""
+        for pool in self._pools.values():
+            for flow in pool.flows:
+                for v in flow.receivers:
+                    flow.pending.setdefault(v, "traffic_ended")
+            if pool.flows:
+                self._wake(pool)
+
     def _bind(self, env: simpy.Environment) -> None:
         if self.env is None:
             self.env = env
@@ -380,15 +315,38 @@ class RsuChannel:
             if not f.receivers:
                 self._complete(f, now)
                 pool.flows.remove(f)
-        if pool.flows:
+        while pool.flows:  # a flow that ends in outage frees its share: the others' rates change
             self._set_rates(pool)
+            if not self._drop_outages(pool, now):
+                break
+
+    def _drop_outages(self, pool: _Pool, now: float) -> bool:
+        """Drop the receivers in outage that must go: a broadcast's at once while another receiver
+        hears it, any flow's once its outage has lasted ``outage_timeout_s``. Returns whether a flow
+        ended (the channel's shares then change)."""
+        ended = False
+        timeout = self.cfg.outage_timeout_s
+        for f in list(pool.flows):
+            heard = f.rate > 0
+            for v, rx in list(f.receivers.items()):
+                if rx.outage_since is not None and (heard or now - rx.outage_since >= timeout - 1e-9):
+                    self._drop(f, v, "outage", now)
+            if not f.receivers:
+                self._complete(f, now)
+                pool.flows.remove(f)
+                ended = True
+        return ended
 
     def _horizon(self, pool: _Pool) -> float:
-        """Time to the next recomputation: the update interval, or the first finish if sooner."""
+        """Time to the next recomputation: the update interval, or the first finish or outage
+        timeout if sooner."""
         delay = self.cfg.update_interval
         for f in pool.flows:
             if f.rate > 0:
                 delay = min(delay, (f.bits_total - f.bits_done) / f.rate)
+            else:
+                since = min(pool.last if rx.outage_since is None else rx.outage_since for rx in f.receivers.values())
+                delay = min(delay, since + self.cfg.outage_timeout_s - pool.last)
         return max(delay, 0.0)
 
     def _set_rates(self, pool: _Pool) -> None:
@@ -403,12 +361,21 @@ class RsuChannel:
 
         def assign(ahead: float) -> None:
             for f in pool.flows:
-                f.rate = min(self._rx_rate(f, rx, share, shadows[id(rx)], ahead) for rx in f.receivers.values())
+                for rx in f.receivers.values():
+                    rx.rate = self._rx_rate(f, rx, share, shadows[id(rx)], ahead)
+                f.rate = min((rx.rate for rx in f.receivers.values() if rx.rate > 0), default=0.0)
 
         assign(0.0)
         if any(rx.vel is not None for f in pool.flows for rx in f.receivers.values()):
             for _ in range(2):
                 assign(self._horizon(pool) / 2.0)
+        now = pool.last
+        for f in pool.flows:
+            for rx in f.receivers.values():
+                if rx.rate > 0:
+                    rx.outage_since = None
+                elif rx.outage_since is None:
+                    rx.outage_since = now
 
     def _shadow(self, rx: _Receiver) -> float:
         """Advance the receiver's correlated shadowing to its current position (0 when disabled)."""

@@ -39,6 +39,8 @@ from .timing import time_model
 from .vehicles import Vehicles
 from .world import World
 
+AFTER_CUT_S = 3600.0  # once no vehicle is reachable only running jobs and solves remain: far less than this
+
 
 class CoSimulation:
     """Couples a mobility source to one world per method and records every request."""
@@ -98,6 +100,7 @@ class CoSimulation:
         self.requests = 0
         self.not_dispatched = 0  # coverage events after coordinator.max_requests was reached
         self.traffic_ended: dict[str, Any] | None = None  # set when the source ran out before the scenario's end
+        self.drained: dict[str, Any] = {}  # how long the coordinators took past the end of traffic
 
     @property
     def calibration(self):
@@ -207,6 +210,7 @@ class CoSimulation:
             summary["partition_repaired"] = self.setup.partition_repair
         if self.traffic_ended is not None:
             summary["traffic_ended_early"] = self.traffic_ended
+        summary["drain"] = self.drained
         teleports = getattr(self.source, "teleports", None)
         if teleports is None:  # a replay: the count its recorder wrote
             teleports = (getattr(self.source, "end_record", None) or {}).get("teleports")
@@ -245,9 +249,41 @@ class CoSimulation:
             self.run_dir.save_tensors("models.safetensors", models)
 
     def _drain(self) -> None:
-        """Let the coordinators finish the requests still queued when traffic ends."""
-        for _ in range(10_000):
-            if not any(w.busy for w in self.all_worlds):
-                return
-            self.env.run(until=self.env.now + 3600.0)
-        raise RuntimeError("coordinators still busy after 10,000 simulated hours past the end of traffic")
+        """Let the coordinators finish the requests still queued when traffic ends, the vehicles held
+        where it left them, for at most ``coordinator.drain_s``; then end the traffic (no vehicle is
+        reachable), so that what is still in flight fails, and finish. Bounded either way: after the
+        end of traffic a transfer ends within its channel's outage timeout, a take-out ends with each
+        pass removing a client, and no new request comes."""
+        t0 = time.perf_counter()
+        self.drained = {"s": 0.0, "wall_s": 0.0, "traffic_cut": None}
+        try:
+            if not self._run_while_busy(self.env.now + self.scenario.coordinator.drain_s):
+                self.drained["traffic_cut"] = {
+                    "after_s": self.env.now - self.end_time,
+                    "busy": [w.name for w in self.all_worlds if w.busy],
+                    "covered": len(self.vehicles.end_traffic()),
+                }
+                for w in self.all_worlds:
+                    w.links.end_traffic()
+                if not self._run_while_busy(self.env.now + AFTER_CUT_S):
+                    raise RuntimeError(
+                        f"coordinators of {', '.join(w.name for w in self.all_worlds if w.busy)} still busy "
+                        f"{self.env.now - self.end_time:.0f} simulated seconds past the end of traffic, with no "
+                        "vehicle reachable"
+                    )
+            self.drained["s"] = self.env.now - self.end_time
+        finally:
+            self.drained["wall_s"] = time.perf_counter() - t0
+
+    def _run_while_busy(self, limit: float) -> bool:
+        """Process events, one at a time, until no coordinator is busy (True) or ``limit`` (False)."""
+        env = self.env
+        while self._busy():
+            if env.peek() > limit:
+                env.run(until=limit)
+                return False
+            env.step()
+        return True
+
+    def _busy(self) -> bool:
+        return any(w.busy for w in self.all_worlds)

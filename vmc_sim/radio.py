@@ -22,8 +22,8 @@ sharing: ``share = B / n`` with ``n`` transfers active on it) depends on ``rate_
 Every model then delivers application payload at ``(msdu_bytes - headers) / msdu_bytes`` of that
 rate (the transport's IP and TCP/UDP headers, :func:`vmc_sim.rates.payload_fraction`; ``transport:
 none`` counts the whole MSDU) and is capped at ``rate_cap_bps`` (none by default); a link below the
-lowest MCS or CQI gets 0. The tables and
-their sources are in :mod:`vmc_sim.rates`.
+lowest MCS or CQI gets 0: it is in outage, and :mod:`vmc_sim.channel` fails a transfer that stays in
+outage for ``outage_timeout_s``. The tables and their sources are in :mod:`vmc_sim.rates`.
 
 The default is 802.11p over TCP (``rate_model: ieee80211p``, ``bandwidth_hz: 10e6``,
 ``rate_cap_bps: null``, ``transport: tcp``): what vehicular researchers model for an RSU link
@@ -116,6 +116,7 @@ class ChannelConfig:
     shadowing_decorrelation_m: float = 10.0
     update_interval: float = 1.0
     min_distance_m: float = 1.0
+    outage_timeout_s: float = 3.0
 
     def __post_init__(self) -> None:
         self.validate()
@@ -163,6 +164,8 @@ class ChannelConfig:
             v = getattr(self, name)
             if v is not None and not is_positive(v):
                 raise ValueError(f"channel.{name} must be a positive number or null, got {v!r}")
+        if not is_number(self.outage_timeout_s) or self.outage_timeout_s < 0:
+            raise ValueError(f"channel.outage_timeout_s must be a non-negative number, got {self.outage_timeout_s!r}")
         if not is_number(self.shadowing_sigma_db) or self.shadowing_sigma_db < 0:
             raise ValueError(
                 f"channel.shadowing_sigma_db must be a non-negative number, got {self.shadowing_sigma_db!r}"

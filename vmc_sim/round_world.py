@@ -31,7 +31,7 @@ from fl_core.training import evaluate
 
 from .calibration import host_columns
 from .context import WorldContext
-from .requests import Request, RequestKind
+from .requests import Request, RequestKind, WithdrawalCause
 from .transfers import device_job, new_timing
 
 if TYPE_CHECKING:
@@ -115,12 +115,14 @@ class RoundWorld:
 
     def suspend(self, req: Request, min_clients: int, reason: str | None = None, spent: dict | None = None) -> None:
         """Withdraw the model: record it and restart the strategy from W0 (a fresh fit). ``reason``:
-        why, when not too few vehicles; ``spent``: what the request cost before the withdrawal."""
+        why, when not too few vehicles (then updates that never arrived could not be taken out);
+        ``spent``: what the request cost before the withdrawal."""
         withdrawn = sorted(self.participants, key=str)
         why = reason or f"{len(self.present)} vehicle(s) present, fewer than coordinator.min_clients = {min_clients}"
         row: dict[str, Any] = {
             "method": self.name,
             "kind": "suspend",
+            "cause": (WithdrawalCause.COVERAGE if reason is None else WithdrawalCause.NOT_ARRIVED).value,
             "index": self.strategy.round,
             "request": req.index,
             "request_time": req.time,

@@ -109,6 +109,13 @@ class CoordinatorSection(Strict):
         description="store and forward: a vehicle that leaves every RSU mid-transfer resumes it when back "
         "in coverage within this many seconds (0: the transfer fails when it leaves)",
     )
+    drain_s: float = Field(
+        1800.0,
+        gt=0,
+        description="simulated seconds past the end of traffic in which the coordinators finish what is queued "
+        "and in flight, the vehicles held where traffic left them; then the traffic is over: every vehicle is "
+        "out of reach, what is still in flight fails (charged what it spent) and the run ends",
+    )
     keep_unarrived: bool = Field(
         False,
         description="fallback for methods that cannot remove a client: release a model that still holds "
@@ -349,6 +356,9 @@ MEANINGS: dict[str, str] = {
     "channel.rate_model": "shannon (capped Shannon over the share), ieee80211p (802.11p MCS by SNR x MAC efficiency; "
     "10 MHz), nr (TS 38.214 CQI table x TS 38.306 overhead); tables and sources in vmc_sim/rates.py",
     "channel.msdu_bytes": "IP packet per frame: the MAC efficiency of ieee80211p, the header share of transport",
+    "channel.outage_timeout_s": "seconds a transfer may stay in outage (its link below the lowest MCS or CQI: no "
+    "progress) before it fails with reason outage; a broadcast drops a receiver in outage at once and sends it the "
+    "rest by unicast (3 s: TCP's initial 1 s retransmission timeout, RFC 6298, doubled once)",
     "channel.transport": "tcp (IP/TCP headers; on ieee80211p one TCP ACK frame per two segments), udp (IP/UDP "
     "headers) or none (the whole MSDU is payload)",
     "compute.mode": "shared_gpu: each method's jobs queue for one device; onboard: every vehicle trains on its own unit",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable
 
+from .requests import WithdrawalCause
 from .runs import RunDir, describe_status
 from .solves import unconverged_solves, warning_lines
 
@@ -120,14 +121,14 @@ def method_totals(records: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]
     """Per method, in order of first record: requests answered (the first fit's included; a
     record of a batch window counts every request it answered), how many triggered a change, MB,
     simulated time (sum of makespans) and compute, mean latency, failed transfers, withdrawals
-    (records of kind ``suspend``), the accuracy of the model that exists at the end (NaN when the
+    (records of kind ``suspend``, counted by cause in ``withdrawn_by``), the accuracy of the model that exists at the end (NaN when the
     last thing that happened to it was a withdrawal) and solves stopped before their tolerance.
     The one code path of ``vmc run``'s table and a sweep's row."""
     rows = [r for r in records if "method" in r]
     totals: dict[str, dict[str, Any]] = {}
     latencies: dict[str, list[float]] = {}
     for r in rows:
-        t = totals.setdefault(r["method"], {"method": r["method"], **dict.fromkeys(TOTALS, 0)})
+        t = totals.setdefault(r["method"], {"method": r["method"], **dict.fromkeys(TOTALS, 0), "withdrawn_by": {}})
         if t["requests"] == 0:
             t.update(total_MB=0.0, sim_time_s=0.0, sim_compute_s=0.0, final_accuracy=math.nan)
         t["requests"] += len(r.get("requests") or [r.get("index")])
@@ -139,6 +140,8 @@ def method_totals(records: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]
         t["failed_transfers"] += len(r.get("failed") or [])
         if r.get("kind") == "suspend":
             t["withdrawn"] += 1
+            cause = r.get("cause", WithdrawalCause.COVERAGE.value)  # runs before causes were recorded
+            t["withdrawn_by"][cause] = t["withdrawn_by"].get(cause, 0) + 1
             t["final_accuracy"] = math.nan
         elif r.get("accuracy") is not None:
             t["final_accuracy"] = r["accuracy"]
@@ -205,9 +208,9 @@ def summarize(run: RunDir) -> str:
             end = (
                 "; it was withdrawn at the end (final acc: withdrawn)" if final_accuracy_text(t) == "withdrawn" else ""
             )
+            why = "; ".join(f"{n} when {WithdrawalCause(c).words}" for c, n in sorted(t["withdrawn_by"].items()))
             lines.append(
-                f"note: {m}: the model was withdrawn {t['withdrawn']} time(s) when coverage fell below "
-                f"coordinator.min_clients (records of kind 'suspend'){end}"
+                f"note: {m}: the model was withdrawn {t['withdrawn']} time(s): {why} (records of kind 'suspend'){end}"
             )
     summary = manifest.get("summary") or {}
     held, asked = summary.get("validation_held"), federated.get("validation_samples")
@@ -236,6 +239,14 @@ def summarize(run: RunDir) -> str:
         lines.append(
             f"note: traffic ended at {ended['at']:.1f} s, {ended['scenario_end'] - ended['at']:.1f} s before "
             f"the scenario's end ({ended['scenario_end']:.1f} s): no arrival or departure after it{how}"
+        )
+    cut = (summary.get("drain") or {}).get("traffic_cut")
+    if cut:
+        lines.append(
+            f"note: {', '.join(cut['busy'])} still had work {cut['after_s']:.0f} s after the end of traffic "
+            f"(coordinator.drain_s): the traffic then ended ({cut['covered']} vehicle(s) still covered went out "
+            f"of reach), what was in flight failed, and the last record came {summary['drain']['s']:.0f} s "
+            "after the end"
         )
     teleports = summary.get("teleports")
     if teleports:

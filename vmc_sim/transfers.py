@@ -13,7 +13,9 @@ when the vehicle moves to another RSU of the region, the rest of the transfer co
 what that RSU received is forwarded to the coordinator over the backhaul
 (``coordinator.backhaul_bps``, ``coordinator.backhaul_latency_s``). Store-and-forward
 (``coordinator.resume_within_s`` > 0): a vehicle that leaves every RSU mid-upload keeps what it has
-not sent and resumes when it is back in coverage within that many seconds.
+not sent and resumes when it is back in coverage within that many seconds; a transfer whose link
+went into outage (:mod:`vmc_sim.channel`) is tried again, poll after poll, until that many seconds
+after it last moved a byte. Without it, both fail the transfer.
 """
 
 from __future__ import annotations
@@ -62,7 +64,8 @@ class Links:
 
     def broadcast(self, clients: Iterable[Hashable], nbytes: int, timing: dict):
         """Send ``nbytes`` once per RSU to its ``clients`` still in coverage (worst receiver's rate);
-        a receiver handed over to another RSU mid-broadcast gets the rest there by unicast.
+        a receiver handed over to another RSU mid-broadcast, or dropped from it in outage, gets the
+        rest by unicast.
         Returns the set of clients that received everything."""
         env, vehicles = self.env, self.vehicles
         by_rsu: dict[str, list[Hashable]] = {}
@@ -73,7 +76,7 @@ class Links:
         for rsu, group in sorted(by_rsu.items()):
             reach = [c for c in group if vehicles.reachable(c)]
             for c in sorted(set(group) - set(reach), key=str):  # a set's order varies with the process's hash seed
-                timing["failed"].append({"client": c, "tag": "broadcast", "reason": "left_coverage"})
+                timing["failed"].append({"client": c, "tag": "broadcast", "reason": vehicles.unreachable_reason})
             if not reach or rsu not in self.channels:
                 continue
             res = yield self.channels[rsu].broadcast(
@@ -89,11 +92,13 @@ class Links:
                 if r.ok:
                     got.add(c)
                 elif self._handed_over(c, rsu, r.reason, vehicles.reachable):
+                    timing["handovers"] += 1
+                    moved.append((c, nbytes - r.bytes_sent))
+                elif r.reason == "outage" and vehicles.reachable(c):  # missed frames: the rest by unicast
                     moved.append((c, nbytes - r.bytes_sent))
                 else:
                     timing["failed"].append({"client": c, "tag": "broadcast", "reason": r.reason})
         for c, rest in moved:
-            timing["handovers"] += 1
             if (yield from self.transfer(c, rest, timing, "downlink", "broadcast", vehicles.reachable)):
                 got.add(c)
         return got
@@ -122,11 +127,12 @@ class Links:
         airtime counts as failed, and its bytes as undelivered, unless the whole of it arrives."""
         env, vehicles, rule = self.env, self.vehicles, self.handover
         rest, home, relayed, stalled, air = nbytes, vehicles.rsu_of(client), 0, 0, 0.0
-        reason = "left_coverage"
+        reason = vehicles.unreachable_reason
+        progress_at = env.now  # store and forward gives up resume_within_s after the last byte moved
         while True:
             rsu = vehicles.rsu_of(client)
             if rsu not in self.channels or not reachable(client):
-                if not (yield from self._wait_for_coverage(client, reachable)):
+                if not (yield from self._wait_for_coverage(client, reachable, progress_at)):
                     break
                 continue
             res = yield self.channels[rsu].transfer(
@@ -146,17 +152,28 @@ class Links:
                 return True
             rest -= res.bytes_sent
             reason = res.reason
+            if res.bytes_sent > 0:
+                progress_at = res.end
             stalled = stalled + 1 if res.bytes_sent == 0 and res.end == res.start else 0
             if stalled > 1:  # refused again at once where it stands: no progress is possible
                 break
             if self._handed_over(client, rsu, res.reason, reachable):
                 timing["handovers"] += 1
                 continue
-            if not (res.reason == "left_coverage" and rule.resume_within_s > 0):
-                break  # else store and forward: wait for coverage at the top of the loop
+            if not (res.reason in ("left_coverage", "outage") and rule.resume_within_s > 0):
+                break  # else store and forward: wait for coverage (or the link) at the top of the loop
+            if res.reason == "outage" and not (
+                yield from self._wait_for_coverage(client, reachable, progress_at, True)
+            ):
+                break
         timing["failed"].append({"client": client, "tag": tag, "reason": reason})
         timing["failed_transfer_s"] += air
         return False
+
+    def end_traffic(self) -> None:
+        """The traffic is over: every transfer on these links fails now ("traffic_ended")."""
+        for channel in self.channels.values():
+            channel.end_traffic()
 
     def _attached(self, rsu: str, reachable: Callable[[Hashable], bool]) -> Callable[[Hashable], bool]:
         """Coverage of one RSU's transfer: the vehicle is reachable and, with handover, still attached to
@@ -175,11 +192,15 @@ class Links:
             and self.vehicles.rsu_of(client) in self.channels
         )
 
-    def _wait_for_coverage(self, client: Hashable, reachable: Callable[[Hashable], bool]):
-        """Store and forward: poll until ``client`` is reachable again, at most ``resume_within_s``."""
+    def _wait_for_coverage(
+        self, client: Hashable, reachable: Callable[[Hashable], bool], progress_at: float, retry: bool = False
+    ):
+        """Store and forward: poll until ``client`` is reachable again, at most ``resume_within_s`` after
+        it left; ``retry`` (a link in outage): until the next poll, at most ``resume_within_s`` after
+        the transfer last moved a byte (``progress_at``). Returns whether to try again."""
         rule, env = self.handover, self.env
-        deadline = env.now + rule.resume_within_s
-        while rule.resume_within_s > 0 and env.now + rule.poll_s <= deadline + 1e-9:
+        deadline = (progress_at if retry else env.now) + rule.resume_within_s
+        while rule.resume_within_s > 0 and env.now + rule.poll_s <= deadline + 1e-9 and not self.vehicles.ended:
             yield env.timeout(rule.poll_s)
             if reachable(client) and self.vehicles.rsu_of(client) in self.channels:
                 return True

@@ -11,7 +11,8 @@ class Vehicles:
     """Positions, RSUs and coverage of the vehicles; a departed vehicle may still upload its
     withdrawal for ``grace`` simulated seconds after it left coverage. With ``dwell_limited``
     false (the paper's idealisation) a vehicle that was ever seen stays reachable after it leaves,
-    its link held at the position where it left."""
+    its link held at the position where it left. Once the traffic has ended (:meth:`end_traffic`),
+    no vehicle is reachable."""
 
     def __init__(self, grace: float, dwell_limited: bool = True) -> None:
         self.grace, self.dwell_limited = grace, dwell_limited
@@ -22,6 +23,7 @@ class Vehicles:
         self.joined_at: dict[Hashable, float] = {}
         self.dwells: list[float] = []  # every completed visit's time in coverage, in order of departure
         self.now = 0.0
+        self.ended = False
 
     def apply(self, events: list[MobilityEvent], members: Iterable) -> None:
         """Take one step's join/leave events and the covered vehicles' current positions."""
@@ -49,10 +51,23 @@ class Vehicles:
         return None if s is None else (s[0], s[1])
 
     def reachable(self, v: Hashable) -> bool:
-        return v in self.covered or (not self.dwell_limited and v in self.state)
+        return not self.ended and (v in self.covered or (not self.dwell_limited and v in self.state))
 
     def reachable_for_withdrawal(self, v: Hashable) -> bool:
+        if self.ended:
+            return False
         if self.reachable(v):
             return True
         t = self.departed_at.get(v)
         return t is not None and self.now - t <= self.grace
+
+    @property
+    def unreachable_reason(self) -> str:
+        """Why a vehicle out of reach is: it left coverage, or the traffic is over."""
+        return "traffic_ended" if self.ended else "left_coverage"
+
+    def end_traffic(self) -> list[Hashable]:
+        """The traffic is over: every vehicle is out of reach from now on (its visit stays open: a
+        dwell cut by the end is censored). Returns the vehicles that were still covered."""
+        self.ended = True
+        return sorted(self.covered, key=str)

@@ -44,7 +44,7 @@ from fl_core.training import evaluate
 
 from .calibration import host_columns
 from .context import WorldContext
-from .requests import Request, RequestKind
+from .requests import Request, RequestKind, WithdrawalCause
 from .transfers import COST_KEYS, device_job, new_timing
 
 UPLOAD_KINDS = ("model_upload", "fisher_upload")
@@ -124,6 +124,7 @@ class World:
                 self.suspend(
                     batch,
                     t_request,
+                    WithdrawalCause.COVERAGE,
                     f"{len(present)} vehicle(s) would remain, fewer than coordinator.min_clients = {min_clients}",
                 )
                 return
@@ -149,7 +150,7 @@ class World:
                 return
             except EmptyPopulationError as e:  # e.g. fewer clients than a fixed subset size
                 self.present = present
-                self.suspend(batch, t_request, str(e))
+                self.suspend(batch, t_request, WithdrawalCause.POPULATION, str(e))
                 return
             self.present = present
         host_s = time.perf_counter() - host0
@@ -157,10 +158,11 @@ class World:
         timing = yield from self.play(report)
         outcome = yield from self.take_out(timing)
         timing["makespan_s"] = self.env.now - t_play
-        if isinstance(outcome, str):  # what was tried before the model was withdrawn stays on record
+        if isinstance(outcome, tuple):  # what was tried before the model was withdrawn stays on record
             tried = report.total_bytes + sum(p["bytes"] for p in timing["take_outs"])
             timing.update(trained=list(report.trained), bytes=dict(report.bytes), total_bytes=tried)
-            self.suspend(batch, t_request, outcome, timing)
+            cause, reason = outcome
+            self.suspend(batch, t_request, cause, reason, timing)
             return
         timing["host_edit_s"] = host_s + outcome.pop("host_s", 0.0)
         timing.update(extra)
@@ -169,7 +171,8 @@ class World:
     def take_out(self, timing: dict):
         """Take the contributions that never arrived out of the model, by the editor's removal path,
         playing each take-out in simulated time, until the model holds only what arrived.
-        Returns what the take-outs did (merged into the record), or a reason to withdraw the model."""
+        Returns what the take-outs did (merged into the record), or the cause and reason to withdraw
+        the model. Each pass takes at least one client out, so the take-outs end."""
         lost = [c for c in timing["not_arrived"] if c in self.editor.clients]
         passes: list[dict[str, Any]] = []
         host_s = 0.0
@@ -178,7 +181,7 @@ class World:
             gone = sorted((self.known_departed() & self.editor.clients) - set(lost), key=str)
             taken = [*lost, *gone]
             if len(self.editor.clients) - len(taken) < self.ctx.coordinator.min_clients:
-                return (
+                return WithdrawalCause.NOT_ARRIVED, (
                     f"{len(lost)} contribution(s) never arrived ({_named(lost)}); without them and the "
                     f"{len(gone)} client(s) known to have left, fewer than coordinator.min_clients = "
                     f"{self.ctx.coordinator.min_clients} clients remain"
@@ -188,14 +191,14 @@ class World:
                 report = self.editor.batch(taken, [], kind="remove" if len(taken) == 1 else "batch")
             except UnsupportedRequestError:
                 if not self.ctx.coordinator.keep_unarrived:
-                    return (
+                    return WithdrawalCause.NOT_ARRIVED, (
                         f"{self.name} cannot remove the contribution(s) that never arrived ({_named(lost)}) "
                         "(coordinator.keep_unarrived would release the model with them)"
                     )
                 timing["kept_unarrived"] = sorted(lost, key=str)
                 break
             except EmptyPopulationError as e:
-                return str(e)
+                return WithdrawalCause.POPULATION, str(e)
             host_s += time.perf_counter() - host0
             again = yield from self.play(report, skip=set(lost))
             _add_costs(timing, again)
@@ -218,9 +221,12 @@ class World:
         vehicles = self.ctx.vehicles
         return {v for r in self.queue.items for v in r.removed if not vehicles.reachable(v)}
 
-    def suspend(self, batch: list[Request], t_request: float, reason: str, spent: dict | None = None) -> None:
+    def suspend(
+        self, batch: list[Request], t_request: float, cause: WithdrawalCause, reason: str, spent: dict | None = None
+    ) -> None:
         """Withdraw the model: its clients' contributions go with it; wait for enough vehicles.
-        ``spent``: what the request cost in simulated time before the model was withdrawn."""
+        ``cause`` and ``reason`` say why; ``spent``: what the
+        request cost in simulated time before the model was withdrawn."""
         withdrawn = sorted(self.editor.clients, key=str)
         departed = {v for r in batch for v in r.removed}
         for c in departed:
@@ -233,6 +239,7 @@ class World:
             None,
             {
                 "kind": "suspend",
+                "cause": cause.value,
                 "triggered": True,
                 "withdrawn": withdrawn,
                 "population": len(self.present),
