@@ -230,11 +230,11 @@ def trace_path(source: str | os.PathLike[str]) -> Path:
         return p
     if p.suffix not in (".yaml", ".yml"):
         return p
-    import yaml
+    from mobility.yaml_text import load_yaml
 
     if not p.is_file():
         raise FileNotFoundError(f"scenario file {p} does not exist")
-    data = yaml.safe_load(p.read_text()) or {}
+    data = load_yaml(p.read_text()) or {}
     m = data.get("mobility") if isinstance(data, dict) else None
     m = m if isinstance(m, dict) else {}
     trace = m.get("trace")

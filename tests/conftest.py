@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import sys
+import tempfile
 from pathlib import Path
 from types import ModuleType
 
@@ -39,6 +41,40 @@ class TinySetup:
 
 
 torch.set_num_threads(1)  # the tiny test models lose to thread synchronisation
+
+USER_CACHE = Path.home() / ".cache" / "vmc-sim"
+TEST_CACHE = Path(tempfile.gettempdir()) / f"vmc-sim-test-cache-{os.getuid()}"
+# The suite keeps its caches (decoded data, SUMO builds, calibrations measured under test load,
+# FLOP counts, contributions) apart from the user's: a later run of the user's reads none of them.
+os.environ["VMC_CACHE"] = str(TEST_CACHE)
+
+
+def _listing(root: Path) -> dict[str, tuple[int, int]]:
+    """Every file under ``root`` with its size and modification time (ns)."""
+    if not root.is_dir():
+        return {}
+    return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*") if p.is_file()}
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if not hasattr(session.config, "workerinput"):  # the controller (or a run without workers)
+        session.config.stash[_BEFORE] = _listing(USER_CACHE)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the run if any test wrote into the user's cache (``~/.cache/vmc-sim``)."""
+    before = session.config.stash.get(_BEFORE, None)
+    if before is None:
+        return
+    after = _listing(USER_CACHE)
+    changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+    if changed:
+        shown = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
+        print(f"\nthe test suite changed the user's cache {USER_CACHE}: {shown}", file=sys.stderr)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+_BEFORE = pytest.StashKey[dict]()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -425,7 +426,7 @@ def numeric_keys() -> list[tuple[str, str]]:
 
     from pydantic import BaseModel
 
-    from vmc_sim.scenario import SECTIONS
+    from vmc_sim.scenario_docs import SECTIONS
 
     def shape(text: str) -> str | None:
         if "str" in text or not ("float" in text or "int" in text):
@@ -484,4 +485,93 @@ def test_a_non_finite_number_is_refused_naming_its_key(tmp_path, capsys, key, sh
     *section, last = key.split(".")
     line = next(x for x in err.splitlines() if "must be a finite number" in x)
     assert all(part in line for part in section) and last in line, line
+    assert not (tmp_path / "runs").exists()
+
+
+# -- writers pointed into a completed run, onto its files, or beside a live writer --------------
+@pytest.fixture(scope="module")
+def complete_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("complete")
+    run = run_scenario(scenario(trace_file(tmp)), out=tmp / "runs", progress=False, say=lambda s: None)
+    return run.path
+
+
+def _scenario_file(run, tmp_path, **over) -> str:
+    data = json.loads((Path(run) / "manifest.json").read_text())["config"]
+    data.update(over)
+    path = tmp_path / "same.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return str(path)
+
+
+WRITE_CASES = {
+    "export onto the run's trace": lambda run, tmp: ["export", "availability", run, "--out", f"{run}/trace.jsonl"],
+    "export onto the run's manifest": lambda run, tmp: ["export", "availability", run, "--out", f"{run}/manifest.json"],
+    "export into the run directory": lambda run, tmp: ["export", "availability", run, "--out", f"{run}/"],
+    "export under the run's contributions": lambda run, tmp: [
+        *("export", "availability", run, "--out", f"{run}/contributions/x.csv"),
+    ],
+    "export with a file on the way": lambda run, tmp: ["export", "availability", run, "--out", f"{tmp}/f/x.csv"],
+    "flower into the run": lambda run, tmp: [
+        *("flower", _scenario_file(run, tmp), "--schedule", run, "--out", run, "--direct"),
+    ],
+    "run into the run": lambda run, tmp: ["run", _scenario_file(run, tmp), "--out", run, "--quiet"],
+    "replay into the run": lambda run, tmp: ["replay", f"{run}/trace.jsonl", "--out", run, "--quiet"],
+    "plot onto the run's records": lambda run, tmp: ["plot", run, "--out", f"{run}/records.jsonl"],
+    "plot beside a live writer": lambda run, tmp: ["plot", run],
+    "audit into the run under another name": lambda run, tmp: ["audit", run, "--out", f"{run}/mine.json"],
+    "resume with another scenario": lambda run, tmp: [
+        *("run", _scenario_file(run, tmp, seed=4), "--resume", run, "--quiet"),
+    ],
+    "resume with --out": lambda run, tmp: ["run", "--resume", run, "--out", str(tmp), "--quiet"],
+}
+
+
+@pytest.mark.parametrize("how", list(WRITE_CASES))
+def test_no_command_writes_into_a_run_it_does_not_own(complete_run, tmp_path, capsys, how):
+    import contextlib
+
+    from vmc_sim.runlock import RunLock
+    from vmc_sim.runs import FINGERPRINTED, RunDir
+
+    path = tmp_path / "run"
+    shutil.copytree(complete_run, path)
+    (tmp_path / "f").write_text("a file where a directory is expected")
+    argv = WRITE_CASES[how](str(path), tmp_path)
+    with RunLock(path) if how == "plot beside a live writer" else contextlib.nullcontext():
+        before = files_of(path)
+        rc = main(argv)
+        assert files_of(path) == before
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and err.startswith("vmc: ") and "Errno" not in err, (rc, err)
+    assert len(err.splitlines()) <= 2, err  # one line (a configuration error: its heading and the line)
+    for name in FINGERPRINTED:
+        RunDir(path, create=False).verify_file(name)
+
+
+def test_an_output_file_is_replaced_only_with_force(complete_run, tmp_path, capsys):
+    out = tmp_path / "av.csv"
+    assert main(["export", "availability", str(complete_run), "--out", str(out)]) == 0
+    first = out.read_bytes()
+    out.write_text("mine")
+    assert main(["export", "availability", str(complete_run), "--out", str(out)]) == 2
+    assert "exists; give --force" in capsys.readouterr().err and out.read_text() == "mine"
+    assert main(["export", "availability", str(complete_run), "--out", str(out), "--force"]) == 0
+    assert out.read_bytes() == first
+
+
+def test_plot_of_a_finished_run_writes_its_figure_under_the_lock_and_again(complete_run, tmp_path):
+    path = tmp_path / "run"
+    shutil.copytree(complete_run, path)
+    assert main(["plot", str(path)]) == 0 and (path / "fig6.png").is_file()
+    assert main(["plot", str(path)]) == 0  # its own figure, drawn again
+    assert (path / ".lock").read_text() == ""  # let go
+
+
+def test_a_key_given_twice_is_refused_naming_it_and_its_lines(tmp_path, capsys):
+    path = tmp_path / "twice.yaml"
+    path.write_text("name: x\nduration: 600\nseed: 1\nduration: 60\n")
+    assert main(["run", str(path), "--out", str(tmp_path / "runs")]) == 2
+    err = capsys.readouterr().err
+    assert "'duration' is given twice" in err and "line 2 and line 4" in err
     assert not (tmp_path / "runs").exists()

@@ -188,7 +188,13 @@ def city(
 
 
 def records_of(run) -> list[dict]:
-    return [r for r in run.records() if "method" in r]
+    """A run's records, after checking that every method answered every request dispatched."""
+    rows = [r for r in run.records() if "method" in r]
+    dispatched = run.manifest()["summary"]["requests"]
+    for m in run.manifest()["config"]["federated"]["methods"]:
+        answered = sorted(i for r in rows if r["method"] == m for i in r["requests"])
+        assert answered == list(range(dispatched)), (m, dispatched, answered[-3:])
+    return rows
 
 
 def check_only_what_arrived(rows: list[dict], outage_timeout_s: float) -> None:

@@ -136,19 +136,23 @@ def test_print_config_shows_the_resolved_scenario_and_runs_nothing(tmp_path, cap
     out = tmp_path / "runs"
     assert main(["run", str(path), "--print-config", "--out", str(out)]) == 0
     printed = yaml.safe_load(capsys.readouterr().out)
-    assert printed == load_scenario(path).model_dump(mode="json")
+    assert printed == load_scenario(path).resolved()
     assert printed["federated"]["train"]["epochs"] == 20 and printed["compute"]["time_model"] == "profile"
+    # the sections a lower layer reads are shown with the values it uses, not as given ({})
+    assert printed["channel"]["path_loss_model"] == "tr37885_urban_los" and printed["channel"]["outage_timeout_s"] == 3
+    assert printed["mobility"]["city"]["junctions_x"] == 8 and printed["mobility"]["coverage"]["membership"] == "union"
+    assert "begin" in printed["mobility"]["lust"] and printed["mobility"]["rsus"]["radius"] == 200
     assert not out.exists()
     again = write(tmp_path, yaml.safe_dump(printed), "again.yaml")
-    assert load_scenario(again) == load_scenario(path)
+    assert load_scenario(again).resolved() == load_scenario(path).resolved()
 
 
 def test_the_scenario_reference_is_generated_from_the_schema():
-    from vmc_sim.scenario import scenario_reference
+    from vmc_sim.scenario_docs import scenario_reference
 
     text = (ROOT / "scenarios" / "REFERENCE.md").read_text()
     assert text == scenario_reference(), (
-        "regenerate: python -c 'from vmc_sim.scenario import scenario_reference; "
+        "regenerate: python -c 'from vmc_sim.scenario_docs import scenario_reference; "
         'open("scenarios/REFERENCE.md", "w").write(scenario_reference())\''
     )
     assert "| `num_clients` | `16` |" in text and "| `radius` | `200.0` |" in text

@@ -52,7 +52,6 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -178,9 +177,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--scenario", default=str(ROOT / "scenarios" / "lust_case_study.yaml"))
     p.add_argument("--datasets", nargs="+", default=None, help="default: mnist fashion_mnist (quick: digits)")
     p.add_argument("--epochs", type=int, default=None, help="local epochs (default: the scenario's)")
-    p.add_argument("--runs", default=str(ROOT / "runs"), help="where the run directories go")
-    p.add_argument("--out", default=str(ROOT / "tools" / "out" / "lust_case_study"))
-    p.add_argument("--quick", action="store_true", help="embedded city, digits/mlp, 10 requests")
+    p.add_argument("--runs", default=None, help="where the run directories go (default: OUT/runs)")
+    p.add_argument("--out", default=str(ROOT / "tools" / "out" / "lust_case_study"), help="the report's directory")
+    p.add_argument(
+        "--quick", action="store_true", help="a smoke test, not LuST: the embedded city, digits/mlp, 10 requests"
+    )
     p.add_argument(
         "--time-model",
         choices=["profile", "calibrated", "measured", "device"],
@@ -254,13 +255,16 @@ def main(argv: list[str] | None = None) -> int:
     from vmc_sim.summary import contribution_cache_text, dwell_job_lines
 
     out = report.out_dir(args.out)
+    if args.runs is None:
+        args.runs = str(out / "runs")
+    if args.quick:
+        print("--quick: a smoke test on the embedded city (digits, an MLP, 10 requests), not LuST", flush=True)
     summary, requests, traffic, caches = [], [], None, {}
     dwell: dict[str, list[str]] = {}
-    t0 = time.perf_counter()
     if args.from_runs:
         finished = [RunDir(r) for r in args.from_runs]
         datasets = [r.manifest()["config"]["federated"]["dataset"] for r in finished]
-        done = [(r.path, plot_run(r.path)) for r in finished]
+        done = [(r.path, plot_run(r.path, out / f"fig6_{d}.png", force=True)) for r, d in zip(finished, datasets)]
     else:
         done = run_datasets(args, datasets)
     for d, (path, plot) in zip(datasets, done):
@@ -273,7 +277,8 @@ def main(argv: list[str] | None = None) -> int:
             )
         summary += method_rows(run, d)
         requests += per_request(run, d)
-        shutil.copy(plot, out / f"fig6_{d}.png")
+        if Path(plot).resolve() != (out / f"fig6_{d}.png").resolve():
+            shutil.copy(plot, out / f"fig6_{d}.png")
         print(f"{d}: {run.path}", file=sys.stderr, flush=True)
         dwell[d] = dwell_job_lines(run.manifest().get("summary") or {})
         cache = (run.manifest().get("summary") or {}).get("contribution_cache")
@@ -366,11 +371,12 @@ def main(argv: list[str] | None = None) -> int:
             )
     body += cache_lines(caches)
     body.append(
-        f"\nWall-clock of the whole script: {time.perf_counter() - t0:.0f} s. Per-request rows: `requests.csv`; "
+        f"\nWall-clock of the process from its start to this report: {report.process_wall_s():.0f} s. "
+        "Per-request rows: `requests.csv`; "
         "Fig. 6-style plots: `fig6_<dataset>.png`; the recorded trace: `trace.jsonl`."
     )
     size = (
-        "quick (embedded city, digits/mlp, 10 requests)"
+        "quick: a smoke test on the embedded city, not LuST (digits/mlp, 10 requests)"
         if args.quick
         else f"full (LuST, {', '.join(datasets)}, 31 requests"
         + (f", K = {args.epochs} local epochs)" if args.epochs else ")")
@@ -379,7 +385,12 @@ def main(argv: list[str] | None = None) -> int:
     history = out / "history.md"
     if history.is_file():  # earlier runs kept beside the new one for comparison
         body += ["", history.read_text().rstrip()]
-    text = report.write_markdown(out / "report.md", "SUMO/LuST case study (seed 000, VI-C)", cmd, size, "\n".join(body))
+    title = (
+        "Case study smoke test on the embedded city, not LuST (seed 000, VI-C's method)"
+        if args.quick
+        else "SUMO/LuST case study (seed 000, VI-C)"
+    )
+    text = report.write_markdown(out / "report.md", title, cmd, size, "\n".join(body))
     print(text.read_text())
     return 0
 

@@ -27,6 +27,8 @@ from typing import Any, Callable, Hashable
 from fl_core.mia import AttackKind
 from fl_core.mia_audit import AuditConfig, audit, concat
 
+from .outputs import run_output
+
 MODELS_FILE = "models.safetensors"
 AUDIT_FILE = "audit.json"
 
@@ -107,15 +109,32 @@ def audit_run(
     seed: int | None = None,
     out: str | Path | None = None,
     say: Callable[[str], None] = print,
+    force: bool = False,
 ) -> dict[str, Any]:
-    """Audit ``run``'s stored models; returns what is written to ``out`` (default ``run/audit.json``).
+    """Audit ``run``'s stored models; returns what is written to ``out`` (default ``run/audit.json``,
+    written under the run's lock; an ``out`` that exists is replaced only with ``force``).
 
     ``seed`` seeds the audit's draws (default: the run's seed; ``config.seed`` is replaced)."""
+    federated = _federated(Path(run))  # a directory that is no run is refused before anything is written
+    with run_output(run, AUDIT_FILE, out, force) as path:
+        return _audit_into(path, Path(run), federated, clients, methods, checkpoint, config, seed, say)
+
+
+def _audit_into(
+    path: Path,
+    run: Path,
+    federated: tuple[Any, int, str, dict[str, Any]],
+    clients: list[str] | None,
+    methods: list[str] | None,
+    checkpoint: str,
+    config: AuditConfig,
+    seed: int | None,
+    say: Callable[[str], None],
+) -> dict[str, Any]:
     from .clients import recorded_shards
     from .runs import RunDir
 
-    run = Path(run)
-    fed, run_seed, kind, manifest = _federated(run)
+    fed, run_seed, kind, manifest = federated
     models = _load_models(run, checkpoint, methods)
     records = list(RunDir(run, create=False).records())
     removed, final = client_sets(records)
@@ -188,7 +207,6 @@ def audit_run(
         "config": {**asdict(config), "attacks": [a.value for a in config.attacks]},
         **report.as_dict(),
     }
-    path = Path(out) if out else run / AUDIT_FILE
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(result, indent=2))
     os.replace(tmp, path)
@@ -224,6 +242,7 @@ def _cmd(args: argparse.Namespace) -> int:
         config=config,
         seed=args.seed,
         out=args.out,
+        force=args.force,
     )
     return 0
 
@@ -246,5 +265,6 @@ def add_audit_parser(sub: argparse._SubParsersAction) -> None:
     a.add_argument("--shadow-epochs", type=int, default=None, help="shadow training epochs (default: the run's)")
     a.add_argument("--no-label-match", action="store_true", help="draw non-members without matching labels")
     a.add_argument("--seed", type=int, default=None, help="audit seed (default: the run's seed)")
-    a.add_argument("--out", help=f"output JSON (default: RUN/{AUDIT_FILE})")
+    a.add_argument("--out", help=f"output JSON (default: RUN/{AUDIT_FILE}, written under the run's lock)")
+    a.add_argument("--force", action="store_true", help="replace --out if it exists")
     a.set_defaults(func=_cmd)

@@ -9,6 +9,7 @@ from fl_core.errors import CorruptFileError
 from mobility.errors import TraceError
 
 from .config import ConfigError
+from .outputs import OutputRefused, os_error_text
 
 INPUT_ERRORS = (FileNotFoundError, NotADirectoryError, CorruptFileError, TraceError)
 
@@ -17,7 +18,8 @@ def _print_config(model) -> int:
     """The fully resolved configuration as YAML (every key, documented defaults filled in)."""
     import yaml
 
-    print(yaml.safe_dump(model.model_dump(mode="json"), sort_keys=False, default_flow_style=None, width=100), end="")
+    data = model.resolved() if hasattr(model, "resolved") else model.model_dump(mode="json")
+    print(yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=100), end="")
     return 0
 
 
@@ -47,6 +49,10 @@ def _run(args: argparse.Namespace) -> int:
         from .cosim import manifest_scenario
 
         scenario = manifest_scenario(Path(args.resume) / "manifest.json")
+        if args.out is not None:
+            raise ConfigError(f"--out {args.out}: a resume writes into its run directory {args.resume}; drop --out")
+        if args.scenario is not None:
+            _same_scenario(load_scenario(args.scenario), scenario, args.scenario, args.resume)
         if args.print_config:
             return _print_config(scenario)
         run_scenario(scenario, progress=not args.quiet, run_dir=Path(args.resume), resume=True)
@@ -54,8 +60,32 @@ def _run(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario)
     if args.print_config:
         return _print_config(scenario)
-    run_scenario(scenario, out=args.out, progress=not args.quiet)
+    run_scenario(scenario, out=args.out or "runs", progress=not args.quiet)
     return 0
+
+
+def _same_scenario(given, recorded, path: str, run: str) -> None:
+    """Refuse a scenario given with ``--resume`` unless it is the one the run recorded (a resume
+    continues the run as it began; another scenario is another run)."""
+    a, b = _flat(given.resolved()), _flat(recorded.resolved())
+    differ = sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
+    if differ:
+        shown = ", ".join(f"{k} ({a.get(k)!r} against {b.get(k)!r})" for k in differ[:4])
+        more = f" and {len(differ) - 4} more" if len(differ) > 4 else ""
+        raise ConfigError(
+            f"{path} is not the scenario of the run {run}: {shown}{more}; a resume continues the run as "
+            "it began (drop the scenario, or run it as a new run without --resume)"
+        )
+
+
+def _flat(d: dict, prefix: str = "") -> dict[str, object]:
+    out: dict[str, object] = {}
+    for k, v in d.items():
+        if isinstance(v, dict) and v:
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
 
 
 def _replay(args: argparse.Namespace) -> int:
@@ -131,7 +161,7 @@ def _calibrate(args: argparse.Namespace) -> int:
 def _plot(args: argparse.Namespace) -> int:
     from .plots import plot_run
 
-    print(plot_run(args.run, args.out))
+    print(plot_run(args.run, args.out, args.force))
     return 0
 
 
@@ -171,7 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=SCENARIO_HELP,
     )
     r.add_argument("scenario", nargs="?", help="scenario YAML (default: embedded city, digits, F-SOSA vs Retrain)")
-    r.add_argument("--out", default="runs", help="where run directories are created")
+    r.add_argument("--out", default=None, help="where run directories are created (default: runs)")
     r.add_argument("--quiet", action="store_true", help="no progress bar")
     r.add_argument("--resume", metavar="RUN", help="continue a failed run directory from its last record")
     r.add_argument(
@@ -209,7 +239,8 @@ def build_parser() -> argparse.ArgumentParser:
     p_cal.set_defaults(func=_calibrate)
     p_plot = sub.add_parser("plot", help="plot a run directory (accuracy, cumulative time and bytes)")
     p_plot.add_argument("run", help="run directory")
-    p_plot.add_argument("--out", help="output PNG (default: RUN/fig6.png)")
+    p_plot.add_argument("--out", help="output PNG (default: RUN/fig6.png, written under the run's lock)")
+    p_plot.add_argument("--force", action="store_true", help="replace --out if it exists")
     p_plot.set_defaults(func=_plot)
     from mobility.lust.cli import add_dwell_arguments
 
@@ -246,15 +277,22 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as e:
         print(f"vmc: invalid configuration\n{e}", file=sys.stderr)
         return 2
-    except INPUT_ERRORS as e:  # a file given or read back is missing or damaged
-        print(f"vmc: {e}", file=sys.stderr)
+    except (*INPUT_ERRORS, OutputRefused) as e:  # a file given or read back is missing or damaged; a write refused
+        print(f"vmc: {_words(e)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as e:  # the run directory already says 'interrupted' and how to resume
-        print(f"vmc: {e or 'interrupted'}", file=sys.stderr)
+        print(f"vmc: {str(e) or 'interrupted'}", file=sys.stderr)
         return 130
     except Exception as e:  # every failure ends with one clear line; records are already on disk
-        print(f"vmc: {e}", file=sys.stderr)
+        print(f"vmc: {_words(e)}", file=sys.stderr)
         return 1
+
+
+def _words(e: BaseException) -> str:
+    """An error's message; an OS error's raw ``[Errno N] ...`` in plain words naming the path."""
+    if isinstance(e, OSError) and e.errno is not None and str(e).startswith("[Errno"):
+        return os_error_text(e)
+    return str(e)
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ from fl_core.projection import DEFAULT_DAMPINGS, ProjectionConfig, ProjectionMet
 from fl_core.sampler import FixedRatio, FixedSize, SizeRule
 from fl_core.stats import Weighting
 from fl_core.training import DTYPES, TrainConfig
+from mobility.yaml_text import load_yaml
 
 
 class ConfigError(ValueError):
@@ -434,7 +435,7 @@ def load_model(
         except OSError as e:
             raise ConfigError(f"{source}: cannot read ({e.strerror})") from None
         try:
-            data = yaml.safe_load(text)
+            data = load_yaml(text)
         except yaml.YAMLError as e:
             raise ConfigError(f"{source}: not valid YAML: {e}") from None
         if data is None:

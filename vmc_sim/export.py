@@ -76,6 +76,7 @@ from mobility.events import MobilityEvent
 from mobility.trace import iter_records, read_header
 
 from .input_digests import changed_inputs
+from .outputs import claim_file
 from .runs import RunDir, file_fingerprint, read_manifest
 
 FORMATS = ("csv", "fedscale", "flower")
@@ -381,29 +382,35 @@ def _write_all(files: dict[Path, str]) -> None:
             tmp.unlink(missing_ok=True)
 
 
-def write_availability(av: Availability, fmt: str, out: str | os.PathLike[str] | None = None) -> list[Path]:
+def write_availability(
+    av: Availability, fmt: str, out: str | os.PathLike[str] | None = None, force: bool = False
+) -> list[Path]:
     """Write ``av`` as ``fmt`` to ``out`` (a file; an existing directory, or a path ending in ``/``, for
-    the default name in it; default: that name in the working directory). Returns the files written."""
+    the default name in it; default: that name in the working directory). Every file is claimed first
+    (:func:`vmc_sim.outputs.claim_file`: never inside a run or sweep, never onto an existing file
+    unless ``force``), so a refusal writes nothing. Returns the files written."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown availability format {fmt!r} (one of {', '.join(FORMATS)})")
     target = Path(out) if out is not None else Path(DEFAULT_NAMES[fmt])
     if target.is_dir() or str(out).endswith(("/", os.sep)):
         target = target / DEFAULT_NAMES[fmt]
     files = _outputs(av, fmt, target)
+    for path in files:
+        claim_file(path, force=force)
     _write_all(files)
     return list(files)
 
 
 def export_availability(
-    source: str | os.PathLike[str], fmt: str = "csv", out: str | os.PathLike[str] | None = None
+    source: str | os.PathLike[str], fmt: str = "csv", out: str | os.PathLike[str] | None = None, force: bool = False
 ) -> list[Path]:
     """Verify ``source`` (:func:`load_availability`), then write it (:func:`write_availability`)."""
-    return write_availability(load_availability(source), fmt, out)
+    return write_availability(load_availability(source), fmt, out, force)
 
 
 def _command(args: argparse.Namespace) -> int:
     av = load_availability(args.source)
-    for path in write_availability(av, args.format, args.out):
+    for path in write_availability(av, args.format, args.out, args.force):
         print(f"wrote {path}")
     open_at_end = sum(v.censored for v in av.visits)
     trace = av.meta["trace"]
@@ -451,6 +458,8 @@ def add_export_parser(sub: Any) -> None:
         "--out",
         metavar="PATH",
         help="output file, or a directory for the default name (default: availability.csv, "
-        "availability.fedscale.json or availability.flower.json in the working directory)",
+        "availability.fedscale.json or availability.flower.json in the working directory); never inside a "
+        "run or sweep directory",
     )
+    a.add_argument("--force", action="store_true", help="replace output files that exist")
     a.set_defaults(func=_command)

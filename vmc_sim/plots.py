@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .outputs import run_output
 from .runs import RunDir, describe_status
 
 
@@ -36,8 +37,9 @@ def label_fig6(axes) -> None:
         ax.legend()
 
 
-def plot_run(path: str | Path, out: str | Path | None = None) -> Path:
-    """Write ``fig6.png`` (three panels) into the run directory (or ``out``) and return its path."""
+def plot_run(path: str | Path, out: str | Path | None = None, force: bool = False) -> Path:
+    """Write ``fig6.png`` (three panels) into the run directory, under its lock (or to ``out``: a new
+    file, or an existing one with ``force``; :func:`vmc_sim.outputs.run_output`), and return its path."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -57,7 +59,9 @@ def plot_run(path: str | Path, out: str | Path | None = None) -> Path:
     if status and status != "complete":  # a reader must not take a partial run for a finished one
         fig.suptitle(f"{run.path.name}: {describe_status(run.path, status)} (partial: the records so far)")
     fig.tight_layout()
-    target = Path(out) if out else run.path / "fig6.png"
-    fig.savefig(target, dpi=110)
-    plt.close(fig)
+    try:
+        with run_output(run.path, "fig6.png", out, force) as target:
+            fig.savefig(target, dpi=110)
+    finally:
+        plt.close(fig)
     return target

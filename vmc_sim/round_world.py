@@ -64,7 +64,7 @@ class RoundWorld:
         self.present: set[Hashable] = set()  # the vehicles the requests say are present
         self.suspended = False
         self.epoch = 0
-        env.process(self.requests())
+        self.taking = env.process(self.requests())
         env.process(self.loop())
 
     @property
@@ -73,8 +73,11 @@ class RoundWorld:
 
     @property
     def busy(self) -> bool:
-        """True while a round or an unlearning request holds the world, or a request is queued."""
-        return bool(self.lock.count or self.queue.items)
+        """True while a round or an unlearning request holds the world, or a request is queued or taken
+        from the queue (its get triggered, not yet processed)."""
+        target = self.taking.target
+        taken = isinstance(target, simpy.resources.store.StoreGet) and target.triggered
+        return bool(self.lock.count or self.queue.items or taken)
 
     def _new_strategy(self) -> RoundStrategy:
         setup = self.ctx.setup

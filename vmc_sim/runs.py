@@ -21,6 +21,7 @@ from safetensors.torch import save_file
 
 from fl_core.errors import CorruptFileError
 
+from .outputs import claim_parent
 from .runlock import describe_status, writer_alive
 
 __all__ = ["RunDir", "cpu_model", "describe_status", "new_run_dir", "read_manifest", "versions", "writer_alive"]
@@ -58,7 +59,9 @@ def cpu_model() -> str:
 
 
 def new_run_dir(base: str | Path, name: str) -> Path:
-    """A fresh directory ``base/<name>-<UTC timestamp>`` (suffixed if it exists)."""
+    """A fresh directory ``base/<name>-<UTC timestamp>`` (suffixed if it exists); ``base`` is refused
+    inside another run or sweep directory (:func:`vmc_sim.outputs.claim_parent`)."""
+    claim_parent(base)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     path = Path(base) / f"{name}-{stamp}"
     k = 1

@@ -78,9 +78,11 @@ class World:
 
     @property
     def busy(self) -> bool:
-        """True while a request is queued or being handled."""
+        """True while a request is queued, taken from the queue (its get triggered, not yet processed)
+        or being handled."""
         target = self.process.target
-        return bool(self.queue.items) or (target is not None and not isinstance(target, simpy.resources.store.StoreGet))
+        waiting = isinstance(target, simpy.resources.store.StoreGet) and not target.triggered
+        return bool(self.queue.items) or (target is not None and not waiting)
 
     # -- coordinator loop --------------------------------------------------------------------
     def run(self):

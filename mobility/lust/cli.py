@@ -77,9 +77,9 @@ def _settings(a: argparse.Namespace) -> tuple[LustConfig, dict[str, Any]]:
     lust: dict[str, Any] = {}
     run: dict[str, Any] = {"backend": "libsumo", "seed": 42, "extra_args": [], "time_to_teleport": None, "density": 1.0}
     if a.scenario:
-        import yaml
+        from mobility.yaml_text import load_yaml
 
-        data = yaml.safe_load(Path(a.scenario).read_text()) or {}
+        data = load_yaml(Path(a.scenario).read_text()) or {}
         m = data.get("mobility") or {}
         if m.get("source", "lust") != "lust":
             raise ValueError(f"{a.scenario}: mobility.source is {m.get('source')!r}, not 'lust'")

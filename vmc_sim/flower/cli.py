@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..outputs import claim_dir
+
 STRATEGY_NAMES = (
     "fedavg",
     "fedavgm",
@@ -48,7 +50,7 @@ def _command(args: argparse.Namespace) -> int:
         )
         return 2
     schedule = read_schedule(args.schedule)
-    out = Path(args.out)
+    out = claim_dir(args.out, force=args.force)  # a new directory of its own: never a run's, never unasked over one
     if args.strategy != "fsosa":
         return _strategy_command(args, scenario, schedule, out)
     if args.direct:
@@ -113,7 +115,12 @@ def add_flower_parser(sub: Any) -> None:
         required=True,
         help="a 'vmc export availability --format flower' JSON, or a run directory or trace to export it from",
     )
-    p.add_argument("--out", default="flower_run", help="run directory to write (default: flower_run)")
+    p.add_argument(
+        "--out",
+        default="flower_run",
+        help="directory to write, created new (default: flower_run); never inside a run or sweep directory",
+    )
+    p.add_argument("--force", action="store_true", help="write into --out even if it exists and is not empty")
     p.add_argument("--method", default="fsosa", choices=("fsosa", "fedfisher", "fedavg"), help="F-SOSA family method")
     p.add_argument("--direct", action="store_true", help="train every client in this process instead (no Flower)")
     p.add_argument(

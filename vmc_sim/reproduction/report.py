@@ -11,9 +11,11 @@ import csv
 import io
 import os
 import platform
+import time
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from vmc_sim.outputs import claim_parent
 from vmc_sim.runs import cpu_model
 
 
@@ -34,10 +36,27 @@ def machine() -> str:
 
 
 def out_dir(path: str | Path) -> Path:
-    """``path`` created if needed."""
-    p = Path(path)
+    """``path`` created if needed: a reproduction's own report directory, which a rerun writes anew;
+    refused inside a run or sweep directory (:func:`vmc_sim.outputs.claim_parent`)."""
+    p = claim_parent(path)
     p.mkdir(parents=True, exist_ok=True)
     return p
+
+
+_IMPORTED = time.perf_counter()
+
+
+def process_wall_s() -> float:
+    """Wall-clock seconds since this process started (Linux ``/proc``: interpreter start and imports
+    included), else since this module was imported."""
+    try:
+        ticks = os.sysconf("SC_CLK_TCK")
+        with open("/proc/self/stat") as f:
+            started = int(f.read().rsplit(")", 1)[1].split()[19]) / ticks
+        with open("/proc/uptime") as f:
+            return float(f.read().split()[0]) - started
+    except (OSError, ValueError, IndexError):
+        return time.perf_counter() - _IMPORTED
 
 
 def replace_text(path: str | Path, text: str) -> Path:
