@@ -6,9 +6,11 @@ to the working directory is taken from there (as before). :func:`check_inputs` t
 named file and refuses, naming the field, a file that is missing, that is not the kind of SUMO
 file the field takes (``<net>`` for ``net_file``, ``<routes>`` for ``route_files``,
 ``<configuration>`` for ``config_file``; swapped net and route files are recognised), or a
-``.sumocfg`` whose network cannot be found. An FCD file is read whole and refused with what is
-wrong in it (:func:`mobility.fcd.inspect_fcd`). An explicit RSU whose coverage reaches no part of
-the network's bounds (the net file's ``convBoundary``; the embedded city's grid) is refused.
+``.sumocfg`` whose network cannot be found, or a file SUMO is handed whose name it cannot take
+(:func:`mobility.sumo_config.sumo_name_problem`: a comma, white space at either end). An FCD file
+is read whole and refused with what is wrong in it (:func:`mobility.fcd.inspect_fcd`). An explicit
+RSU whose coverage reaches no part of the network's bounds (the net file's ``convBoundary``; the
+embedded city's grid) is refused.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import gzip
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
+
+from mobility.sumo_config import sumo_name_problem
 
 from .config import ConfigError
 
@@ -72,7 +76,11 @@ def root_tag(path: str | Path) -> str | None:
     return None
 
 
-def _check_file(field: str, path: str, where: str) -> str | None:
+def _check_file(field: str, path: str, where: str, sumo: bool = False) -> str | None:
+    """Refuse a missing file, one of the wrong kind, and (``sumo``: SUMO is handed it) a name SUMO cannot take."""
+    problem = sumo_name_problem(path) if sumo else None
+    if problem:
+        raise ConfigError(f"{where}: mobility.{field}: SUMO cannot take the file {path!r}: {problem}")
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"{where}: mobility.{field}: file not found: {path}")
@@ -249,7 +257,7 @@ def _check_files(scenario, where: str) -> None:
     if m.source != "files":
         return
     if m.config_file:
-        _check_file("config_file", m.config_file, where)
+        _check_file("config_file", m.config_file, where, sumo=True)
         named = sumocfg_inputs(m.config_file)
         if not m.net_file:
             if not named["net_file"]:
@@ -266,9 +274,9 @@ def _check_files(scenario, where: str) -> None:
             if not Path(r).is_file():
                 raise ConfigError(f"{where}: mobility.config_file: a route file it names does not exist: {r}")
     if m.net_file:
-        _check_file("net_file", m.net_file, where)
+        _check_file("net_file", m.net_file, where, sumo=True)
     for i, r in enumerate(m.route_files):
-        _check_file(f"route_files[{i}]", r, where)
+        _check_file(f"route_files[{i}]", r, where, sumo=True)
 
 
 def _check_fcd(m, where: str) -> None:
