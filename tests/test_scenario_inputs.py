@@ -375,3 +375,32 @@ def test_sumo_takes_other_characters_and_not_a_comma(tmp_path):
         shutil.copy(OWN / "town.rou.xml", tmp_path / name)
         args = [str(sumo_binary("sumo")), "-n", str(OWN / "town.net.xml"), "-r", str(tmp_path / name), "--end", "1"]
         assert (subprocess.run(args, capture_output=True).returncode == 0) == ok, name
+
+
+def test_the_route_files_of_an_fcd_source_can_raise_its_speed_limit(tmp_path):
+    from vmc_sim.input_digests import input_files
+    from vmc_sim.inputs import fcd_rules
+
+    (tmp_path / "f.xml").write_text(
+        '<fcd-export><timestep time="0"><vehicle id="v" x="1" y="1" speed="1"/></timestep></fcd-export>'
+    )
+    (tmp_path / "types.add.xml").write_text('<additional><vType id="fast" maxSpeed="100"/></additional>\n')
+    positions = "rsus: {placement: explicit, positions: [[0, 0]]}"
+    sc = load_scenario(write(tmp_path, f"mobility:\n  source: fcd\n  fcd_file: f.xml\n  {positions}\n"))
+    assert fcd_rules(sc.mobility).max_speed == 83.34
+    sc = load_scenario(
+        write(tmp_path, f"mobility:\n  source: fcd\n  fcd_file: f.xml\n  route_files: [types.add.xml]\n  {positions}\n")
+    )
+    assert fcd_rules(sc.mobility).max_speed == 150.0 and str(tmp_path / "types.add.xml") in input_files(sc)
+    check_inputs(sc)
+    sc = load_scenario(
+        write(tmp_path, f"mobility:\n  source: fcd\n  fcd_file: f.xml\n  fcd_max_speed: 20\n  {positions}\n")
+    )
+    assert fcd_rules(sc.mobility).max_speed == 20.0
+    sc = load_scenario(
+        write(tmp_path, f"mobility:\n  source: fcd\n  fcd_file: f.xml\n  route_files: [f.xml]\n  {positions}\n")
+    )
+    with pytest.raises(
+        ConfigError, match=r"mobility.route_files\[0\]: .*f.xml is an XML file with root <fcd-export>, not a route file"
+    ):
+        check_inputs(sc)
