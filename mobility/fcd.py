@@ -8,13 +8,19 @@ Two forms, as SUMO writes them (gzipped when the name ends in ``.gz``):
   ``vehicle_id``, ``vehicle_x``, ``vehicle_y`` and ``vehicle_speed`` (``;`` between columns), one
   row per vehicle and time step, and a row with the time alone for an empty step.
 
-Positions must be network coordinates (SUMO's default, not ``--fcd-output.geo``), so that they
-meet the RSUs placed on the network. :func:`inspect_fcd` streams a file once, refusing (as
+Positions are network coordinates (SUMO's default), so that they meet the RSUs placed on the
+network; lon/lat (``--fcd-output.geo``) is converted with the network's projection when the rules
+say so (:mod:`mobility.fcd_rules`). :func:`inspect_fcd` streams a file once, refusing (as
 :class:`FcdError`, naming the file and what is wrong) a missing file, one that is not FCD, no
-vehicle at all, a time or coordinate that is not a finite number, times that do not increase, a
-vehicle twice in one step, or a CSV without the columns above; it returns what the file holds and
-its SHA-256. :func:`iter_samples` streams the samples again for a replay; neither ever holds more
-than one time step of a multi-gigabyte file (XML through ``iterparse``, elements cleared as read).
+vehicle at all, a vehicle without ``x``, ``y`` or ``speed`` (named as missing: a speed is not
+derived from positions, which would give an average over the step where SUMO records the speed at
+its end), a time or coordinate that is not a finite number, times that do not increase, a vehicle
+twice in one step, a CSV without the columns above, and a vehicle that breaks the rules of
+:class:`mobility.fcd_rules.FcdRules` (moving faster than any vehicle can, off the network, or
+lon/lat taken for metres); it returns what the file holds, the vehicles the rules dropped, and its
+SHA-256. :func:`iter_samples` streams the samples again for a replay (converted, dropped vehicles
+left out); neither ever holds more than one time step of a multi-gigabyte file (XML through
+``iterparse``, elements cleared as read).
 
 :class:`FcdPositions` gives the vehicles' states at any time: a sample's own states at its time,
 and between two consecutive samples ``period`` or less apart (``period``: the file's smallest
@@ -38,13 +44,14 @@ import io
 import math
 import os
 import xml.etree.ElementTree as ET
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import IO, Any, Iterator
+from typing import IO, Any, Iterable, Iterator
 
 import numpy as np
 
 from mobility.errors import FcdError
+from mobility.fcd_rules import FcdRules, RuleCheck
 
 Sample = tuple[float, list[str], np.ndarray]
 """One time step of FCD: (time in s, vehicle ids, array of their (x, y, speed), one row each)."""
@@ -69,6 +76,9 @@ class FcdSummary:
     period: float | None
     vehicles: int
     max_speed: float
+    rules: dict[str, Any] = field(default_factory=dict)
+    dropped: dict[str, str] = field(default_factory=dict)
+    """The vehicles left out under ``FcdRules.drop``, each with the rule it broke."""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict (trace headers, manifests)."""
@@ -110,7 +120,9 @@ class _Hashing(io.RawIOBase):
         super().close()
 
 
-def _number(text: str | None, path: Path, what: str) -> float:
+def _number(text: str | None, path: Path, what: str, missing: str | None = None) -> float:
+    if missing is not None and (text is None or not text.strip()):
+        raise FcdError(f"{path}: {missing}")
     try:
         value = float(text) if text is not None else math.nan
     except ValueError:
@@ -154,7 +166,7 @@ def _xml_samples(stream: IO[bytes], path: Path) -> Iterator[Sample]:
             if kind != "end" or elem.tag != "timestep":
                 continue
             text = elem.get("time", "")
-            t = _number(elem.get("time"), path, "a time step's time")
+            t = _number(elem.get("time"), path, "a time step's time", "a time step without a `time` attribute")
             _step(path, t, text, last)
             last = t
             ids: list[str] = []
@@ -168,13 +180,20 @@ def _xml_samples(stream: IO[bytes], path: Path) -> Iterator[Sample]:
                     rows.append((float(get("x")), float(get("y")), float(get("speed"))))
                 except (TypeError, ValueError):
                     for k in _FIELDS:
-                        _number(get(k), path, f"time step {text}: vehicle {ids[-1]!r}'s {k}")
+                        _number(
+                            get(k), path, f"time step {text}: vehicle {ids[-1]!r}'s {k}", _missing(text, ids[-1], k)
+                        )
             if "" in ids:
                 raise FcdError(f"{path}: time step {text}: a vehicle without an id")
             root.clear()
             yield _sample(path, t, text, ids, rows)
     except ET.ParseError as exc:
         raise FcdError(f"{path}: malformed XML ({exc})") from None
+
+
+def _missing(time: str, vehicle: str, name: str) -> str:
+    hint = " (SUMO leaves it out when --fcd-output.attributes does not list it)" if name == "speed" else ""
+    return f"time step {time}: vehicle {vehicle!r} has no `{name}` attribute{hint}; a replay needs x, y and speed"
 
 
 def _csv_samples(stream: IO[bytes], path: Path) -> Iterator[Sample]:
@@ -218,7 +237,9 @@ def _csv_rows(text: io.TextIOWrapper, path: Path) -> Iterator[Sample]:
             rows.append((float(row[ix]), float(row[iy]), float(row[isp])))
         except (IndexError, ValueError):
             for i, c in zip((ix, iy, isp), CSV_COLUMNS[2:]):
-                _number(row[i] if i < len(row) else None, path, f"line {line}: {c}")
+                why = "an empty cell" if i < len(row) else "the row ends before it"
+                lacking = f"line {line}: time step {cell}: vehicle {vid!r} has no {c} ({why})"
+                _number(row[i] if i < len(row) else None, path, f"line {line}: {c}", lacking)
     if math.isfinite(last):
         yield _sample(path, last, cur_text, ids, rows)
 
@@ -233,12 +254,12 @@ def _open(path: Path) -> tuple[IO[bytes], _Hashing]:
     return stream, hashing
 
 
-def _stream(path: Path) -> Iterator[tuple[Sample, _Hashing]]:
+def _stream(path: Path, rules: FcdRules) -> Iterator[tuple[Sample, _Hashing]]:
     stream, hashing = _open(path)
     parse = _csv_samples if fcd_format(path) == "csv" else _xml_samples
     try:
-        for sample in parse(stream, path):
-            yield sample, hashing
+        for t, ids, states in parse(stream, path):
+            yield (t, ids, rules.positions(path, t, ids, states)), hashing
         hashing.drain()
     except (OSError, EOFError, UnicodeDecodeError) as exc:
         raise FcdError(f"{path}: cannot be read ({exc})") from None
@@ -247,29 +268,40 @@ def _stream(path: Path) -> Iterator[tuple[Sample, _Hashing]]:
         hashing.close()  # a GzipFile leaves the file it reads open
 
 
-def iter_samples(path: str | os.PathLike[str]) -> Iterator[Sample]:
-    """The file's time steps in order, checked as in :func:`inspect_fcd`, one at a time."""
-    for sample, _ in _stream(Path(path)):
-        yield sample
+def iter_samples(
+    path: str | os.PathLike[str], rules: FcdRules | None = None, drop: Iterable[str] = ()
+) -> Iterator[Sample]:
+    """The file's time steps in order, one at a time, positions as ``rules`` convert them (default
+    :class:`FcdRules`), without the vehicles of ``drop`` (those :func:`inspect_fcd` dropped)."""
+    dropped = set(drop)
+    for (t, ids, states), _ in _stream(Path(path), rules or FcdRules()):
+        if dropped and dropped.intersection(ids):
+            keep = [i for i, v in enumerate(ids) if v not in dropped]
+            ids, states = [ids[i] for i in keep], states[keep] if keep else _EMPTY
+        yield t, ids, states
 
 
-_SUMMARIES: dict[tuple[str, int, int], FcdSummary] = {}
+_SUMMARIES: dict[tuple[str, int, int, FcdRules], FcdSummary] = {}
 
 
-def inspect_fcd(path: str | os.PathLike[str]) -> FcdSummary:
-    """Check a whole FCD file (see the module docstring) and say what it holds; memoised per path,
-    size and modification time in this process, so a check before a run costs one pass."""
+def inspect_fcd(path: str | os.PathLike[str], rules: FcdRules | None = None) -> FcdSummary:
+    """Check a whole FCD file (see the module docstring) against ``rules`` (default
+    :class:`FcdRules`) and say what it holds; memoised per path, size, modification time and
+    rules in this process, so a check before a run costs one pass."""
     p = Path(path)
     if not p.is_file():
         raise FcdError(f"FCD file {p} does not exist")
+    rules = rules or FcdRules()
     st = p.stat()
-    key = (os.path.realpath(p), st.st_size, st.st_mtime_ns)
+    key = (os.path.realpath(p), st.st_size, st.st_mtime_ns, rules)
     if key in _SUMMARIES:
         return _SUMMARIES[key]
     samples, first, last, period, speed = 0, math.nan, math.nan, math.inf, 0.0
     vehicles: set[str] = set()
     hashing = None
-    for (t, ids, states), hashing in _stream(p):
+    check = RuleCheck(p, rules)
+    for (t, ids, states), hashing in _stream(p, rules):
+        check.feed(t, ids, states)
         if samples:
             period = min(period, t - last)
         else:
@@ -283,6 +315,7 @@ def inspect_fcd(path: str | os.PathLike[str]) -> FcdSummary:
     if not vehicles:
         raise FcdError(f"{p}: no vehicle in any of its {samples} time steps")
     assert hashing is not None  # set by the first sample
+    dropped = check.finish(len(vehicles))
     summary = FcdSummary(
         path=str(p),
         format=fcd_format(p),
@@ -294,6 +327,8 @@ def inspect_fcd(path: str | os.PathLike[str]) -> FcdSummary:
         period=period if math.isfinite(period) else None,
         vehicles=len(vehicles),
         max_speed=speed,
+        rules=rules.to_dict(),
+        dropped=dropped,
     )
     _SUMMARIES[key] = summary
     return summary

@@ -26,6 +26,7 @@ import numpy as np
 from mobility.coverage import CoverageConfig
 from mobility.events import MobilityEvent
 from mobility.fcd import FcdPositions, inspect_fcd, iter_samples
+from mobility.fcd_rules import FcdRules
 from mobility.rsu import Rsu
 from mobility.source import SteppedSource, _check_until
 from mobility.sumo import VehicleState
@@ -36,9 +37,12 @@ _EPS = 1e-9
 class FcdSource(SteppedSource):
     """A :class:`mobility.source.MobilitySource` over an FCD file (XML or CSV, see :mod:`mobility.fcd`).
 
-    The whole file is checked when the source is opened (a bad file is refused before anything
-    runs), then streamed while the clock moves. With ``trace`` set, events and state samples are
-    recorded as a live source records them, so ``vmc replay`` works on the result.
+    The whole file is checked when the source is opened against ``rules`` (default
+    :class:`mobility.fcd_rules.FcdRules`: a bad file, or a vehicle that breaks physics, is refused
+    before anything runs; with ``rules.drop`` such a vehicle is left out and listed under
+    ``metadata["fcd"]["dropped"]``), then streamed while the clock moves, lon/lat converted when the
+    rules say so. With ``trace`` set, events and state samples are recorded as a live source
+    records them, so ``vmc replay`` works on the result.
     """
 
     def __init__(
@@ -53,11 +57,13 @@ class FcdSource(SteppedSource):
         trace: str | os.PathLike[str] | None = None,
         overwrite_trace: bool = False,
         metadata: dict[str, Any] | None = None,
+        rules: FcdRules | None = None,
     ) -> None:
         if not step_length > 0 or (record_step is not None and not record_step > 0):
             raise ValueError(f"FCD source: step lengths must be positive, got {step_length!r} and {record_step!r}")
         self.path = Path(path)
-        summary = inspect_fcd(self.path)
+        rules = rules or FcdRules()
+        summary = inspect_fcd(self.path, rules)
         self._track(rsus, coverage)
         self._step = float(step_length)
         self._lag = float(record_step if record_step is not None else step_length)
@@ -66,7 +72,7 @@ class FcdSource(SteppedSource):
         self._time = self._begin
         self._n = 0
         self._rsus = list(rsus)
-        self._positions = FcdPositions(iter_samples(self.path), summary.period)
+        self._positions = FcdPositions(iter_samples(self.path, rules, summary.dropped), summary.period)
         meta = {
             "source": "fcd",
             "clock": {"begin": self._begin, "step_length": self._step, "end": self._end},

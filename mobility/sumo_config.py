@@ -9,6 +9,19 @@ from enum import Enum
 from typing import Any, Sequence
 
 
+def sumo_name_problem(path: str | os.PathLike[str]) -> str | None:
+    """Why SUMO cannot take ``path`` as an input file, or None. SUMO splits every file option at
+    commas (``-n a,b.net.xml`` reads ``a`` and ``b.net.xml``, and a ``.sumocfg`` in a folder with a
+    comma loses the files it names) and strips white space from each name; other characters
+    (spaces inside, ``;``, ``#``, quotes, non-ASCII) work, as tried with the sumo binary of 1.28."""
+    text = os.fspath(path)
+    if "," in text:
+        return "it has a ',' in its path (SUMO splits its file options at commas: rename the file or its folder)"
+    if text != text.strip():
+        return "its name begins or ends with white space (SUMO strips it from each file name)"
+    return None
+
+
 class Backend(str, Enum):
     """How SUMO is driven."""
 
@@ -59,6 +72,12 @@ class SumoConfig:
             if not isinstance(value, (list, tuple)) or not all(isinstance(v, (str, os.PathLike)) for v in value):
                 raise ValueError(f"sumo.{name} must be a list of strings, got {value!r}")
             setattr(self, name, [str(v) for v in value])
+        named = [("config_file", self.config_file), ("net_file", self.net_file)]
+        named += [(f"{k}[{i}]", f) for k in ("route_files", "additional_files") for i, f in enumerate(getattr(self, k))]
+        for name, path in named:
+            problem = sumo_name_problem(path) if path is not None else None
+            if problem:
+                raise ValueError(f"sumo.{name}: SUMO cannot take the file {str(path)!r}: {problem}")
         if not _finite(self.step_length) or self.step_length <= 0:
             raise ValueError(f"sumo.step_length must be a positive number of seconds, got {self.step_length!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed < 2**31:

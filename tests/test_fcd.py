@@ -16,14 +16,23 @@ from mobility.city import CityConfig, build_city  # noqa: E402
 from mobility.coverage import CoverageConfig  # noqa: E402
 from mobility.errors import FcdError  # noqa: E402
 from mobility.fcd import FcdPositions, inspect_fcd, iter_samples  # noqa: E402
+from mobility.fcd_rules import (  # noqa: E402
+    FcdRuleError,
+    FcdRules,
+    GeoProjection,
+    default_speed_limit,
+    vtype_max_speed,
+)
 from mobility.fcd_source import FcdSource  # noqa: E402
-from mobility.rsu import RsuConfig, place_rsus  # noqa: E402
+from mobility.rsu import Rsu, RsuConfig, place_rsus  # noqa: E402
 from mobility.source import SumoSource  # noqa: E402
 from mobility.sumo import run_command, sumo_binary  # noqa: E402
 from mobility.trace import read_trace  # noqa: E402
 from vmc_sim.cli import main  # noqa: E402
 from vmc_sim.config import ConfigError, load_model  # noqa: E402
 from vmc_sim.cosim import run_scenario  # noqa: E402
+from vmc_sim.inputs import check_inputs, fcd_rules, net_bounds  # noqa: E402
+from vmc_sim.runs import RunDir  # noqa: E402
 from vmc_sim.scenario import Scenario, load_scenario  # noqa: E402
 
 pytestmark = pytest.mark.sumo
@@ -208,6 +217,28 @@ BAD_FILES = [
         r"time 1.00 appears in two time steps",
     ),
     ("word.xml", '<fcd-export><timestep time="noon"/></fcd-export>', r"word.xml: a time step's time is not a finite"),
+    ("notime.xml", "<fcd-export><timestep/></fcd-export>", r"notime.xml: a time step without a `time` attribute"),
+    (
+        "nospeed.xml",
+        '<fcd-export><timestep time="12.0"><vehicle id="v3" x="1" y="1"/></timestep></fcd-export>',
+        r"nospeed.xml: time step 12.0: vehicle 'v3' has no `speed` attribute \(SUMO leaves it out when "
+        r"--fcd-output.attributes does not list it\); a replay needs x, y and speed",
+    ),
+    (
+        "noy.xml",
+        '<fcd-export><timestep time="0"><vehicle id="v" x="1" speed="1"/></timestep></fcd-export>',
+        r"noy.xml: time step 0: vehicle 'v' has no `y` attribute",
+    ),
+    (
+        "emptyspeed.csv",
+        "timestep_time;vehicle_id;vehicle_x;vehicle_y;vehicle_speed\n12.00;v3;1;1;\n",
+        r"emptyspeed.csv: line 2: time step 12.00: vehicle 'v3' has no vehicle_speed \(an empty cell\)",
+    ),
+    (
+        "short.csv",
+        "timestep_time;vehicle_id;vehicle_x;vehicle_y;vehicle_speed\n0.00;v;1\n",
+        r"short.csv: line 2: time step 0.00: vehicle 'v' has no vehicle_y",
+    ),
     (
         "comma.xml",
         '<fcd-export><timestep time="0"><vehicle id="v" x="1,5" y="1" speed="1"/></timestep></fcd-export>',
@@ -274,3 +305,198 @@ def test_the_committed_example_runs_and_names_its_fcd(tmp_path):
     assert kinds["fit"] >= 1 and sum(kinds.values()) > 50
     fcd = run.manifest()["mobility"]["fcd"]
     assert (fcd["format"], fcd["period"], fcd["vehicles"]) == ("xml", 2.0, 60)
+
+
+def write_fcd(path: Path, steps: dict[float, list[tuple]]) -> Path:
+    """A synthetic FCD: ``{time: [(id, x, y, speed), ...]}``."""
+    body = "".join(
+        f'<timestep time="{t:.2f}">'
+        + "".join(f'<vehicle id="{v}" x="{x}" y="{y}" speed="{sp}"/>' for v, x, y, sp in vs)
+        + "</timestep>\n"
+        for t, vs in steps.items()
+    )
+    path.write_text(f"<fcd-export>\n{body}</fcd-export>\n")
+    return path
+
+
+JUMP = {
+    10.0: [("v3", -2300, 200, 13), ("w", 0, 0, 10)],
+    12.0: [("v3", 2700, 200, 13), ("w", 20, 0, 10)],
+    14.0: [("v3", 2726, 200, 13), ("w", 40, 0, 10)],
+}
+
+
+def test_a_vehicle_that_jumps_is_refused_naming_it_the_time_and_the_file(tmp_path):
+    path = write_fcd(tmp_path / "jump.xml", JUMP)
+    with pytest.raises(FcdRuleError, match=r"jump.xml: vehicle 'v3' moves 5,000 m between time steps 10 and 12 ") as e:
+        inspect_fcd(path)
+    assert e.value.rule == "speed" and "(2,500.0 m/s; its speed reads 13 then 13 m/s)" in str(e.value)
+    assert "faster than the limit of 83.34 m/s" in str(e.value)
+    assert inspect_fcd(path, FcdRules(max_speed=3000.0)).dropped == {}
+    drop = FcdRules(drop=True)
+    summary = inspect_fcd(path, drop)
+    assert list(summary.dropped) == ["v3"] and "moves 5,000 m" in summary.dropped["v3"]
+    assert summary.vehicles == 2 and summary.rules["invalid"] == "drop"
+    assert [ids for _, ids, _ in iter_samples(path, drop, summary.dropped)] == [["w"], ["w"], ["w"]]
+    with pytest.raises(FcdRuleError, match=r"every one of its 1 vehicle\(s\) breaks a rule and would be dropped"):
+        inspect_fcd(write_fcd(tmp_path / "alone.xml", {t: vs[:1] for t, vs in JUMP.items()}), drop)
+
+
+def test_the_speed_limit_leaves_room_for_a_lane_change_and_comes_from_the_vehicle_types(tmp_path):
+    # every 0.1 s: a lane change moves a vehicle 3.2 m sideways within one step, 32 m/s however slow it drives
+    lane = write_fcd(tmp_path / "lane.xml", {0.0: [("b", 0, 0, 5)], 0.1: [("b", 0.5, 3.2, 5)], 0.2: [("b", 1, 3.2, 5)]})
+    assert inspect_fcd(lane, FcdRules(max_speed=10.0)).dropped == {}
+    types = tmp_path / "types.add.xml"
+    types.write_text('<additional><vType id="car" maxSpeed="30"/><vType id="ice" vClass="rail_fast"/></additional>\n')
+    assert (vtype_max_speed(), default_speed_limit()) == (55.56, 83.34)  # SUMO's default car, 200 km/h
+    assert (vtype_max_speed([types]), default_speed_limit([types])) == (91.67, 137.5)  # its high-speed train
+    train = write_fcd(tmp_path / "train.xml", {0.0: [("ice", 0, 0, 90)], 1.0: [("ice", 90, 0, 90)]})
+    with pytest.raises(FcdRuleError, match=r"vehicle 'ice' moves 90 m .* \(90.0 m/s"):
+        inspect_fcd(train)
+    assert inspect_fcd(train, FcdRules(max_speed=default_speed_limit([types]))).dropped == {}
+
+
+def test_a_position_off_the_network_is_refused_and_lon_lat_is_named(tmp_path):
+    bounds = (0.0, 0.0, 400.0, 400.0)
+    rules = FcdRules(bounds=bounds, net_file="grid.net.xml")
+    near = write_fcd(tmp_path / "near.xml", {0.0: [("a", -40, 0, 0)], 1.0: [("a", 440, 0, 0)]})
+    assert inspect_fcd(near, FcdRules(max_speed=1000.0, bounds=bounds)).dropped == {}  # 40 m: within the 50 m margin
+    off = write_fcd(tmp_path / "off.xml", {0.0: [("a", -40, 0, 0)], 1.0: [("a", 460, 0, 0)]})
+    with pytest.raises(FcdRuleError, match=r"off.xml: vehicle 'a' at time step 1 is at \(460, 0\), 60 m outside"):
+        inspect_fcd(off, FcdRules(max_speed=1000.0, bounds=bounds, net_file="g"))
+    far = write_fcd(tmp_path / "utm.xml", {0.0: [("a", 291905.4, 5498112.4, 0)]})
+    with pytest.raises(
+        FcdRuleError, match=r"outside the bounds of the network grid.net.xml \(x 0..400, y 0..400 m\)"
+    ) as e:
+        inspect_fcd(far, rules)
+    assert e.value.rule == "bounds"
+    lonlat = write_fcd(tmp_path / "lonlat.xml", {0.0: [("a", 6.12, 49.6, 0)]})
+    with pytest.raises(FcdRuleError) as e:
+        inspect_fcd(lonlat, FcdRules(bounds=(1000.0, 1000.0, 2000.0, 2000.0), net_file="g"))
+    assert e.value.rule == "lonlat"
+
+
+GEO_NODES = [("a", 6.12, 49.6), ("b", 6.1255, 49.6), ("c", 6.131, 49.6), ("d", 6.12, 49.6036), ("e", 6.1255, 49.6036)]
+GEO_EDGES = [("ab", "a", "b"), ("bc", "b", "c"), ("be", "b", "e"), ("ed", "e", "d"), ("da", "d", "a")]
+
+
+@pytest.fixture(scope="module")
+def geo(tmp_path_factory) -> Path:
+    """A geo-referenced network (netconvert from lon/lat nodes, projected to UTM) and SUMO's FCD of
+    two flows on it: ``xy.xml`` in network x/y, ``geo.xml`` in lon/lat (``--fcd-output.geo``)."""
+    d = tmp_path_factory.mktemp("geo")
+    (d / "n.nod.xml").write_text(
+        "<nodes>" + "".join(f'<node id="{n}" x="{x}" y="{y}"/>' for n, x, y in GEO_NODES) + "</nodes>\n"
+    )
+    (d / "n.edg.xml").write_text(
+        "<edges>" + "".join(f'<edge id="{e}" from="{a}" to="{b}" speed="13.89"/>' for e, a, b in GEO_EDGES) + "</edges>"
+    )
+    (d / "r.rou.xml").write_text(
+        '<routes><flow id="f" begin="0" end="120" period="10" from="ab" to="bc"/>'
+        '<flow id="g" begin="5" end="120" period="15" from="ab" to="da" via="be ed"/></routes>\n'
+    )
+    net = d / "geo.net.xml"
+    nodes, edges, routes = (str(d / f) for f in ("n.nod.xml", "n.edg.xml", "r.rou.xml"))
+    run_command(
+        [str(sumo_binary("netconvert")), "-n", nodes, "-e", edges, "--proj.utm", "-o", str(net)], what="netconvert"
+    )
+    for name, extra in (("xy.xml", []), ("geo.xml", ["--fcd-output.geo"])):
+        sumo = [str(sumo_binary("sumo")), "-n", str(net), "-r", routes, "--end", "300", "--no-step-log"]
+        run_command([*sumo, "--fcd-output", str(d / name), *extra], what="sumo")
+    return d
+
+
+def test_sumo_lon_lat_fcd_is_converted_with_the_network_projection_or_refused_with_a_hint(geo, tmp_path, capsys):
+    pytest.importorskip("pyproj")
+    net = geo / "geo.net.xml"
+    projection = GeoProjection.from_net(net)
+    assert projection is not None and projection.proj.startswith("+proj=utm +zone=32")
+    rsus = [Rsu(id="r", x=400.0, y=200.0, radius=150.0)]
+    xy = drain(FcdSource(geo / "xy.xml", rsus, step_length=1.0))
+    lonlat = drain(FcdSource(geo / "geo.xml", rsus, step_length=1.0, rules=FcdRules(geo=projection)))
+    assert len(xy) > 10 and [(e.time, *key(e)) for e in lonlat] == [(e.time, *key(e)) for e in xy]
+    assert max(abs(a.x - b.x) + abs(a.y - b.y) for a, b in zip(lonlat, xy)) < 0.2  # SUMO writes 6 decimals of a degree
+    with pytest.raises(FcdRuleError, match=r"geo.xml: its positions look like lon/lat, not network metres: x 6.1"):
+        inspect_fcd(geo / "geo.xml")  # the network's bounds (0..810 m) hold lon 6.1, lat 49.6: told by the speeds
+    to_net = FcdRules(geo=projection, bounds=net_bounds(net), net_file=str(net))
+    with pytest.raises(FcdRuleError, match=r"xy.xml: vehicle 'f.0' at time step 0 is at .* m outside the bounds") as e:
+        inspect_fcd(geo / "xy.xml", to_net)  # network metres read as lon/lat
+    assert e.value.rule == "geo"
+    with pytest.raises(FcdError, match=r"vehicle 'f.0' is at \(\d+.*\), which is not lon/lat"):
+        inspect_fcd(geo / "xy.xml", FcdRules(geo=projection, max_speed=1e9))
+    base = "mobility:\n  source: fcd\n  rsus: {placement: explicit, positions: [[400, 200]], radius: 150}\n"
+    for extra in ("", f"  net_file: {net}\n"):
+        (tmp_path / "s.yaml").write_text(base + f"  fcd_file: {geo / 'geo.xml'}\n" + extra)
+        assert main(["run", str(tmp_path / "s.yaml"), "--out", str(tmp_path / "runs"), "--quiet"]) == 2
+        err = capsys.readouterr().err
+        assert "mobility.fcd_file:" in err and "lon/lat? give `mobility.fcd_geo: true`" in err, err
+    assert not (tmp_path / "runs").exists()
+    with pytest.raises(ConfigError, match=r"mobility.fcd_geo: true converts lon/lat .*give mobility.net_file"):
+        load_model(Scenario, None, {"mobility": {"source": "fcd", "fcd_file": "f.xml", "fcd_geo": True}})
+    (tmp_path / "ok.yaml").write_text(base + f"  fcd_file: {geo / 'geo.xml'}\n  net_file: {net}\n  fcd_geo: true\n")
+    scenario = load_scenario(tmp_path / "ok.yaml")
+    check_inputs(scenario)
+    assert fcd_rules(scenario.mobility).geo == projection
+    grid = Path(__file__).resolve().parents[1] / "scenarios" / "examples" / "fcd" / "grid.net.xml"
+    (tmp_path / "g.yaml").write_text(base + f"  fcd_file: {geo / 'geo.xml'}\n  net_file: {grid}\n  fcd_geo: true\n")
+    with pytest.raises(ConfigError, match=r"mobility.fcd_geo: the network .*grid.net.xml has no geo projection"):
+        run_scenario(load_scenario(tmp_path / "g.yaml"), out=tmp_path / "runs", progress=False, say=lambda s: None)
+
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "scenarios" / "examples" / "fcd"
+
+
+def _with_jumper(tmp_path: Path) -> Path:
+    """The committed example's FCD with one more vehicle, which jumps 5 km across the RSU in one 2 s step."""
+    text = (EXAMPLE / "fcd.xml").read_text()
+    for t, x in (("10.00", -2300), ("12.00", 2700)):
+        step = f'<timestep time="{t}">'
+        text = text.replace(step, f'{step}\n        <vehicle id="jumper" x="{x}.00" y="200.00" speed="13.00"/>', 1)
+    path = tmp_path / "jump.xml"
+    path.write_text(text)
+    return path
+
+
+def _jumper_scenario(tmp_path: Path, fcd: Path, name: str, invalid: str = "refuse") -> Path:
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(
+        f"name: {name}\nseed: 0\nduration: 200\nmobility:\n  source: fcd\n  fcd_file: {fcd}\n  fcd_invalid: {invalid}\n"
+        "  rsus: {placement: explicit, positions: [[200, 200]], radius: 200}\n"
+        "federated: {dataset: digits, methods: [fsosa], train: {epochs: 1}}\ncoordinator: {warmup: 30, min_clients: 4}\n"
+    )
+    return path
+
+
+def test_a_jumping_vehicle_is_refused_before_the_run_or_dropped_with_a_note(tmp_path, capsys):
+    """The vehicle would be drawn through the RSU between its two samples, joining and leaving; it
+    is refused naming it, the time and the file, or dropped (``fcd_invalid: drop``): then the run
+    is the run of the file without it, and ``vmc run`` and the manifest say so."""
+    jump = _with_jumper(tmp_path)
+    rsus = [Rsu(id="r", x=200.0, y=200.0, radius=200.0)]
+    allowed = drain(FcdSource(jump, rsus, rules=FcdRules(max_speed=1e4)))
+    assert [e.kind for e in allowed if e.vehicle == "jumper"] == ["join", "leave"]  # what the report saw
+    clean = drain(FcdSource(EXAMPLE / "fcd.xml", rsus))
+    assert drain(FcdSource(jump, rsus, rules=FcdRules(drop=True))) == clean
+
+    out = tmp_path / "runs"
+    assert main(["run", str(_jumper_scenario(tmp_path, jump, "refused")), "--out", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert f"mobility.fcd_file: {jump}: vehicle 'jumper' moves 5,000 m between time steps 10 and 12" in err, err
+    assert "raise mobility.fcd_max_speed; mobility.fcd_invalid: drop leaves such vehicles out" in err
+    assert not out.exists()
+
+    assert main(["run", str(_jumper_scenario(tmp_path, jump, "dropped", "drop")), "--out", str(out), "--quiet"]) == 0
+    said = capsys.readouterr().out
+    assert f"note: 1 vehicle(s) of {jump} left out (mobility.fcd_invalid: drop)" in said, said
+    assert (
+        main(["run", str(_jumper_scenario(tmp_path, EXAMPLE / "fcd.xml", "clean")), "--out", str(out), "--quiet"]) == 0
+    )
+    runs = {p.name.split("-")[0]: RunDir(p, create=False) for p in out.iterdir()}
+    fcd = runs["dropped"].manifest()["mobility"]["fcd"]
+    assert list(fcd["dropped"]) == ["jumper"] and "moves 5,000 m" in fcd["dropped"]["jumper"]
+    assert fcd["rules"] == {"max_speed": 83.34, "bounds": None, "geo": False, "invalid": "drop"}
+    fields = ("index", "kind", "request_time", "removed", "added", "left", "joined")
+    dropped, plain = (list(runs[k].records()) for k in ("dropped", "clean"))
+    assert len(plain) > 20 and [{k: r.get(k) for k in fields} for r in dropped] == [
+        {k: r.get(k) for k in fields} for r in plain
+    ]

@@ -69,6 +69,9 @@ SCENARIO_CASES = [
     ("mobility.source", "satellite"),
     ("mobility.trace", None),
     ("mobility.sumo.step_length", 0.0),
+    ("mobility.fcd_max_speed", 0.0),
+    ("mobility.fcd_invalid", "ignore"),
+    ("mobility.fcd_geo", "maybe"),
     ("coordinator.window", -1.0),
     ("coordinator.min_clients", -3),
     ("coordinator.warmup", "soon"),
@@ -388,9 +391,110 @@ def test_count():
         + len(UPLOAD_CASES)
         + len(REQUEST_CASES)
         + len(ONESHOT_CASES)
+        + len(FCD_CASES)
     )
     print(f"fuzz: {n} distinct bad inputs")
-    assert n == 86  # the figure stated in bench/RESULTS.md: change both together
+    assert n == 101  # the figure stated in bench/RESULTS.md: change both together
+
+
+# -- FCD that breaks physics or names no metres, and files SUMO cannot take ----------------------
+def fcd_xml(steps: dict[float, list[tuple]], attrs: str = 'x="{x}" y="{y}" speed="{s}"') -> str:
+    """An FCD file's text: ``{time: [(id, x, y, speed), ...]}``."""
+    body = "".join(
+        f'<timestep time="{t:.2f}">'
+        + "".join(f'<vehicle id="{v}" ' + attrs.format(x=x, y=y, s=sp) + "/>" for v, x, y, sp in vs)
+        + "</timestep>\n"
+        for t, vs in steps.items()
+    )
+    return f"<fcd-export>\n{body}</fcd-export>\n"
+
+
+OWN = Path(__file__).resolve().parents[1] / "scenarios" / "own_network"
+TIMES = [2.0 * k for k in range(10)]
+DRIVING = {t: [("v1", 100 + 13 * t, 300.0, 13), ("v2", 500 - 13 * t, 310.0, 13)] for t in TIMES}
+LONLAT = {t: [("v1", 6.12 + 1.8e-4 * t, 49.6, 13), ("v2", 6.13 - 1.8e-4 * t, 49.6, 13)] for t in TIMES}
+JUMPER = {10.0: [("v3", -2300, 200, 13)], 12.0: [("v3", 2700, 200, 13)]}  # 5 km in 2 s
+JUMPS = {t: DRIVING[t] + JUMPER.get(t, []) for t in TIMES}
+EXPLICIT = {"placement": "explicit", "positions": [[300, 300]]}
+FCD = {"source": "fcd", "fcd_file": "traffic.xml", "rsus": EXPLICIT}
+FCD_CASES: dict[str, tuple[dict[str, str], dict, str]] = {
+    "vehicle jumps 5 km in 2 s": (
+        {"traffic.xml": fcd_xml(JUMPS)},
+        FCD,
+        "traffic.xml: vehicle 'v3' moves 5,000 m between time steps 10 and 12",
+    ),
+    "lon/lat, no network": ({"traffic.xml": fcd_xml(LONLAT)}, FCD, "lon/lat? give `mobility.fcd_geo: true`"),
+    "lon/lat inside a network's bounds": (
+        {"traffic.xml": fcd_xml(LONLAT)},
+        {**FCD, "net_file": str(OWN / "town.net.xml")},
+        "lon/lat? give `mobility.fcd_geo: true`",
+    ),
+    "positions off the network": (
+        {"traffic.xml": fcd_xml({0.0: [("v1", 291905.4, 5498112.4, 0)]})},
+        {**FCD, "net_file": str(OWN / "town.net.xml")},
+        "outside the bounds of the network",
+    ),
+    "vehicle without speed": (
+        {"traffic.xml": fcd_xml({12.0: [("v3", 1, 1, 0)]}, attrs='x="{x}" y="{y}"')},
+        FCD,
+        "traffic.xml: time step 12.00: vehicle 'v3' has no `speed` attribute",
+    ),
+    "CSV speed cell empty": (
+        {"traffic.csv": "timestep_time;vehicle_id;vehicle_x;vehicle_y;vehicle_speed\n12.00;v3;1;1;\n"},
+        {**FCD, "fcd_file": "traffic.csv"},
+        "vehicle 'v3' has no vehicle_speed (an empty cell)",
+    ),
+    "speed limit below the traffic": (
+        {"traffic.xml": fcd_xml(DRIVING)},
+        {**FCD, "fcd_max_speed": 5.0},
+        "faster than the limit of 5 m/s",
+    ),
+    "every vehicle dropped": (
+        {"traffic.xml": fcd_xml(JUMPER)},
+        {**FCD, "fcd_invalid": "drop"},
+        "every one of its 1 vehicle(s) breaks a rule and would be dropped",
+    ),
+    "fcd_geo without net_file": (
+        {"traffic.xml": fcd_xml(LONLAT)},
+        {**FCD, "fcd_geo": True},
+        "mobility.fcd_geo: true converts lon/lat to network x/y with the network's projection: give mobility.net_file",
+    ),
+    "fcd_geo on a network without projection": (
+        {"traffic.xml": fcd_xml(LONLAT)},
+        {**FCD, "fcd_geo": True, "net_file": str(OWN / "town.net.xml")},
+        "town.net.xml has no geo projection",
+    ),
+    "route file with a comma": (
+        {"a,b.rou.xml": (OWN / "town.rou.xml").read_text()},
+        {"source": "files", "net_file": str(OWN / "town.net.xml"), "route_files": ["a,b.rou.xml"]},
+        "mobility.route_files[0]: SUMO cannot take the file",
+    ),
+    "network name ending in a space": (
+        {"town.net.xml ": (OWN / "town.net.xml").read_text()},
+        {"source": "files", "net_file": "town.net.xml ", "route_files": [str(OWN / "town.rou.xml")]},
+        "its name begins or ends with white space",
+    ),
+}
+
+
+@pytest.mark.parametrize("how", list(FCD_CASES))
+def test_bad_traffic_input_is_refused_before_anything_runs(tmp_path, capsys, how):
+    files, mobility, expected = FCD_CASES[how]
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    data = base_scenario(tmp_path / "unused.jsonl")
+    data["mobility"] = mobility
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(data))
+    runs = tmp_path / "runs"
+    (runs / "earlier").mkdir(parents=True)
+    (runs / "earlier" / "records.jsonl").write_text('{"index": 0}\n')
+    before = files_of(runs)
+    assert main(["run", str(path), "--out", str(runs), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip()
+    lines = [x for x in err.splitlines() if expected in x]
+    assert len(lines) == 1 and "mobility." in lines[0], err
+    assert files_of(runs) == before
 
 
 # -- run directories: a resume whose inputs changed, or whose run another process writes --------

@@ -343,3 +343,68 @@ def test_a_lon_lat_rsu_off_a_geo_referenced_network_is_refused_before_the_run(tm
         ConfigError, match=r"positions\[0\]: RSU 'paris' at \(lon 2.35, lat 48.86\) lies [\d,]+ m outside"
     ):
         check_inputs(load_model(Scenario, None, data))
+
+
+@pytest.mark.parametrize(
+    "name, what",
+    [("a,b.rou.xml", "it has a ',' in its path"), ("town.rou.xml ", "its name begins or ends with white space")],
+)
+def test_a_file_name_sumo_cannot_take_is_refused_before_sumo_runs(tmp_path, capsys, name, what):
+    """SUMO splits its file options at commas and strips white space from each name: such a file
+    is refused naming the field, the file and why, before SUMO starts (also when a generated input
+    would be handed to it, by :class:`mobility.sumo_config.SumoConfig`)."""
+    from mobility.sumo_config import SumoConfig
+
+    shutil.copy(OWN / "town.rou.xml", tmp_path / name)
+    text = f"mobility:\n  source: files\n  net_file: {OWN}/town.net.xml\n  route_files: ['{tmp_path / name}']\n"
+    out = tmp_path / "runs"
+    assert main(["run", str(write(tmp_path, text)), "--out", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert f"mobility.route_files[0]: SUMO cannot take the file '{tmp_path / name}': {what}" in err, err
+    assert not out.exists()
+    with pytest.raises(ValueError, match=r"sumo.route_files\[1\]: SUMO cannot take the file"):
+        SumoConfig(net_file="n.net.xml", route_files=["ok.rou.xml", str(tmp_path / name)])
+    with pytest.raises(ValueError, match=r"sumo.net_file: SUMO cannot take the file 'x,y.net.xml'"):
+        SumoConfig(net_file="x,y.net.xml")
+
+
+def test_sumo_takes_other_characters_and_not_a_comma(tmp_path):
+    """What the check above rests on, asked of the sumo binary itself."""
+    pytest.importorskip("sumo")
+    import subprocess
+
+    from mobility.sumo import sumo_binary
+
+    for name, ok in (("a b;#'é.rou.xml", True), ("a,b.rou.xml", False)):
+        shutil.copy(OWN / "town.rou.xml", tmp_path / name)
+        args = [str(sumo_binary("sumo")), "-n", str(OWN / "town.net.xml"), "-r", str(tmp_path / name), "--end", "1"]
+        assert (subprocess.run(args, capture_output=True).returncode == 0) == ok, name
+
+
+def test_the_route_files_of_an_fcd_source_can_raise_its_speed_limit(tmp_path):
+    from vmc_sim.input_digests import input_files
+    from vmc_sim.inputs import fcd_rules
+
+    (tmp_path / "f.xml").write_text(
+        '<fcd-export><timestep time="0"><vehicle id="v" x="1" y="1" speed="1"/></timestep></fcd-export>'
+    )
+    (tmp_path / "types.add.xml").write_text('<additional><vType id="fast" maxSpeed="100"/></additional>\n')
+    positions = "rsus: {placement: explicit, positions: [[0, 0]]}"
+    sc = load_scenario(write(tmp_path, f"mobility:\n  source: fcd\n  fcd_file: f.xml\n  {positions}\n"))
+    assert fcd_rules(sc.mobility).max_speed == 83.34
+    sc = load_scenario(
+        write(tmp_path, f"mobility:\n  source: fcd\n  fcd_file: f.xml\n  route_files: [types.add.xml]\n  {positions}\n")
+    )
+    assert fcd_rules(sc.mobility).max_speed == 150.0 and str(tmp_path / "types.add.xml") in input_files(sc)
+    check_inputs(sc)
+    sc = load_scenario(
+        write(tmp_path, f"mobility:\n  source: fcd\n  fcd_file: f.xml\n  fcd_max_speed: 20\n  {positions}\n")
+    )
+    assert fcd_rules(sc.mobility).max_speed == 20.0
+    sc = load_scenario(
+        write(tmp_path, f"mobility:\n  source: fcd\n  fcd_file: f.xml\n  route_files: [f.xml]\n  {positions}\n")
+    )
+    with pytest.raises(
+        ConfigError, match=r"mobility.route_files\[0\]: .*f.xml is an XML file with root <fcd-export>, not a route file"
+    ):
+        check_inputs(sc)

@@ -19,7 +19,7 @@ from mobility.trace_cache import CachedTraceSource, RecordingSumoSource, TraceCa
 
 from .engine import CoSimulation
 from .input_digests import changed_inputs, input_digests
-from .inputs import check_inputs, check_placed_rsus, sumocfg_inputs
+from .inputs import check_inputs, check_placed_rsus, fcd_rules, sumocfg_inputs
 from .runlock import RunLock, ended_status, signals_interrupt
 from .runs import RunDir, new_run_dir, read_manifest
 from .scenario import Scenario
@@ -97,6 +97,7 @@ def open_source(
             trace=trace_path,
             overwrite_trace=overwrite,
             metadata={"scenario": scenario.name, "net_file": m.net_file},
+            rules=fcd_rules(m),
         )
         return fcd, rsus
     sumo, inputs = sumo_config(scenario)
@@ -226,6 +227,7 @@ def _run_new(scenario: Scenario, out: str | Path, progress: bool, run_dir: Path 
                 sim = CoSimulation(scenario, source, rsus, run, setup=setup, progress=progress)
                 _write_running(run, scenario, sim, source, rsus, None, digests)
                 say(f"run directory: {run.path}")
+                _note_dropped(source, say)
                 _finish(run, sim)
             finally:
                 source.close()  # SUMO completes its output files when it closes
@@ -237,6 +239,18 @@ def _run_new(scenario: Scenario, out: str | Path, progress: bool, run_dir: Path 
             raise
         say(summarize(run))
     return run
+
+
+def _note_dropped(source: MobilitySource, say) -> None:
+    """Say which FCD vehicles ``mobility.fcd_invalid: drop`` left out (the manifest lists them all)."""
+    fcd = source.metadata.get("fcd") or {}
+    dropped = fcd.get("dropped") or {}
+    if dropped:
+        first = next(iter(dropped))
+        say(
+            f"note: {len(dropped)} vehicle(s) of {fcd['path']} left out (mobility.fcd_invalid: drop), listed under "
+            f"mobility.fcd.dropped in manifest.json; {first!r}: {dropped[first]}"
+        )
 
 
 def _fingerprint_trace(run: RunDir) -> None:
@@ -408,6 +422,7 @@ def _resume_locked(
         )
         was = ended_status(previous.get("status"))
         say(f"run directory: {run.path} ({was}; resuming after {sum(map(len, existing.values()))} records)")
+        _note_dropped(source, say)
         _finish(run, sim)
     except Exception as e:
         if sim is not None and sim.committed:

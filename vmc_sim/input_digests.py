@@ -32,14 +32,15 @@ def _sumocfg_additionals(config_file: str | Path) -> list[str]:
 
 
 def input_files(scenario: Any) -> list[str]:
-    """Every input file ``scenario`` names: trace, FCD file, network, route files, ``.sumocfg``
+    """Every input file ``scenario`` names: trace, FCD file (and the route files whose vehicle
+    types set its speed limit), network, route files, ``.sumocfg``
     and the files it names. Generated inputs (the embedded city, LuST) are not listed."""
     m = scenario.mobility
     files: list[str | None] = []
     if m.source == "trace":
         files.append(m.trace)
     elif m.source == "fcd":
-        files += [m.fcd_file, m.net_file]
+        files += [m.fcd_file, m.net_file, *m.route_files]  # route files: the vehicle types that set the speed limit
     elif m.source == "files":
         files += [m.config_file, m.net_file, *m.route_files]
         if m.config_file:

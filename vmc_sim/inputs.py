@@ -6,9 +6,12 @@ to the working directory is taken from there (as before). :func:`check_inputs` t
 named file and refuses, naming the field, a file that is missing, that is not the kind of SUMO
 file the field takes (``<net>`` for ``net_file``, ``<routes>`` for ``route_files``,
 ``<configuration>`` for ``config_file``; swapped net and route files are recognised), or a
-``.sumocfg`` whose network cannot be found. An FCD file is read whole and refused with what is
-wrong in it (:func:`mobility.fcd.inspect_fcd`). An explicit RSU whose coverage reaches no part of
-the network's bounds (the net file's ``convBoundary``; the embedded city's grid) is refused.
+``.sumocfg`` whose network cannot be found, or a file SUMO is handed whose name it cannot take
+(:func:`mobility.sumo_config.sumo_name_problem`: a comma, white space at either end). An FCD file
+is read whole and refused with what is wrong in it, a vehicle breaking physics included
+(:func:`mobility.fcd.inspect_fcd` under :func:`fcd_rules`), with a hint naming the scenario key
+that helps. An explicit RSU whose coverage reaches no part of the network's bounds (the net
+file's ``convBoundary``; the embedded city's grid) is refused.
 """
 
 from __future__ import annotations
@@ -17,6 +20,9 @@ import gzip
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
+
+from mobility.fcd_rules import FcdRules, GeoProjection, default_speed_limit
+from mobility.sumo_config import sumo_name_problem
 
 from .config import ConfigError
 
@@ -72,7 +78,11 @@ def root_tag(path: str | Path) -> str | None:
     return None
 
 
-def _check_file(field: str, path: str, where: str) -> str | None:
+def _check_file(field: str, path: str, where: str, sumo: bool = False) -> str | None:
+    """Refuse a missing file, one of the wrong kind, and (``sumo``: SUMO is handed it) a name SUMO cannot take."""
+    problem = sumo_name_problem(path) if sumo else None
+    if problem:
+        raise ConfigError(f"{where}: mobility.{field}: SUMO cannot take the file {path!r}: {problem}")
     p = Path(path)
     if not p.is_file():
         raise ConfigError(f"{where}: mobility.{field}: file not found: {path}")
@@ -249,7 +259,7 @@ def _check_files(scenario, where: str) -> None:
     if m.source != "files":
         return
     if m.config_file:
-        _check_file("config_file", m.config_file, where)
+        _check_file("config_file", m.config_file, where, sumo=True)
         named = sumocfg_inputs(m.config_file)
         if not m.net_file:
             if not named["net_file"]:
@@ -266,25 +276,64 @@ def _check_files(scenario, where: str) -> None:
             if not Path(r).is_file():
                 raise ConfigError(f"{where}: mobility.config_file: a route file it names does not exist: {r}")
     if m.net_file:
-        _check_file("net_file", m.net_file, where)
+        _check_file("net_file", m.net_file, where, sumo=True)
     for i, r in enumerate(m.route_files):
-        _check_file(f"route_files[{i}]", r, where)
+        _check_file(f"route_files[{i}]", r, where, sumo=True)
+
+
+FCD_HINTS = {
+    "lonlat": "lon/lat? give `mobility.fcd_geo: true`, with mobility.net_file the network it was recorded on",
+    "bounds": "check that mobility.net_file is the network the FCD was recorded on",
+    "geo": "mobility.fcd_geo: true reads x and y as lon/lat: check that the FCD was written with --fcd-output.geo, "
+    "on mobility.net_file",
+    "speed": "a replay would move it in a straight line across every RSU between its two samples; if it is real, "
+    "raise mobility.fcd_max_speed",
+}
+"""What to do about an FCD vehicle that breaks a rule of :mod:`mobility.fcd_rules`, by rule."""
+
+
+def fcd_rules(m) -> FcdRules:
+    """The rules the FCD of mobility section ``m`` must obey: its speed limit (``fcd_max_speed``,
+    default 1.5 x the fastest vehicle type of SUMO and of ``route_files``), the bounds and
+    projection of ``net_file`` (``fcd_geo``), and what happens to a vehicle that breaks them
+    (``fcd_invalid``)."""
+    net = m.net_file if m.net_file and Path(m.net_file).is_file() else None
+    return FcdRules(
+        max_speed=m.fcd_max_speed or default_speed_limit(m.route_files),
+        bounds=net_bounds(net) if net else None,
+        net_file=net,
+        geo=GeoProjection.from_net(net) if net and m.fcd_geo else None,
+        drop=m.fcd_invalid == "drop",
+    )
 
 
 def _check_fcd(m, where: str) -> None:
-    """The FCD file (read whole) and, if given, the network the RSUs are placed on."""
+    """The FCD file (read whole, under :func:`fcd_rules`), the network the RSUs are placed on and
+    the route files whose vehicle types set the speed limit."""
     from mobility.errors import FcdError
     from mobility.fcd import inspect_fcd
+    from mobility.fcd_rules import FcdRuleError
 
     if not Path(m.fcd_file).is_file():
         raise ConfigError(f"{where}: mobility.fcd_file: file not found: {m.fcd_file}")
-    try:
-        inspect_fcd(m.fcd_file)
-    except FcdError as e:
-        raise ConfigError(f"{where}: mobility.fcd_file: {e}") from None
     if m.net_file:
         _check_file("net_file", m.net_file, where)
-    elif m.rsu_config().placement == "auto":
+        if m.fcd_geo and GeoProjection.from_net(m.net_file) is None:
+            raise ConfigError(
+                f"{where}: mobility.fcd_geo: the network {m.net_file} has no geo projection (its <location "
+                "projParameter> is '!'), so lon/lat cannot be converted to its x/y"
+            )
+    for i, r in enumerate(m.route_files):
+        _check_file(f"route_files[{i}]", r, where)
+    try:
+        inspect_fcd(m.fcd_file, fcd_rules(m))
+    except FcdRuleError as e:
+        drop = e.rule in ("speed", "bounds") and m.fcd_invalid == "refuse"
+        more = "; mobility.fcd_invalid: drop leaves such vehicles out" if drop else ""
+        raise ConfigError(f"{where}: mobility.fcd_file: {e}; {FCD_HINTS[e.rule]}{more}") from None
+    except FcdError as e:
+        raise ConfigError(f"{where}: mobility.fcd_file: {e}") from None
+    if not m.net_file and m.rsu_config().placement == "auto":
         raise ConfigError(
             f"{where}: mobility.rsus.placement 'auto' places the RSUs on the network: give mobility.net_file "
             "(the network the FCD was recorded on), or placement 'explicit' with positions"

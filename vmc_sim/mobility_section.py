@@ -2,7 +2,8 @@
 
 Sources: the embedded ``city``, your SUMO ``files``, the ``lust`` rebuild (these three run SUMO),
 a recorded ``trace`` of an earlier run, or recorded SUMO ``fcd`` (floating car data, XML or CSV;
-:mod:`mobility.fcd_source`). ``outputs`` has a SUMO-running source write SUMO's standard outputs
+:mod:`mobility.fcd_source`; what it must obey, its speed limit, bounds and lon/lat conversion:
+:mod:`mobility.fcd_rules`, set by ``fcd_max_speed``, ``fcd_geo`` and ``fcd_invalid``). ``outputs`` has a SUMO-running source write SUMO's standard outputs
 into the run directory (:mod:`mobility.sumo_outputs`); a source that runs no SUMO refuses it.
 """
 
@@ -49,6 +50,9 @@ class MobilitySection(Strict):
     trace: str | None = None
     fcd_file: str | None = None
     fcd_step_length: float | None = Field(None, gt=0)
+    fcd_max_speed: float | None = Field(None, gt=0)
+    fcd_geo: bool = False
+    fcd_invalid: Literal["refuse", "drop"] = "refuse"
     density: float = Field(1.0, gt=0, description="demand factor for city, files and lust (SUMO's --scale)")
     sumo: SumoSection = SumoSection()
     rsus: dict[str, Any] = Field(default_factory=lambda: dict(MOBILITY_DEFAULTS["rsus"]))
@@ -83,6 +87,11 @@ class MobilitySection(Strict):
             raise ValueError("source 'trace' needs mobility.trace (a trace file)")
         if self.source == "fcd" and not self.fcd_file:
             raise ValueError("source 'fcd' needs mobility.fcd_file (SUMO's --fcd-output, XML or .csv)")
+        if self.source == "fcd" and self.fcd_geo and not self.net_file:
+            raise ValueError(
+                "mobility.fcd_geo: true converts lon/lat to network x/y with the network's projection: give "
+                "mobility.net_file (the network the FCD was recorded on)"
+            )
         if self.outputs and self.source not in SUMO_SOURCES:
             raise ValueError(
                 f"mobility.outputs {self.outputs}: source {self.source!r} runs no SUMO, so there are no SUMO "

@@ -278,15 +278,27 @@ MEANINGS: dict[str, str] = {
     "mobility.source": "city (embedded grid), files (your SUMO network), lust (the LuST rebuild), trace (a recorded "
     "run), fcd (SUMO floating car data: coverage and events computed from its positions as a live run's)",
     "mobility.net_file": "source files: a SUMO network (<net>), relative to the scenario file; source fcd: "
-    "optional, the network the FCD was recorded on (needed by rsus.placement auto and lon/lat positions)",
+    "optional, the network the FCD was recorded on (needed by rsus.placement auto, lon/lat positions and fcd_geo; "
+    "a position more than 50 m outside its bounds is refused)",
     "mobility.fcd_file": "source fcd: SUMO's --fcd-output (XML, or CSV when the name ends in .csv; .gz allowed), "
-    "network x/y, relative to the scenario file; checked whole before the run. The clock steps by "
+    "network x/y (lon/lat with fcd_geo), relative to the scenario file; checked whole before the run (a vehicle "
+    "without x, y or speed, or breaking physics: fcd_max_speed, fcd_invalid, is refused). The clock steps by "
     "sumo.step_length from sumo.begin (null: the first sample); between samples further apart than a step "
     "positions are linear, within v_max * dt / 2 of the true ones for samples dt apart (mobility/fcd.py)",
-    "mobility.route_files": "source files: route files (<routes>) for net_file",
+    "mobility.route_files": "source files: route files (<routes>) for net_file; source fcd: optional route or "
+    "additional files whose <vType> maxSpeed (or vClass default) can raise the default fcd_max_speed",
     "mobility.config_file": "source files: a .sumocfg (instead of, or besides, net_file and route_files)",
     "mobility.fcd_step_length": "source fcd: the SUMO step length the FCD was recorded with (SUMO stamps a sample "
     "with the time its step began: a live run sees it at that time + this); null = sumo.step_length",
+    "mobility.fcd_max_speed": "source fcd: m/s a vehicle may move between two samples (+ 5 m for a lane change); "
+    "faster is a jump the replay would draw through every cell in between. null = 1.5 x the fastest vehicle type "
+    "(SUMO's default car, 55.56 m/s, or a faster <vType> of route_files): 83.34 m/s",
+    "mobility.fcd_geo": "source fcd: true = positions are lon/lat (SUMO's --fcd-output.geo), converted to network "
+    "x/y with net_file's projection (sumolib, pyproj); false = network x/y, and a file that looks like lon/lat is "
+    "refused",
+    "mobility.fcd_invalid": "source fcd: refuse (the run, naming the vehicle, time and file) or drop (leave out every "
+    "vehicle that breaks fcd_max_speed or the network's bounds, listed under mobility.fcd.dropped in manifest.json "
+    "and in a note from vmc run)",
     "mobility.trace": "source trace: a trace.jsonl of an earlier run",
     "mobility.outputs": "SUMO's own outputs a run of city, files or lust writes into the run directory: fcd "
     "(sumo/fcd.xml), tripinfo (sumo/tripinfo.xml), summary (sumo/summary.xml); each is listed with its SHA-256 "
