@@ -43,7 +43,9 @@ SOURCE_READS: dict[str, tuple[str, ...]] = {
         "outputs",
         "fcd_area",
     ),
-    "lust": ("lust", "density", "sumo", "rsus", "coverage", "trace_cache", "outputs", "fcd_area"),
+    # config_file: a LuST clone (lust.clone_dir) places its RSUs on the network the scenario's
+    # config_file names (vmc_sim.cosim.open_source), not the clone's
+    "lust": ("lust", "config_file", "density", "sumo", "rsus", "coverage", "trace_cache", "outputs", "fcd_area"),
     "fcd": ("fcd_file", "fcd_step_length", "net_file", "sumo.begin", "rsus", "coverage"),
     "trace": ("trace",),
 }
