@@ -467,3 +467,61 @@ def test_traffic_replicates_change_the_requests(tmp_path):
         seeds.append(json.loads((run / "manifest.json").read_text())["seeds"])
     assert requests[0] != requests[1]
     assert [(x["run_seed"], x["sumo"]) for x in seeds] == [(1, 3), (1, 4)]
+
+
+def replicate_rows(accuracies: dict[float, list[float]]) -> list[dict]:
+    """Rows of a replicated sweep over rho: one completed run per (rho, replicate) with the given accuracy."""
+    from vmc_sim.sweep.tables import METRICS
+
+    return [
+        {
+            "point": f"p{i:03d}",
+            "status": "complete",
+            "rho": rho,
+            "replicate": k,
+            "method": "fsosa",
+            **{m: 1.0 for m in METRICS},
+            "final_accuracy": acc,
+            "wall_s": 1.0,
+        }
+        for i, (rho, accs) in enumerate(accuracies.items())
+        for k, acc in enumerate(accs)
+    ]
+
+
+def test_intervals_over_fewer_than_three_replicates_are_flagged_in_the_table():
+    from vmc_sim.sweep import summarize_replicates, summary_table
+
+    columns = {"rho": "rho"}
+    two = summary_table(summarize_replicates(replicate_rows({0.3: [0.30, 0.95], 0.5: [0.7]}), columns), columns)
+    rows = [line for line in two.splitlines() if line.startswith("| p0")]
+    assert "62.50 ± 412.95 (n=2)" in rows[0]  # 100 * t(0.975, 1) * std / sqrt(2) = 100 * 12.706 * 0.325
+    assert all(cell.endswith("(n=2)") for cell in rows[0].split(" | ")[4:-1])
+    assert "70.00 (n=1)" in rows[1] and " ± " not in rows[1]
+    assert "(n=2): an interval over only 2 replicates has 1 degree of freedom (t = 12.7)" in two
+    assert "(n=1): the figure of a single replicate, no interval" in two
+    three = summary_table(summarize_replicates(replicate_rows({0.3: [0.3, 0.5, 0.4]}), columns), columns)
+    assert "(n=" not in three and "40.00 ± 24.84 |" in three  # three or more: as before
+
+
+def test_the_accuracy_band_is_clipped_to_0_100_and_the_title_says_so_and_n(tmp_path, monkeypatch):
+    import matplotlib.figure
+
+    from vmc_sim.sweep import plot_sweep
+
+    figures = []
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", lambda fig, *a, **k: figures.append(fig))
+    rows = replicate_rows({0.3: [0.30, 0.95], 0.5: [0.6, 0.7]})
+    plot_sweep(rows, "rho", tmp_path / "sweep.png", replicated=True)
+    (fig,) = figures
+    mb, _, accuracy = fig.axes
+    (band,) = accuracy.collections
+    ys = band.get_paths()[0].vertices[:, 1]
+    assert ys.min() == 0.0 and ys.max() == 100.0  # mean 62.5 ± 413 at rho 0.3, clipped
+    assert 0.0 < sorted(set(ys))[1] and sorted(set(ys))[-2] < 100.0  # rho 0.5's band, narrower, unclipped
+    assert mb.collections[0].get_paths()[0].vertices[:, 1].min() == 1.0  # the same MB in every run: no width
+    title = fig._suptitle.get_text()
+    assert "clipped to the figure's range (accuracy 0-100 %" in title and "n=2 replicates" in title
+    figures.clear()
+    plot_sweep(replicate_rows({0.3: [0.3, 0.5, 0.4]}), "rho", tmp_path / "sweep.png", replicated=True)
+    assert "n=" not in figures[0]._suptitle.get_text()

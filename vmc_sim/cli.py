@@ -280,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
     except (*INPUT_ERRORS, OutputRefused) as e:  # a file given or read back is missing or damaged; a write refused
         print(f"vmc: {_words(e)}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt as e:  # the run directory already says 'interrupted' and how to resume
+    except KeyboardInterrupt as e:  # the run or sweep directory already says 'interrupted' and how to resume
         print(f"vmc: {str(e) or 'interrupted'}", file=sys.stderr)
         return 130
     except Exception as e:  # every failure ends with one clear line; records are already on disk

@@ -20,6 +20,7 @@ from mobility.trace_cache import CachedTraceSource, RecordingSumoSource, TraceCa
 from .engine import CoSimulation
 from .input_digests import changed_inputs, input_digests
 from .inputs import check_inputs, check_placed_rsus, fcd_rules, sumocfg_inputs
+from .mobility_section import source_fields
 from .runlock import RunLock, ended_status, signals_interrupt
 from .runs import RunDir, new_run_dir, read_manifest
 from .scenario import Scenario
@@ -31,7 +32,7 @@ def _sumo_files(scenario: Scenario) -> dict[str, Any]:
     """The SUMO inputs of a live scenario; for LuST also its run settings (``extra_args``: LuST's,
     with the scenario's own ``mobility.sumo.extra_args`` / ``time_to_teleport`` on top, the same
     the demand was calibrated with)."""
-    m = scenario.mobility
+    m = source_fields(scenario.mobility)
     if m.source == "city":
         files = build_city(m.city_config())
         return {"net_file": str(files.net_file), "route_files": [str(files.route_file)]}
@@ -49,7 +50,7 @@ def sumo_config(scenario: Scenario, duration: float | None = None) -> tuple[Sumo
 
     ``mobility.density`` becomes SUMO's ``--scale`` for every source; the run lasts
     ``duration`` (default: the scenario's) from its begin."""
-    m = scenario.mobility
+    m = source_fields(scenario.mobility)
     inputs = _sumo_files(scenario)
     s = m.sumo
     begin = s.begin
@@ -77,8 +78,9 @@ def open_source(
     scenario: Scenario, trace_path: Path | None, overwrite: bool = False, outputs_dir: Path | None = None
 ) -> tuple[MobilitySource, list[Rsu]]:
     """The mobility source (recording to ``trace_path`` unless it replays a trace) and the RSUs it
-    covers; a SUMO run writes the scenario's ``mobility.outputs`` into ``outputs_dir`` when given."""
-    m = scenario.mobility
+    covers; a SUMO run writes the scenario's ``mobility.outputs`` into ``outputs_dir`` when given.
+    Each source reads only the fields :data:`vmc_sim.mobility_section.SOURCE_READS` declares for it."""
+    m = source_fields(scenario.mobility)
     if m.source == "trace":
         assert m.trace is not None  # the scenario refuses source 'trace' without one
         src = TraceSource(m.trace)

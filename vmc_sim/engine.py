@@ -30,6 +30,7 @@ from mobility.source import MobilitySource
 
 from .clients import ShardAssignment, run_store, vehicle_pool
 from .context import WorldContext
+from .mobility_section import source_fields
 from .recorder import RecordWriter
 from .requests import Request, RequestKind
 from .round_world import RoundWorld
@@ -92,7 +93,7 @@ class CoSimulation:
             compute=scenario.compute,
             channel=scenario.channel_config(),
             rsus=tuple(rsus),
-            step_length=scenario.mobility.sumo.step_length,
+            step_length=source_fields(scenario.mobility).sumo.step_length,
             end_time=self.end_time,
         )
         self.worlds = [World(ctx, m) for m in fed.methods]
@@ -133,7 +134,7 @@ class CoSimulation:
     def mobility(self):
         sc, src = self.scenario, self.source
         end = src.time + sc.duration
-        step = sc.mobility.sumo.step_length
+        step = source_fields(sc.mobility).sumo.step_length
         fitted = False
         bar = None
         if self.progress:

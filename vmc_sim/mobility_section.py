@@ -9,7 +9,7 @@ into the run directory (:mod:`mobility.sumo_outputs`); a source that runs no SUM
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import Field, field_validator, model_validator
 
@@ -29,6 +29,93 @@ SUMO_SOURCES = ("city", "files", "lust")
 """The sources that run SUMO (the others replay what was recorded)."""
 
 SumoOutput = Literal["fcd", "tripinfo", "summary"]
+
+SOURCE_READS: dict[str, tuple[str, ...]] = {
+    "city": ("city", "density", "sumo", "rsus", "coverage", "trace_cache", "outputs", "fcd_area"),
+    "files": (
+        "net_file",
+        "route_files",
+        "config_file",
+        "density",
+        "sumo",
+        "rsus",
+        "coverage",
+        "trace_cache",
+        "outputs",
+        "fcd_area",
+    ),
+    # config_file: a LuST clone (lust.clone_dir) places its RSUs on the network the scenario's
+    # config_file names (vmc_sim.cosim.open_source), not the clone's
+    "lust": ("lust", "config_file", "density", "sumo", "rsus", "coverage", "trace_cache", "outputs", "fcd_area"),
+    # route_files: vehicle types whose maxSpeed sets the FCD speed limit (mobility.fcd_rules)
+    "fcd": (
+        "fcd_file",
+        "fcd_step_length",
+        "net_file",
+        "route_files",
+        "sumo.begin",
+        "rsus",
+        "coverage",
+        "fcd_max_speed",
+        "fcd_geo",
+        "fcd_invalid",
+    ),
+    "trace": ("trace",),
+}
+"""The fields of the mobility section (``mobility.`` left out; a name covers what is inside it) each
+source reads to make its traffic, besides :data:`EVERY_SOURCE_READS`. The code that opens a source
+reads the section through :func:`source_fields`, which refuses any other field, so this table says
+what the code does: a sweep notes a grid key whose field its source does not read as without effect."""
+
+EVERY_SOURCE_READS: tuple[str, ...] = ("source", "sumo.step_length")
+"""Fields a run reads whatever its source: the engine's clock steps by ``sumo.step_length`` (a trace
+or an FCD replay is sampled at those steps too)."""
+
+
+class UndeclaredReadError(RuntimeError):
+    """Code that opens a mobility source read a field :data:`SOURCE_READS` does not declare for it."""
+
+
+def _overlaps(path: str, field: str) -> bool:
+    """Whether the dotted fields ``path`` and ``field`` are the same, or one lies inside the other."""
+    return path == field or path.startswith(field + ".") or field.startswith(path + ".")
+
+
+def source_reads(source: str, path: str) -> bool:
+    """Whether a run with mobility source ``source`` reads the mobility field ``path`` (dotted, without
+    ``mobility.``), a field inside it or the section around it: only then can setting it change the run."""
+    return any(_overlaps(path, f) for f in (*EVERY_SOURCE_READS, *SOURCE_READS[source]))
+
+
+_METHOD_FIELDS = {"rsu_config": "rsus", "coverage_config": "coverage", "city_config": "city", "runs_sumo": "source"}
+"""The section's methods and the field each one reads."""
+
+
+class _SourceFields:
+    """A mobility section, or a section inside it, as one source may read it."""
+
+    def __init__(self, section: Any, source: str, prefix: str = "") -> None:
+        self._section, self._source, self._prefix = section, source, prefix
+
+    def __getattr__(self, name: str) -> Any:
+        path = self._prefix + name if self._prefix else _METHOD_FIELDS.get(name, name)
+        if not source_reads(self._source, path):
+            raise UndeclaredReadError(
+                f"mobility source {self._source!r} read mobility.{path}, which SOURCE_READS in "
+                "vmc_sim/mobility_section.py does not declare for it; declare it there (a sweep tells users "
+                "that a field its source does not read has no effect)"
+            )
+        value = getattr(self._section, name)
+        declared = (*EVERY_SOURCE_READS, *SOURCE_READS[self._source])
+        if isinstance(value, Strict) and not any(path == f or path.startswith(f + ".") for f in declared):
+            return _SourceFields(value, self._source, path + ".")  # only some of its fields are read
+        return value
+
+
+def source_fields(section: "MobilitySection") -> "MobilitySection":
+    """``section`` as its source may read it: a field :data:`SOURCE_READS` does not declare for the
+    source raises :class:`UndeclaredReadError` when read, so the table cannot drift from the code."""
+    return cast("MobilitySection", _SourceFields(section, section.source))
 
 
 class SumoSection(Strict):

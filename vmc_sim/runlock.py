@@ -53,9 +53,10 @@ def _read_holder(fd: int) -> dict[str, Any]:
 class RunLock:
     """The exclusive lock of one run directory, held until :meth:`release` (or the process ends)."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, what: str = "run") -> None:
         """Take the lock of run directory ``path`` at once, or raise :class:`RunLockedError`
-        naming the process that holds it (without waiting: a second writer is a mistake)."""
+        naming the process that holds it (without waiting: a second writer is a mistake);
+        ``what`` names the directory in that message (a ``run``, a ``sweep``)."""
         self.path = Path(path) / LOCK_NAME
         self._fd: int | None = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:
@@ -67,7 +68,7 @@ class RunLock:
             if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
                 raise
             raise RunLockedError(
-                f"{Path(path)}: another process is writing this run ({_holder_text(holder)}); "
+                f"{Path(path)}: another process is writing this {what} ({_holder_text(holder)}); "
                 "refused, nothing was changed"
             ) from None
         self.holder = {
@@ -138,8 +139,22 @@ ENDING_SIGNALS = ("SIGTERM", "SIGHUP")
 """Signals that end a run the way Ctrl-C does: recorded as interrupted, resumable."""
 
 
+class EndedBySignal(KeyboardInterrupt):
+    """The interrupt SIGTERM or SIGHUP raises (its one argument is the signal's name, so a copy made
+    from its arguments is the same): unlike Ctrl-C at a terminal, the signal reached this process
+    alone, so a process with children of its own passes :attr:`signum` on to them."""
+
+    def __str__(self) -> str:
+        return f"ended by {self.args[0]}"
+
+    @property
+    def signum(self) -> int:
+        """The signal's number."""
+        return int(signal.Signals[self.args[0]])
+
+
 def _interrupt(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt(f"ended by {signal.Signals(signum).name}")
+    raise EndedBySignal(signal.Signals(signum).name)
 
 
 @contextlib.contextmanager

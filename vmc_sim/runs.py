@@ -59,17 +59,20 @@ def cpu_model() -> str:
 
 
 def new_run_dir(base: str | Path, name: str) -> Path:
-    """A fresh directory ``base/<name>-<UTC timestamp>`` (suffixed if it exists); ``base`` is refused
-    inside another run or sweep directory (:func:`vmc_sim.outputs.claim_parent`)."""
+    """A fresh directory ``base/<name>-<UTC timestamp>`` (suffixed if it exists), made by this call:
+    two processes starting in the same second never get the same one. ``base`` is refused inside
+    another run or sweep directory (:func:`vmc_sim.outputs.claim_parent`)."""
     claim_parent(base)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
-    path = Path(base) / f"{name}-{stamp}"
-    k = 1
-    while path.exists():
-        path = Path(base) / f"{name}-{stamp}-{k}"
-        k += 1
-    path.mkdir(parents=True)
-    return path
+    Path(base).mkdir(parents=True, exist_ok=True)
+    k = 0
+    while True:
+        path = Path(base) / (f"{name}-{stamp}" if k == 0 else f"{name}-{stamp}-{k}")
+        try:
+            path.mkdir()
+            return path
+        except FileExistsError:
+            k += 1
 
 
 def read_manifest(path: Path) -> dict[str, Any]:

@@ -20,7 +20,10 @@ local spawn-context process pool by default, or Ray tasks with ``engine: ray``. 
 fails is recorded with its error and the others go on. The sweep directory
 ``<out>/<name>-<stamp>/`` holds one run directory per point, ``sweep.json`` (grid, points,
 status; rewritten as points finish), ``results.csv`` (one row per point and method) and
-``sweep.png``.
+``sweep.png``. One process writes it (the run lock, :class:`vmc_sim.runlock.RunLock`, held for
+the sweep's life); an interrupted sweep says how many points completed and how to resume it.
+A grid key whose field the points' mobility source does not read is noted as without effect
+(:data:`vmc_sim.mobility_section.SOURCE_READS`).
 
 Replicates, as SUMO's runSeeds: ``replicates`` runs every point once per seed, for a mean and an
 interval instead of one draw::
@@ -37,7 +40,8 @@ several seeds, ``results.csv`` has one row per run and method with the seed in `
 ``summary.csv`` has per point and method every figure's mean, sample standard deviation,
 half-width of the 95 % Student-t interval (n - 1 degrees of freedom) and count ``n`` over the
 replicates that completed (``<figure>_mean``, ``_std``, ``_ci95``, ``_n``), the printed table gives
-mean ± half-width, and ``sweep.png`` draws the mean with the interval as a band. ``sweep.json``
+mean ± half-width (``(n=k)`` beside it below 3 replicates, where it is very wide), and ``sweep.png``
+draws the mean with the interval as a band, clipped to the figure's range. ``sweep.json``
 lists the seeds and the fields they set (``replicates``). A single seed sets the seeds and leaves
 every output as without replicates.
 """

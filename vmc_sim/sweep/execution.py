@@ -6,17 +6,18 @@ from __future__ import annotations
 import json
 import math
 import os
+import shlex
 import shutil
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from ..config import ConfigError, load_model
+from ..runlock import RunLock, signals_interrupt
 from ..runs import RunDir, new_run_dir, versions
 from .aggregate import summarize_replicates, summary_table, write_summary_csv
-from .point import failure, run_point
+from .local_engine import run_local
 from .replicates import replicate_runs
 from .spec import GridPoint, SweepSpec, expand, inert_axes
 from .tables import (
@@ -81,30 +82,18 @@ def pin_calibrations(
     return out, [{"key": json.loads(k), **c.as_dict()} for k, c in done.items()]
 
 
-Done = Callable[[dict[str, Any]], None]
-
-
-def _run_local(tasks: list[dict[str, Any]], workers: int, done: Done) -> None:
-    """One spawned single-worker process pool per point, ``workers`` at a time: a fresh process for
-    every simulation, and a process that dies takes down only its own point."""
-    import multiprocessing
-
-    ctx = multiprocessing.get_context("spawn")
-
-    def one(task: dict[str, Any]) -> dict[str, Any]:
-        with ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
-            try:
-                return pool.submit(run_point, task).result()
-            except Exception as e:  # BrokenProcessPool: the process died (SUMO crash, out of memory)
-                return failure(task, e)
-
-    with ThreadPoolExecutor(max_workers=workers) as threads:
-        try:
-            for future in as_completed([threads.submit(one, t) for t in tasks]):
-                done(future.result())
-        except BaseException:
-            threads.shutdown(wait=False, cancel_futures=True)  # Ctrl-C: start no further point
-            raise
+def new_sweep_dir(out: str | Path, name: str) -> Path:
+    """A new directory ``<out>/<name>-<stamp>`` made by this call; refused when ``out`` is itself a
+    sweep or run directory, which a new sweep must not write into."""
+    base = Path(out)
+    for marker, what in (("sweep.json", "a sweep directory"), ("manifest.json", "a run directory")):
+        if (base / marker).is_file():
+            resume = "vmc sweep --resume" if marker == "sweep.json" else "vmc run --resume"
+            raise ConfigError(
+                f"out: {base} is {what}; a new sweep makes a directory of its own under --out and writes "
+                f"nothing into another's (to continue that one: {resume} {shlex.quote(str(base))})"
+            )
+    return new_run_dir(base, name).resolve()
 
 
 def run_sweep(
@@ -123,7 +112,14 @@ def run_sweep(
     replicate seed when the spec has replicates; ``engine``/``workers``/``address`` override the
     file), and write ``sweep.json``, ``results.csv``
     (one row per run and method), with several replicates ``summary.csv`` (their aggregate per
-    point and method), and ``sweep.png`` into a new sweep directory."""
+    point and method), and ``sweep.png`` into a new sweep directory under ``out`` (never into a
+    sweep or run directory ``out`` names).
+
+    One process writes a sweep directory: it holds the directory's lock
+    (:class:`vmc_sim.runlock.RunLock`) from before its first write to its end, so a second sweep
+    or resume on it is refused, naming the holder, and writes nothing. SIGTERM and SIGHUP end a
+    sweep as Ctrl-C does, and an interrupted sweep raises :class:`KeyboardInterrupt` saying how
+    many points completed, where, and the command that resumes it."""
     engine = spec.engine if engine is None else engine
     workers = spec.workers if workers is None else workers
     address = spec.address if address is None else address
@@ -131,6 +127,30 @@ def run_sweep(
         raise ConfigError(f"engine: {engine!r} is not 'local' or 'ray'")
     if workers < 1:
         raise ConfigError(f"workers: {workers} must be at least 1")
+    if resume is not None and not (Path(resume) / "sweep.json").is_file():
+        raise ConfigError(f"{resume}: not a sweep directory (no sweep.json)")
+    held = [RunLock(resume, what="sweep")] if resume is not None else []  # before reading what it keeps
+    try:
+        with signals_interrupt():
+            return _sweep(spec, out, held, base_dir, engine, workers, address, say, where, resume)
+    finally:
+        for lock in held:
+            lock.release()
+
+
+def _sweep(
+    spec: SweepSpec,
+    out: str | Path,
+    held: list[RunLock],
+    base_dir: str | Path | None,
+    engine: str,
+    workers: int,
+    address: str | None,
+    say: Callable[[str], None],
+    where: str,
+    resume: str | Path | None,
+) -> SweepResult:
+    """:func:`run_sweep` once its arguments are checked; a new sweep directory's lock goes into ``held``."""
     grid = expand(spec, base_dir, where)
     for note in inert_axes(spec, grid):
         say(f"note: {note}")
@@ -139,7 +159,11 @@ def run_sweep(
     replicated = len(seeds) > 1
     unit = "runs" if replicated else "points"
     points, calibrations = pin_calibrations(points, say)
-    path = Path(resume).resolve() if resume is not None else new_run_dir(out, spec.name).resolve()
+    if resume is not None:
+        path = Path(resume).resolve()
+    else:
+        path = new_sweep_dir(out, spec.name)
+        held.append(RunLock(path, what="sweep"))
     if spec.contribution_cache:
         points = [_with_cache(p, path / "contribution_cache") for p in points]
     if spec.trace_cache:
@@ -247,10 +271,18 @@ def run_sweep(
                 say=say,
             )
         else:
-            _run_local(tasks, workers, finished)
+            run_local(tasks, workers, finished)
         manifest["status"] = (
             "complete" if all(r["status"] == "complete" for r in results.values()) else "complete_with_failures"
         )
+    except KeyboardInterrupt as e:  # Ctrl-C, SIGTERM, SIGHUP: say what is saved and how to go on
+        manifest["status"] = f"interrupted: {e}" if str(e) else "interrupted: KeyboardInterrupt"
+        manifest["hint"] = f"continue with: vmc sweep --resume {shlex.quote(str(path))}"
+        done = sum(r["status"] == "complete" for r in results.values())
+        raise KeyboardInterrupt(
+            f"sweep interrupted{f' ({e})' if str(e) else ''}: {done} of {len(points)} {unit} complete, saved in "
+            f"{path} (sweep.json, results.csv); {manifest['hint']}"
+        ) from None
     except BaseException as e:
         manifest["status"] = f"interrupted: {type(e).__name__}"
         raise

@@ -13,6 +13,7 @@ from pydantic import Field, StrictInt, ValidationError, ValidationInfo, field_va
 
 from ..config import ConfigError, Strict, load_model
 from ..inputs import check_inputs, resolve_paths
+from ..mobility_section import source_reads
 from ..scenario import Scenario, load_scenario
 
 ALIASES: dict[str, str] = {
@@ -32,16 +33,6 @@ LIST_FIELDS = frozenset({"federated.methods"})
 
 EXCLUSIVE: dict[str, str] = {"federated.rho": "federated.subset_size", "federated.subset_size": "federated.rho"}
 """A point that sets the key (fixed ratio or fixed P) clears the other field, unless the grid sets both."""
-
-
-SOURCE_ONLY: dict[str, tuple[str, ...]] = {
-    "mobility.city.": ("city",),
-    "mobility.lust.": ("lust",),
-    "mobility.density": ("city", "files", "lust"),
-    "mobility.rsus.": ("city", "files", "lust"),
-    "mobility.sumo.": ("city", "files", "lust"),
-}
-"""Field prefixes that only matter for some mobility sources (a trace carries its own RSUs)."""
 
 
 REPLICATE_SETS: dict[str, tuple[str, ...]] = {
@@ -342,31 +333,33 @@ def _input_problem(scenario: Scenario, checked: dict[str, str | None], where: st
     return checked[key]
 
 
-def _inert_sources(path: str, used: set[str]) -> list[str]:
-    """The mobility sources in ``used`` for which the field ``path`` has no effect."""
-    return sorted(
-        {src for prefix, sources in SOURCE_ONLY.items() if path.startswith(prefix) for src in used - set(sources)}
-    )
+def _inert_sources(path: str, used: Iterable[str]) -> list[str]:
+    """The mobility sources in ``used`` that do not read the scenario field ``path`` (dotted), so
+    setting it cannot change their runs (:data:`vmc_sim.mobility_section.SOURCE_READS`)."""
+    if not path.startswith("mobility."):
+        return []
+    field = path[len("mobility.") :]
+    return sorted(src for src in set(used) if not source_reads(src, field))
 
 
 def inert_axes(spec: SweepSpec, points: Iterable[GridPoint]) -> list[str]:
     """Grid keys, and ``replicate_sets`` entries of a replicated sweep, that cannot change a point's
-    result because of its mobility source."""
+    result because its mobility source does not read the field they set: made from what each source
+    declares it reads (:data:`vmc_sim.mobility_section.SOURCE_READS`, which the code opening a source
+    is held to), not from a list of their own."""
     used: set[str] = {p.scenario.mobility.source for p in points}
     notes = []
     for key, path in spec.axes().items():
-        for prefix, sources in SOURCE_ONLY.items():
-            if not path.startswith(prefix):
-                continue
-            unused = sorted(used - set(sources))
-            if unused:
-                notes.append(f"grid key {key!r} ({path}) has no effect with mobility source {unused}")
+        unused = _inert_sources(path, used)
+        if unused:
+            notes.append(f"grid key {key!r} ({path}) has no effect with mobility source {unused}: it does not read it")
     if spec.replicates is not None:
         for name in spec.replicate_sets:
             paths = REPLICATE_SETS[name]
             unused = sorted(set.intersection(*(set(_inert_sources(path, used)) for path in paths)))
             if unused:
                 notes.append(
-                    f"replicate_sets {name!r} ({', '.join(paths)}) has no effect with mobility source {unused}"
+                    f"replicate_sets {name!r} ({', '.join(paths)}) has no effect with mobility source {unused}: "
+                    "it reads none of them"
                 )
     return notes

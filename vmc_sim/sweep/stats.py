@@ -11,6 +11,10 @@ import numpy as np
 CONFIDENCE = 0.95
 """Two-sided level of the interval ``summary.csv`` and the plot's band give."""
 
+FEW = 3
+"""Below this many values an interval is flagged where it is shown: over 2 values it has one degree
+of freedom (t = 12.7 at 95 %), so it is about five times as wide as over 3 and says little."""
+
 
 @dataclass(frozen=True)
 class Interval:

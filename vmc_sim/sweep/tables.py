@@ -9,11 +9,13 @@ import os
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ..runs import RunDir
 from ..summary import TOTALS
 from ..summary import method_totals as summary_totals
 from .spec import GridPoint, SweepSpec
-from .stats import interval
+from .stats import FEW, interval
 
 METRICS = TOTALS
 """A row's figures: those ``vmc run`` prints (:func:`vmc_sim.summary.method_totals`), same names and counts."""
@@ -155,7 +157,9 @@ def plot_sweep(
 
     ``replicated`` (rows carry ``replicate``): each replicate's figures are averaged over the other
     axes first, the line is their mean over the replicates and a band its 95 % confidence
-    interval, since the replicates are the independent draws."""
+    interval, since the replicates are the independent draws. A band is clipped to what its figure
+    can take (accuracy 0-100 %, MB and seconds from 0), and the title says so, and says n where a
+    band rests on fewer than :data:`~vmc_sim.sweep.stats.FEW` replicates."""
     done = [r for r in rows if r["status"] == "complete"]
     if not done:
         return None
@@ -168,10 +172,11 @@ def plot_sweep(
     numeric = all(isinstance(r[x_key], (int, float)) and not isinstance(r[x_key], bool) for r in rows)
     fig, axes = plt.subplots(1, 3, figsize=(15, 4))
     panels = (
-        ("total_MB", "Cumulative communication", "MB", 1.0),
-        ("sim_time_s", "Cumulative edit time (simulated)", "seconds", 1.0),
-        ("final_accuracy", "Final test accuracy", "accuracy %", 100.0),
+        ("total_MB", "Cumulative communication", "MB", 1.0, (0.0, math.inf)),
+        ("sim_time_s", "Cumulative edit time (simulated)", "seconds", 1.0, (0.0, math.inf)),
+        ("final_accuracy", "Final test accuracy", "accuracy %", 100.0, (0.0, 100.0)),
     )
+    fewest = math.inf  # the fewest replicates any band rests on
 
     def x_of(r: dict[str, Any]) -> Any:
         return r[x_key] if numeric else labels.index(_xlabel(r[x_key]))
@@ -179,7 +184,7 @@ def plot_sweep(
     for method in dict.fromkeys(r["method"] for r in done):
         mine = [r for r in done if r["method"] == method]
         xs = sorted({x_of(r) for r in mine})
-        for ax, (metric, _, _, scale) in zip(axes, panels):
+        for ax, (metric, _, _, scale, (lo, hi)) in zip(axes, panels):
             ys, low, high = [], [], []
             for x in xs:
                 at = [r for r in mine if x_of(r) == x]
@@ -189,15 +194,16 @@ def plot_sweep(
                         per_replicate.setdefault(r["replicate"], []).append(r[metric])
                     iv = interval(interval(v).mean for v in per_replicate.values())
                     ys.append(scale * iv.mean)
-                    low.append(scale * (iv.mean - iv.ci))
-                    high.append(scale * (iv.mean + iv.ci))
+                    low.append(float(np.clip(scale * (iv.mean - iv.ci), lo, hi)))  # NaN stays NaN
+                    high.append(float(np.clip(scale * (iv.mean + iv.ci), lo, hi)))
+                    fewest = min(fewest, iv.n) if iv.n else fewest
                     continue
                 vals = [r[metric] for r in at if not math.isnan(r[metric])]
                 ys.append(scale * sum(vals) / len(vals) if vals else math.nan)
             (line,) = ax.plot(xs, ys, marker="o", label=method)
             if replicated:
                 ax.fill_between(xs, low, high, color=line.get_color(), alpha=0.2, linewidth=0)
-    for ax, (_, title, ylabel, _) in zip(axes, panels):
+    for ax, (_, title, ylabel, _, _) in zip(axes, panels):
         ax.set_title(title)
         ax.set_xlabel(x_key + (" (mean over the other axes)" if averaged else ""))
         ax.set_ylabel(ylabel)
@@ -207,7 +213,11 @@ def plot_sweep(
         ax.legend()
     if replicated:
         count = len({r["replicate"] for r in done})
-        fig.suptitle(f"mean over {count} replicates, band: 95 % confidence interval")
+        few = f"; a band over n={fewest} replicates (fewer than {FEW}) is very wide" if fewest < FEW else ""
+        fig.suptitle(
+            f"mean over {count} replicates, band: 95 % confidence interval, clipped to the figure's range "
+            f"(accuracy 0-100 %, MB and seconds from 0){few}"
+        )
     fig.tight_layout()
     fig.savefig(out, dpi=110)
     plt.close(fig)
