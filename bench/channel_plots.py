@@ -84,7 +84,7 @@ def contention(d: Path) -> Path:
 def driveby(d: Path) -> Path:
     """ns-3 / ours per upload; the straight passes compare ns-3's TCP and UDP with ours over TCP and
     UDP (ours rescaled from the committed whole-MSDU column by ``transport``'s rate ratio)."""
-    from vmc_sim.radio import ChannelConfig, rate_bps
+    from vmc_sim.radio.link_budget import ChannelConfig, rate_bps
 
     def rate(t: str) -> float:
         cfg = ChannelConfig(rate_model="ieee80211p", bandwidth_hz=10e6, rate_cap_bps=None, transport=t)

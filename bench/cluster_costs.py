@@ -39,8 +39,8 @@ def point_costs(index: Path) -> dict[str, float]:
 
 def shipped_bytes(scenario: Path, dataset: str) -> int:
     """Bytes a point of ``scenario`` on ``dataset`` sends to its node (inputs and dataset)."""
-    from vmc_sim.config import load_model
-    from vmc_sim.scenario import Scenario, load_scenario
+    from vmc_sim.scenario.config import load_model
+    from vmc_sim.scenario.schema import Scenario, load_scenario
     from vmc_sim.sweep.shipping import ship_scenario
 
     data = load_scenario(scenario).model_dump(mode="json")

@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def _config(scenario_path: str, duration: float):
     from mobility.rsu import place_rsus
     from vmc_sim.cosim import sumo_config
-    from vmc_sim.scenario import load_scenario
+    from vmc_sim.scenario.schema import load_scenario
 
     sc = load_scenario(scenario_path)
     cfg, inputs = sumo_config(sc, duration)  # the scenario's run, LuST's run settings included

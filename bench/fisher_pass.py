@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         paths = {"after": ROOT}
         if "before" in args.versions:
             paths["before"] = stack.enter_context(worktree.checkout(ROOT, args.before))
-        from vmc_sim.runs import cpu_model  # here: the "before" workers import this file beside an older fl_core
+        from vmc_sim.compute.host import cpu_model  # here: "before" workers import this file beside an older fl_core
 
         print(
             f"# {platform.machine()} {cpu_model()}, {os.cpu_count()} cores, 1 thread, "

@@ -1,7 +1,7 @@
 """F-SOSA on Flower against the same replay without Flower, on real traffic from a ``vmc run``.
 
 ``vmc run``'s job (the embedded city) for ``--duration`` simulated seconds records its traffic;
-its availability becomes a Flower schedule (``vmc_sim.export.flower_schedule``), which
+its availability becomes a Flower schedule (``vmc_sim.rundir.export.flower_schedule``), which
 ``vmc_sim.flower.apps.run_flower`` replays with one Flower node per vehicle and
 ``vmc_sim.flower.replay.direct_run`` replays in one process. Printed: nodes and requests, whether
 every released model is equal tensor for tensor and the upload bytes are equal, whether the
@@ -21,8 +21,8 @@ from pathlib import Path
 import torch
 
 from vmc_sim import load_scenario, run_scenario
-from vmc_sim.export import flower_schedule, load_availability
 from vmc_sim.flower.replay import direct_run, parse_schedule, read_run, uploads
+from vmc_sim.rundir.export import flower_schedule, load_availability
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -73,7 +73,7 @@ def say(line: str, lines: list[str]) -> None:
 
 
 def machine(device: str) -> str:
-    from vmc_sim.runs import cpu_model
+    from vmc_sim.compute.host import cpu_model
 
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no CUDA device"
     return (
@@ -99,8 +99,8 @@ def case_study(dataset: str, device: str, epochs: int | None, trace: Path):
     builds it), trained on ``device``."""
     from lust_case_study import scenario_for
 
-    from vmc_sim.config import load_model
-    from vmc_sim.scenario import Scenario
+    from vmc_sim.scenario.config import load_model
+    from vmc_sim.scenario.schema import Scenario
 
     data = scenario_for(SimpleNamespace(quick=False, scenario=str(SCENARIO), epochs=epochs), dataset, trace).model_dump(
         mode="json"

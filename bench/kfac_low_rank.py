@@ -34,7 +34,7 @@ from fl_core.fisher.kfac import KFACSum
 from fl_core.projection import ProjectionConfig, project
 from fl_core.stats import SufficientStatistics
 from fl_core.training import evaluate
-from vmc_sim.runs import cpu_model
+from vmc_sim.compute.host import cpu_model
 
 
 @contextmanager

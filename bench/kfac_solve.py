@@ -466,7 +466,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.worker is not None:
         worker(args.worker, args.tag, args.damping, args.tol, args.max_iter, args.weighting, args.preconditioner)
         return
-    from vmc_sim.runs import cpu_model  # here: the "before" workers import this file beside an older fl_core
+    from vmc_sim.compute.host import cpu_model  # here: "before" workers import this file beside an older fl_core
 
     print(
         f"machine: {platform.machine()} {cpu_model()}, {os.cpu_count()} cores, torch {torch.__version__}, "

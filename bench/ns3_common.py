@@ -15,7 +15,7 @@ import csv
 from pathlib import Path
 from typing import Any, Iterable
 
-from vmc_sim.radio import ChannelConfig
+from vmc_sim.radio.link_budget import ChannelConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT_DIR = ROOT / "reports" / "channel_validation"

@@ -1,4 +1,4 @@
-"""A drive-by upload: ns-3's 802.11p against the co-simulation's channel (``vmc_sim.channel.RsuChannel``).
+"""A drive-by upload: ns-3's 802.11p against the co-simulation's channel (``vmc_sim.radio.channel.RsuChannel``).
 
 One vehicle drives past the RSU on a straight road at constant speed (RSU at the origin, road at
 y = 10 m, heights 5.0 / 1.5 m) and uploads ``BYTES`` (2,600,000: a CNN model and its diagonal
@@ -52,8 +52,8 @@ from ns3_common import (
     write_csv,
 )
 
-from vmc_sim.channel import RsuChannel
-from vmc_sim.radio import ChannelConfig
+from vmc_sim.radio.channel import RsuChannel
+from vmc_sim.radio.link_budget import ChannelConfig
 
 SPEEDS_MPS = (8.3, 13.9, 25.0)
 BYTES = 2_600_000

@@ -1,4 +1,4 @@
-"""Check our 3GPP TR 37.885 V2V path loss (``vmc_sim.radio.path_loss_db``) against ns-3's.
+"""Check our 3GPP TR 37.885 V2V path loss (``vmc_sim.radio.link_budget.path_loss_db``) against ns-3's.
 
 ns-3 (the ``ns3`` wheel, ``pip install -e .[ns3]``; import name ``ns``) has the same Table 6.2.1-1
 formulas in ``ThreeGppV2vUrbanPropagationLossModel`` and ``ThreeGppV2vHighwayPropagationLossModel``.
@@ -26,7 +26,7 @@ from pathlib import Path
 
 from ns3_common import CARRIER_HZ, OUT_DIR, RSU_HEIGHT_M, VEHICLE_HEIGHT_M, write_csv
 
-from vmc_sim.radio import ChannelConfig, path_loss_db
+from vmc_sim.radio.link_budget import ChannelConfig, path_loss_db
 
 DISTANCES_M = (5, 10, 20, 50, 100, 150, 200, 300, 400, 500)
 TOLERANCE_DB = 0.01

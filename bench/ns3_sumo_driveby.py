@@ -35,7 +35,7 @@ from ns3_common import OUT_DIR, fmt, markdown, our_80211p, read_floats, write_cs
 from ns3_driveby import RADIUS_M, TOLERANCE, UPDATE_INTERVAL_S, simulate_trace
 from sumo_pass import SumoPass, coverage_interval, make_pass, position_at
 
-from vmc_sim.channel import RsuChannel
+from vmc_sim.radio.channel import RsuChannel
 
 BYTES = 2_600_000
 LARGE_BYTES = 120_000_000

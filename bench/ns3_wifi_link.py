@@ -50,8 +50,8 @@ from ns3_common import (
     write_csv,
 )
 
-from vmc_sim.radio import rate_bps, snr_db
-from vmc_sim.rates import ieee80211p_rate
+from vmc_sim.radio.link_budget import rate_bps, snr_db
+from vmc_sim.radio.rates import ieee80211p_rate
 
 DISTANCES_M = (10, 50, 100, 200, 300, 400, 500)
 STATIONS = (1, 2, 4, 8, 16)

@@ -27,7 +27,7 @@ from fl_core.fisher import new_sum
 from fl_core.projection import ProjectionConfig, ProjectionMethod, project
 from fl_core.stats import SufficientStatistics
 from fl_core.training import TrainConfig
-from vmc_sim.runs import cpu_model
+from vmc_sim.compute.host import cpu_model
 
 #: Solver variants by name: (method, damping, Kronecker preconditioner).
 CASES = {

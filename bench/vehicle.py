@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from safetensors.torch import load_file
 
-    from vmc_sim.runs import cpu_model
+    from vmc_sim.compute.host import cpu_model
 
     # the worktree lies under /tmp, away from ../shared: both versions read this checkout's data
     data = os.environ.get("VMC_DATA") or str(ROOT.parent / "shared" / "data")

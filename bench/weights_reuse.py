@@ -33,8 +33,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from fl_core.training import LocalTrainer, apply_threads
-    from vmc_sim.runs import cpu_model
-    from vmc_sim.scenario import load_scenario
+    from vmc_sim.compute.host import cpu_model
+    from vmc_sim.scenario.schema import load_scenario
 
     scenario = load_scenario(args.scenario)
     setup = scenario.federated.setup(scenario.seed)

@@ -28,7 +28,7 @@ class SolveWarning(UserWarning):
 
 #: Bumped whenever a change here makes a CG solve take a different host time per product (the
 #: calibration's ``solve_s_per_unit``); part of the calibration key of every setup that solves by CG
-#: (``vmc_sim.calibration``), so a machine's cached costs are measured anew. 2: the float32 phase
+#: (``vmc_sim.compute.calibration``), so a machine's cached costs are measured anew. 2: the float32 phase
 #: runs in the preconditioner's eigenbasis.
 SOLVER_VERSION = 2
 

@@ -116,6 +116,49 @@ def test_layers_import_downwards_only(lower, upper):
     assert bad == []
 
 
+ROOMS = ("radio", "compute", "scenario", "rundir", "engine", "cosim", "oneshot", "sweep", "flower", "reproduction")
+"""vmc_sim's rooms from the bottom up: each imports only rooms before it (radio and compute are
+independent of each other), besides fl_core and mobility; the command line and the package's
+public names (``vmc_sim/__init__.py``) stand above them all."""
+BESIDE = {("compute", "radio"), ("flower", "sweep"), ("reproduction", "flower")}
+"""Pairs of rooms at one level: neither imports the other."""
+
+
+def _room(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[0] != "vmc_sim" or len(parts) < 2 or parts[1] in ("cli", "__init__"):
+        return None
+    return parts[1]
+
+
+def test_vmc_sim_rooms_import_downwards_only():
+    assert {p.name for p in (ROOT / "vmc_sim").iterdir() if p.is_dir() and (p / "__init__.py").is_file()} | {
+        "cosim",
+        "oneshot",
+    } == set(ROOMS)
+    bad = []
+    for m, ts in _package_graph().items():
+        here = _room(m)
+        if here is None:
+            continue
+        for t in ts:
+            there = _room(t)
+            if there is None and t.split(".")[0] == "vmc_sim":
+                bad.append(f"{m} -> {t} (the command line or the public names)")
+            elif there is not None and there != here:
+                if (here, there) in BESIDE or ROOMS.index(there) > ROOMS.index(here):
+                    bad.append(f"{m} -> {t}")
+    assert bad == []
+
+
+def test_every_room_says_what_it_owns_and_may_import():
+    for room in ROOMS:
+        init = ROOT / "vmc_sim" / room / "__init__.py"
+        if init.is_file():
+            doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+            assert "Imports" in doc and len(doc.split()) > 20, room
+
+
 def test_every_module_is_under_500_lines():
     too_long = []
     for folder in (*PACKAGES, "tools", "bench"):

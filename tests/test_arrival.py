@@ -19,10 +19,10 @@ from scipy import stats
 from fl_core.sampler import FixedSize, SubsetSampler, ordered
 from mobility.events import MobilityEvent
 from mobility.trace import write_trace
-from vmc_sim.config import load_model
 from vmc_sim.cosim import run_scenario
-from vmc_sim.runs import RunDir
-from vmc_sim.scenario import Scenario, load_scenario
+from vmc_sim.rundir.directory import RunDir
+from vmc_sim.scenario.config import load_model
+from vmc_sim.scenario.schema import Scenario, load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 METHODS = ["fsosa", "retrain", "fedfisher", "fedavg"]

@@ -9,8 +9,8 @@ from fl_core.augment import Augment, black_level, crop_flip
 from fl_core.data import CIFAR10_STATS, ArrayDataset
 from fl_core.models import build_model, flat_params, load_flat
 from fl_core.training import TrainConfig, key_settings, sgd_epochs
-from vmc_sim.config import ConfigError
-from vmc_sim.scenario import load_scenario
+from vmc_sim.scenario.config import ConfigError
+from vmc_sim.scenario.schema import load_scenario
 
 
 def cifar_like(n: int = 40, seed: int = 0) -> ArrayDataset:

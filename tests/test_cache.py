@@ -102,7 +102,7 @@ def test_damaged_weights_are_trained_again_not_used(tmp_path):
     second = _pool(_setup(fisher="diagonal"), ContributionCache(tmp_path))  # needs the weights, not the entry
     second.train(0)
     assert second.cache.stats.rejected == 1 and second.trainings == 1 and second.cache.stats.weights_reused == 0
-    from vmc_sim.summary import contribution_cache_text
+    from vmc_sim.rundir.summary import contribution_cache_text
 
     said = contribution_cache_text({"path": str(tmp_path), **second.cache.stats.as_dict()})
     assert "0 computed at cached trained weights (Fisher only), 1 trained, 1 cached entries did not verify" in said

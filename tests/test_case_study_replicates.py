@@ -17,7 +17,7 @@ from conftest import load_script
 from vmc_sim.reproduction.case_study import method_rows
 from vmc_sim.reproduction.case_study_replicates import pm, summarize, verdict
 from vmc_sim.reproduction.common import compute_time
-from vmc_sim.runs import RunDir
+from vmc_sim.rundir.directory import RunDir
 
 
 @pytest.fixture(scope="module")

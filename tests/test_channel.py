@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import simpy
 
-from vmc_sim.channel import BroadcastResult, RsuChannel, TransferResult
-from vmc_sim.radio import PATH_LOSS_MODELS, ChannelConfig, noise_dbm, path_loss_db, rate_bps, snr_db
+from vmc_sim.radio.channel import BroadcastResult, RsuChannel, TransferResult
+from vmc_sim.radio.link_budget import PATH_LOSS_MODELS, ChannelConfig, noise_dbm, path_loss_db, rate_bps, snr_db
 
 B = 20e6
 UNCAPPED = dict(rate_model="shannon", bandwidth_hz=B, rate_cap_bps=None, spectral_efficiency_cap=None, transport="none")

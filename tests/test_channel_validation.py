@@ -2,7 +2,7 @@
 
 The CSV was written by ``bench/ns3_pathloss.py`` with ns-3 3.44 (LOS forced, no shadowing,
 5.9 GHz, RSU 5.0 m, vehicle 1.5 m). The first test needs no ns-3: it checks the current
-``vmc_sim.radio.path_loss_db`` against the committed ns-3 column. The second re-runs ns-3 at two
+``vmc_sim.radio.link_budget.path_loss_db`` against the committed ns-3 column. The second re-runs ns-3 at two
 distances (in a child process: ns-3's cppyy bindings stay out of the test process) and checks
 that the committed column is what ns-3 gives.
 """
@@ -216,7 +216,7 @@ def test_transport_model_matches_ns3_driveby(driveby, transport):
     Within the 85 m radius ours holds 27 Mb/s for the whole pass, so ours over ``transport`` is the
     committed MSDU-counting figure scaled by the ratio of the two rates.
     """
-    from vmc_sim.radio import ChannelConfig, rate_bps
+    from vmc_sim.radio.link_budget import ChannelConfig, rate_bps
 
     def rate(t: str) -> float:
         cfg = ChannelConfig(rate_model="ieee80211p", bandwidth_hz=10e6, rate_cap_bps=None, transport=t)

@@ -9,12 +9,12 @@ import pytest
 
 from mobility.events import MobilityEvent
 from mobility.trace import write_trace
-from vmc_sim.audit import client_sets
-from vmc_sim.clients import ShardAssignment, recorded_shards, vehicle_shard
-from vmc_sim.config import load_model
 from vmc_sim.cosim import run_scenario
-from vmc_sim.runs import RunDir
-from vmc_sim.scenario import Scenario
+from vmc_sim.rundir.audit import client_sets
+from vmc_sim.rundir.directory import RunDir
+from vmc_sim.scenario.config import load_model
+from vmc_sim.scenario.schema import Scenario
+from vmc_sim.scenario.shards import ShardAssignment, recorded_shards, vehicle_shard
 
 
 def churn_trace(tmp_path, initial: int = 6, arrivals: int = 6, dwell: float = 7.0):

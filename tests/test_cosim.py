@@ -9,10 +9,11 @@ import pytest
 
 from mobility.events import MobilityEvent
 from mobility.trace import write_trace
-from vmc_sim.config import ConfigError, load_model
+from vmc_sim.compute.host import cpu_model
 from vmc_sim.cosim import run_scenario
-from vmc_sim.runs import RunDir, cpu_model
-from vmc_sim.scenario import Scenario, load_scenario
+from vmc_sim.rundir.directory import RunDir
+from vmc_sim.scenario.config import ConfigError, load_model
+from vmc_sim.scenario.schema import Scenario, load_scenario
 
 HOST_KEYS: set[str] = set()
 
@@ -493,7 +494,7 @@ def test_cli_refuses_missing_and_damaged_inputs_without_creating_anything(tmp_pa
 def test_oneshot_requests_are_checked_against_the_client_set_before_anything_runs(tmp_path, requests, message):
     import yaml
 
-    from vmc_sim.config import OneShotConfig
+    from vmc_sim.scenario.config import OneShotConfig
 
     path = tmp_path / "o.yaml"
     path.write_text(yaml.safe_dump({"initial_clients": 8, "federated": {"num_clients": 20}, "requests": requests}))
@@ -631,8 +632,8 @@ def test_vmc_calibrate_prints_costs_that_pin_a_scenario(tmp_path, monkeypatch, c
     ``compute.calibration`` block that, pasted into the scenario, charges exactly those costs."""
     import yaml
 
-    from vmc_sim import calibration
     from vmc_sim.cli import main
+    from vmc_sim.compute import calibration
 
     monkeypatch.setenv("VMC_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(calibration, "_CACHE", {})
@@ -670,8 +671,8 @@ def test_vmc_calibrate_prints_costs_that_pin_a_scenario(tmp_path, monkeypatch, c
 def test_vmc_calibrate_on_a_busy_host_warns_and_keeps_the_cached_costs(tmp_path, monkeypatch, capsys):
     import yaml
 
-    from vmc_sim import calibration
     from vmc_sim.cli import main
+    from vmc_sim.compute import calibration
 
     monkeypatch.setenv("VMC_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(calibration, "_CACHE", {})
@@ -699,7 +700,7 @@ def test_vmc_calibrate_on_a_busy_host_warns_and_keeps_the_cached_costs(tmp_path,
 
 
 def test_a_calibration_measured_on_a_busy_host_is_flagged():
-    from vmc_sim.calibration import Calibration, busy_host
+    from vmc_sim.compute.calibration import Calibration, busy_host
 
     assert busy_host(Calibration(1e-4, 1e-3, 1e-3, load=(0.3, 1.2)), threads=1) is None
     busy_before = busy_host(Calibration(1e-4, 1e-3, 1e-3, load=(1.4, 1.4)), threads=1)
@@ -713,7 +714,7 @@ def test_a_calibration_measured_on_a_busy_host_is_flagged():
 
 
 def test_other_processes_cpu_is_measured_without_the_calibrating_process():
-    from vmc_sim.calibration import _cpu_snapshot, _others_cores
+    from vmc_sim.compute.calibration import _cpu_snapshot, _others_cores
 
     # host busy 30 s, of which this process 10 s, over 10 s of wall clock: the others kept 2 cores busy
     assert _others_cores((100.0, 5.0, 50.0), (130.0, 15.0, 60.0)) == 2.0
@@ -732,7 +733,7 @@ def test_calibrating_a_kfac_setup_times_short_solves(monkeypatch):
     from fl_core.experiment import OneShotSetup
     from fl_core.projection import ProjectionConfig
     from fl_core.training import TrainConfig
-    from vmc_sim import calibration
+    from vmc_sim.compute import calibration
 
     seen = []
     real = projection_module.project
@@ -758,7 +759,7 @@ def test_calibrating_a_low_rank_kfac_setup_times_solves_on_the_uploads(monkeypat
     from fl_core.experiment import OneShotSetup
     from fl_core.projection import ProjectionConfig
     from fl_core.training import TrainConfig
-    from vmc_sim import calibration
+    from vmc_sim.compute import calibration
 
     uploads = []
     real = projection_module.project
@@ -783,7 +784,7 @@ def test_a_cg_setups_calibration_key_carries_the_solver_version(tmp_path, monkey
     """A solver change that moves the host time per product re-measures cached K-FAC costs
     (``fl_core.projection.SOLVER_VERSION``); a diagonal setup, merged in closed form, keeps its."""
     import fl_core.projection as projection_module
-    from vmc_sim import calibration
+    from vmc_sim.compute import calibration
 
     (tmp_path / "kfac.yaml").write_text("federated: {train: {fisher: kfac}}\n")
     (tmp_path / "diag.yaml").write_text("federated: {train: {fisher: diagonal}}\n")
@@ -816,10 +817,10 @@ def test_channel_shadowing_runs_and_does_not_depend_on_the_method_order(tmp_path
 
 def test_the_machine_calibration_cache_is_keyed_by_the_cpu_model(monkeypatch):
     """A calibration measured on one CPU is not reused on another with the same node name."""
-    import vmc_sim.calibration as calibration
-    import vmc_sim.runs as runs
+    import vmc_sim.compute.calibration as calibration
+    import vmc_sim.compute.host as host
 
     sc = load_scenario(None)
     here = calibration._cache_key(sc.federated)
-    monkeypatch.setattr(runs, "cpu_model", lambda: "Another CPU")
+    monkeypatch.setattr(host, "cpu_model", lambda: "Another CPU")
     assert calibration._cache_key(sc.federated) != here

@@ -9,9 +9,9 @@ import pytest
 from fl_core.rounds import STRATEGIES
 from mobility.events import MobilityEvent
 from mobility.trace import write_trace
-from vmc_sim.config import ConfigError, load_model
 from vmc_sim.cosim import run_scenario
-from vmc_sim.scenario import Scenario
+from vmc_sim.scenario.config import ConfigError, load_model
+from vmc_sim.scenario.schema import Scenario
 
 
 def trace_file(tmp_path, leave_at=30.0):

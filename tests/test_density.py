@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from mobility.sumo import options_dict
-from vmc_sim.config import load_model
 from vmc_sim.cosim import sumo_config
-from vmc_sim.scenario import Scenario
+from vmc_sim.scenario.config import load_model
+from vmc_sim.scenario.schema import Scenario
 from vmc_sim.sweep import SweepSpec, expand, inert_axes
 
 ROOT = Path(__file__).resolve().parents[1]

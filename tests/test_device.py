@@ -7,9 +7,8 @@ import pytest
 import simpy
 from test_cosim import scenario, trace_file
 
+from vmc_sim.compute.device import SharedDevice, batch_seconds, device_job
 from vmc_sim.cosim import run_scenario
-from vmc_sim.device import SharedDevice, batch_seconds
-from vmc_sim.transfers import device_job
 
 
 def _run_jobs(arrivals: list[tuple[float, float]], max_jobs: int | None = 1, overlap: float = 0.0):

@@ -23,11 +23,11 @@ from typing import Any
 import pytest
 import yaml
 
-from vmc_sim.config import load_model
+from vmc_sim.compute.host import cpu_model
 from vmc_sim.cosim import run_scenario
-from vmc_sim.inputs import resolve_paths
-from vmc_sim.runs import cpu_model
-from vmc_sim.scenario import Scenario
+from vmc_sim.scenario.config import load_model
+from vmc_sim.scenario.inputs import resolve_paths
+from vmc_sim.scenario.schema import Scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = ROOT / "tests" / "data" / "engine_records.json"

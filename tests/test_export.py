@@ -17,10 +17,10 @@ from mobility.dwell import coverage_visits
 from mobility.events import MobilityEvent
 from mobility.trace import TraceWriter, read_trace, write_trace
 from vmc_sim.cli import main
-from vmc_sim.config import load_model
 from vmc_sim.cosim import run_scenario
-from vmc_sim.export import flower_schedule, load_availability
-from vmc_sim.scenario import Scenario, load_scenario
+from vmc_sim.rundir.export import flower_schedule, load_availability
+from vmc_sim.scenario.config import load_model
+from vmc_sim.scenario.schema import Scenario, load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 LUST_TRACE = ROOT / "reports" / "lust_case_study" / "trace.jsonl"

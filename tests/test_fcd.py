@@ -29,11 +29,11 @@ from mobility.source import SumoSource  # noqa: E402
 from mobility.sumo import run_command, sumo_binary  # noqa: E402
 from mobility.trace import read_trace  # noqa: E402
 from vmc_sim.cli import main  # noqa: E402
-from vmc_sim.config import ConfigError, load_model  # noqa: E402
 from vmc_sim.cosim import run_scenario  # noqa: E402
-from vmc_sim.inputs import check_inputs, fcd_rules, net_bounds  # noqa: E402
-from vmc_sim.runs import RunDir  # noqa: E402
-from vmc_sim.scenario import Scenario, load_scenario  # noqa: E402
+from vmc_sim.rundir.directory import RunDir  # noqa: E402
+from vmc_sim.scenario.config import ConfigError, load_model  # noqa: E402
+from vmc_sim.scenario.inputs import check_inputs, fcd_rules, net_bounds  # noqa: E402
+from vmc_sim.scenario.schema import Scenario, load_scenario  # noqa: E402
 
 pytestmark = pytest.mark.sumo
 

@@ -176,7 +176,7 @@ def test_expected_labels_use_no_random_draw(mlp):
 def test_expected_labels_are_the_default():
     """The paper follows FedFisher, whose code takes the expectation over classes."""
     assert TrainConfig().fisher_labels is FisherLabels.EXPECTED
-    from vmc_sim.config import TrainSection
+    from vmc_sim.scenario.config import TrainSection
 
     assert TrainSection().build().fisher_labels is FisherLabels.EXPECTED
 

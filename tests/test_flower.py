@@ -12,8 +12,8 @@ from test_export import returning_trace
 
 from fl_core.training import evaluate
 from vmc_sim.cosim import run_scenario
-from vmc_sim.export import flower_schedule, load_availability
 from vmc_sim.flower.replay import direct_run, parse_schedule, read_run, uploads
+from vmc_sim.rundir.export import flower_schedule, load_availability
 
 pytest.importorskip("flwr")
 

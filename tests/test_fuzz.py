@@ -502,7 +502,7 @@ def test_bad_traffic_input_is_refused_before_anything_runs(tmp_path, capsys, how
 def test_a_resume_that_must_not_run_is_refused_and_changes_nothing(finished_run, tmp_path, capsys, how):
     import contextlib
 
-    from vmc_sim.runlock import RunLock
+    from vmc_sim.rundir.lock import RunLock
 
     path = tmp_path / "run"
     shutil.copytree(finished_run, path)
@@ -530,7 +530,7 @@ def numeric_keys() -> list[tuple[str, str]]:
 
     from pydantic import BaseModel
 
-    from vmc_sim.scenario_docs import SECTIONS
+    from vmc_sim.scenario.docs import SECTIONS
 
     def shape(text: str) -> str | None:
         if "str" in text or not ("float" in text or "int" in text):
@@ -635,8 +635,8 @@ WRITE_CASES = {
 def test_no_command_writes_into_a_run_it_does_not_own(complete_run, tmp_path, capsys, how):
     import contextlib
 
-    from vmc_sim.runlock import RunLock
-    from vmc_sim.runs import FINGERPRINTED, RunDir
+    from vmc_sim.rundir.directory import FINGERPRINTED, RunDir
+    from vmc_sim.rundir.lock import RunLock
 
     path = tmp_path / "run"
     shutil.copytree(complete_run, path)

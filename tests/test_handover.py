@@ -8,10 +8,10 @@ import numpy as np
 import simpy
 
 from mobility.events import MobilityEvent
-from vmc_sim.channel import RsuChannel
-from vmc_sim.radio import ChannelConfig, rate_bps
-from vmc_sim.transfers import HandoverConfig, Links, new_timing
-from vmc_sim.vehicles import Vehicles
+from vmc_sim.engine.vehicles import Vehicles
+from vmc_sim.radio.channel import RsuChannel
+from vmc_sim.radio.link_budget import ChannelConfig, rate_bps
+from vmc_sim.radio.transfers import HandoverConfig, Links, new_timing
 
 MB = 1_000_000
 

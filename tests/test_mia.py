@@ -16,10 +16,10 @@ from fl_core.training import TrainConfig, sgd_epochs
 from mobility.events import MobilityEvent
 from mobility.trace import write_trace
 from vmc_sim.cli import main
-from vmc_sim.config import OneShotConfig, load_model
 from vmc_sim.cosim import run_scenario
 from vmc_sim.oneshot import run_oneshot
-from vmc_sim.scenario import Scenario
+from vmc_sim.scenario.config import OneShotConfig, load_model
+from vmc_sim.scenario.schema import Scenario
 
 # plain SGD: the attack test needs a model that memorised its members, not the paper's momentum setting
 OVERFIT = TrainConfig(epochs=200, lr=0.1, batch_size=16, momentum=0.0)

@@ -13,13 +13,13 @@ import pytest
 import simpy
 
 from mobility.events import MobilityEvent
-from vmc_sim.channel import RsuChannel
-from vmc_sim.config import load_model
 from vmc_sim.cosim import run_scenario
-from vmc_sim.radio import ChannelConfig, rate_bps
-from vmc_sim.scenario import Scenario
-from vmc_sim.transfers import HandoverConfig, Links, new_timing
-from vmc_sim.vehicles import Vehicles
+from vmc_sim.engine.vehicles import Vehicles
+from vmc_sim.radio.channel import RsuChannel
+from vmc_sim.radio.link_budget import ChannelConfig, rate_bps
+from vmc_sim.radio.transfers import HandoverConfig, Links, new_timing
+from vmc_sim.scenario.config import load_model
+from vmc_sim.scenario.schema import Scenario
 
 MB = 1_000_000
 POOR = {"path_loss_model": "log_distance", "path_loss_exponent": 3.5}

@@ -8,10 +8,10 @@ import json
 from test_cosim import trace_file
 
 from vmc_sim.cli import main
-from vmc_sim.config import OneShotConfig, load_model
 from vmc_sim.oneshot import run_oneshot
-from vmc_sim.runs import RunDir
-from vmc_sim.solves import unconverged_solves, warning_lines
+from vmc_sim.rundir.directory import RunDir
+from vmc_sim.rundir.solves import unconverged_solves, warning_lines
+from vmc_sim.scenario.config import OneShotConfig, load_model
 
 
 def test_unconverged_solves_are_counted_with_the_residual_reached():

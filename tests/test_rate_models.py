@@ -8,8 +8,8 @@ import re
 import numpy as np
 import pytest
 
-from vmc_sim.radio import RATE_MODELS, ChannelConfig, rate_bps, snr_db
-from vmc_sim.rates import (
+from vmc_sim.radio.link_budget import RATE_MODELS, ChannelConfig, rate_bps, snr_db
+from vmc_sim.radio.rates import (
     IEEE80211P_MCS,
     IEEE80211P_SNR_THRESHOLDS,
     NR_CQI_SNR_DB,

@@ -24,12 +24,12 @@ def test_a_readme_snippet_runs(index, tmp_path, monkeypatch, capsys):
 
 
 def test_the_readme_training_defaults_are_the_code_s():
-    from vmc_sim.scenario_docs import training_defaults
+    from vmc_sim.scenario.docs import training_defaults
 
     block = re.search(
         r"<!-- training-defaults: begin -->\n(.*?)<!-- training-defaults: end -->", README.read_text(), re.S
     )
     assert block, "the README lost its generated table of training defaults"
     assert block.group(1) == training_defaults(), (
-        "regenerate the README's table: vmc_sim.scenario_docs.training_defaults()"
+        "regenerate the README's table: vmc_sim.scenario.docs.training_defaults()"
     )

@@ -11,7 +11,7 @@ from fl_core.fisher import REPRESENTATIONS
 from fl_core.models import MODELS
 from fl_core.registry import Registry, UnknownNameError
 from fl_core.rounds import STRATEGIES
-from vmc_sim.timing import TIME_MODELS
+from vmc_sim.engine.timing import TIME_MODELS
 
 
 @pytest.mark.parametrize("registry", [EDITORS, STRATEGIES, REPRESENTATIONS, DATASETS, MODELS, TIME_MODELS])

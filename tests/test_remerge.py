@@ -11,7 +11,7 @@ from conftest import load_script
 from test_cosim import scenario, trace_file
 
 from vmc_sim.cosim import run_scenario
-from vmc_sim.runs import RunDir
+from vmc_sim.rundir.directory import RunDir
 
 remerge = load_script("tools/remerge.py")
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from mobility.rsu import RsuConfig, in_polygon, place_rsus, polygon_area, polygon_centroid
-from vmc_sim.config import ConfigError
-from vmc_sim.scenario import load_scenario
+from vmc_sim.scenario.config import ConfigError
+from vmc_sim.scenario.schema import load_scenario
 
 # an L along the bottom and the right of the 4 x 4 city (junctions every 200 m, 0-600 m): concave,
 # so its bbox holds the central junctions the polygon leaves out

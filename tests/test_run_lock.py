@@ -17,10 +17,10 @@ from test_cosim import DiesAt, files_of, scenario, sim_records, trace_file
 
 from vmc_sim.cli import main
 from vmc_sim.cosim import ResumeError, run_scenario
-from vmc_sim.input_digests import input_files
-from vmc_sim.runlock import RunLock, RunLockedError, describe_status, signals_interrupt
-from vmc_sim.runs import RunDir, writer_alive
-from vmc_sim.summary import summarize
+from vmc_sim.rundir.directory import RunDir, writer_alive
+from vmc_sim.rundir.lock import RunLock, RunLockedError, describe_status, signals_interrupt
+from vmc_sim.rundir.summary import summarize
+from vmc_sim.scenario.input_digests import input_files
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -46,7 +46,7 @@ def broken_run(tmp_path, monkeypatch):
 def hold_lock(path: Path) -> subprocess.Popen:
     """A child process that takes ``path``'s lock, says so, and holds it until killed."""
     code = (
-        "import sys, time\nfrom vmc_sim.runlock import RunLock\n"
+        "import sys, time\nfrom vmc_sim.rundir.lock import RunLock\n"
         f"lock = RunLock({str(path)!r})\nprint('locked', flush=True)\ntime.sleep(120)\n"
     )
     child = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, text=True)

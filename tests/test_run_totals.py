@@ -11,7 +11,7 @@ from test_cosim import scenario
 from mobility.events import MobilityEvent
 from mobility.trace import write_trace
 from vmc_sim.cosim import run_scenario
-from vmc_sim.summary import TOTALS, method_totals, summarize
+from vmc_sim.rundir.summary import TOTALS, method_totals, summarize
 from vmc_sim.sweep.tables import METRICS, markdown_table
 from vmc_sim.sweep.tables import method_totals as row_totals
 

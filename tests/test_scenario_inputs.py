@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from vmc_sim.cli import main
-from vmc_sim.config import ConfigError
 from vmc_sim.cosim import run_scenario
-from vmc_sim.inputs import check_inputs, root_tag
-from vmc_sim.scenario import load_scenario
+from vmc_sim.scenario.config import ConfigError
+from vmc_sim.scenario.inputs import check_inputs, root_tag
+from vmc_sim.scenario.schema import load_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
 OWN = ROOT / "scenarios" / "own_network"
@@ -114,7 +114,7 @@ def test_run_help_points_to_the_scenario_reference(capsys):
 
 
 def test_a_partial_section_keeps_the_documented_defaults(tmp_path):
-    from vmc_sim.scenario import Scenario
+    from vmc_sim.scenario.schema import Scenario
 
     sc = load_scenario(write(tmp_path, "federated:\n  rho: 0.3\nmobility:\n  rsus: {count: 2}\n"))
     d = Scenario()
@@ -148,11 +148,11 @@ def test_print_config_shows_the_resolved_scenario_and_runs_nothing(tmp_path, cap
 
 
 def test_the_scenario_reference_is_generated_from_the_schema():
-    from vmc_sim.scenario_docs import scenario_reference
+    from vmc_sim.scenario.docs import scenario_reference
 
     text = (ROOT / "scenarios" / "REFERENCE.md").read_text()
     assert text == scenario_reference(), (
-        "regenerate: python -c 'from vmc_sim.scenario_docs import scenario_reference; "
+        "regenerate: python -c 'from vmc_sim.scenario.docs import scenario_reference; "
         'open("scenarios/REFERENCE.md", "w").write(scenario_reference())\''
     )
     assert "| `num_clients` | `16` |" in text and "| `radius` | `200.0` |" in text
@@ -273,7 +273,7 @@ def test_an_rsu_outside_the_network_is_refused_before_anything_runs(tmp_path, ca
 
 
 def test_an_rsu_just_off_the_edge_that_still_covers_it_is_kept(tmp_path):
-    from vmc_sim.inputs import check_rsu_bounds
+    from vmc_sim.scenario.inputs import check_rsu_bounds
 
     sc = load_scenario(write(tmp_path, "mobility:\n  rsus: {placement: explicit, positions: [[1850, -50]]}\n"))
     check_rsu_bounds(sc)  # 100 m right of and 50 m below the corner (1750, 0): within its 200 m
@@ -282,7 +282,7 @@ def test_an_rsu_just_off_the_edge_that_still_covers_it_is_kept(tmp_path):
 
 
 def test_a_trace_has_no_network_to_check_rsus_against(tmp_path):
-    from vmc_sim.inputs import check_rsu_bounds
+    from vmc_sim.scenario.inputs import check_rsu_bounds
 
     sc = load_scenario(
         {
@@ -307,10 +307,10 @@ def _geo_net(path):
 def test_rsus_placed_by_any_means_are_checked_against_the_network(tmp_path):
     """An RSU far from the network is refused before SUMO runs, whether given in metres, as
     lon/lat (against the network's geo bounds) or resolved from a junction or LuST's built network
-    (:func:`vmc_sim.inputs.check_placed_rsus`, called once RSUs are placed)."""
+    (:func:`vmc_sim.scenario.inputs.check_placed_rsus`, called once RSUs are placed)."""
     from mobility.rsu import Rsu, geo_distance_m
-    from vmc_sim.config import ConfigError
-    from vmc_sim.inputs import check_placed_rsus, geo_bounds
+    from vmc_sim.scenario.config import ConfigError
+    from vmc_sim.scenario.inputs import check_placed_rsus, geo_bounds
 
     net = _geo_net(tmp_path / "geo.net.xml")
     assert geo_bounds(net) == (6.10, 49.58, 6.14, 49.62)
@@ -322,9 +322,9 @@ def test_rsus_placed_by_any_means_are_checked_against_the_network(tmp_path):
 
 
 def test_a_lon_lat_rsu_off_a_geo_referenced_network_is_refused_before_the_run(tmp_path):
-    from vmc_sim.config import ConfigError, load_model
-    from vmc_sim.inputs import check_inputs
-    from vmc_sim.scenario import Scenario
+    from vmc_sim.scenario.config import ConfigError, load_model
+    from vmc_sim.scenario.inputs import check_inputs
+    from vmc_sim.scenario.schema import Scenario
 
     net = _geo_net(tmp_path / "geo.net.xml")
     routes = tmp_path / "r.rou.xml"
@@ -382,8 +382,8 @@ def test_sumo_takes_other_characters_and_not_a_comma(tmp_path):
 
 
 def test_the_route_files_of_an_fcd_source_can_raise_its_speed_limit(tmp_path):
-    from vmc_sim.input_digests import input_files
-    from vmc_sim.inputs import fcd_rules
+    from vmc_sim.scenario.input_digests import input_files
+    from vmc_sim.scenario.inputs import fcd_rules
 
     (tmp_path / "f.xml").write_text(
         '<fcd-export><timestep time="0"><vehicle id="v" x="1" y="1" speed="1"/></timestep></fcd-export>'

@@ -18,9 +18,9 @@ from mobility.city import CityConfig, build_city  # noqa: E402
 from mobility.fcd_source import FcdSource  # noqa: E402
 from mobility.rsu import Rsu  # noqa: E402
 from mobility.trace import read_trace  # noqa: E402
-from vmc_sim.config import ConfigError, load_model  # noqa: E402
 from vmc_sim.cosim import replay_scenario, run_scenario  # noqa: E402
-from vmc_sim.scenario import Scenario  # noqa: E402
+from vmc_sim.scenario.config import ConfigError, load_model  # noqa: E402
+from vmc_sim.scenario.schema import Scenario  # noqa: E402
 
 pytestmark = pytest.mark.sumo
 

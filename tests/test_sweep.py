@@ -12,8 +12,8 @@ import pytest
 
 from mobility.events import MobilityEvent
 from mobility.trace import write_trace
-from vmc_sim.config import ConfigError, load_model
-from vmc_sim.scenario import Scenario
+from vmc_sim.scenario.config import ConfigError, load_model
+from vmc_sim.scenario.schema import Scenario
 from vmc_sim.sweep import SweepSpec, add_sweep_parser, expand, inert_axes, run_sweep
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from test_sweep import quiet, read_csv, spec, tiny_base, tiny_trace
 
-from vmc_sim.runs import RunDir
+from vmc_sim.rundir.directory import RunDir
 from vmc_sim.sweep import run_sweep
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (optional extra 'ray')")

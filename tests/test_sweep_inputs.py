@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from vmc_sim.config import ConfigError
+from vmc_sim.scenario.config import ConfigError
 from vmc_sim.sweep import add_sweep_parser, expand
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "scenarios" / "examples" / "fcd"

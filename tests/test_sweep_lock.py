@@ -19,7 +19,7 @@ from test_sweep import read_csv, tiny_base, tiny_trace
 
 import vmc_sim.sweep.execution as execution
 from vmc_sim.cli import main
-from vmc_sim.runs import writer_alive
+from vmc_sim.rundir.directory import writer_alive
 from vmc_sim.sweep.point import run_point
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -180,7 +180,7 @@ def test_a_signal_interrupts_a_sweep_which_says_so_and_resumes(how, tmp_path):
 def test_the_interrupt_a_signal_raises_keeps_its_signal_when_copied_from_its_arguments():
     import pickle
 
-    from vmc_sim.runlock import EndedBySignal
+    from vmc_sim.rundir.lock import EndedBySignal
 
     e = EndedBySignal("SIGTERM")
     for copy in (type(e)(*e.args), pickle.loads(pickle.dumps(e))):  # simpy re-raises a copy made so

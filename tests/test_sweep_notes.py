@@ -1,7 +1,7 @@
 """A sweep's "has no effect" notes say true things: for every field of the mobility section, a note
 that calls it inert for a source is checked by running that source with two values of it (the
 records must be identical), and a field the source does read gets no note. The notes come from what
-each source declares it reads (``vmc_sim.mobility_section.SOURCE_READS``), and the code that opens a
+each source declares it reads (``vmc_sim.scenario.mobility_section.SOURCE_READS``), and the code that opens a
 source refuses to read anything else."""
 
 from __future__ import annotations
@@ -14,9 +14,15 @@ import pytest
 from test_cosim import sim_records
 from test_sweep import spec, tiny_trace
 
-from vmc_sim.config import ConfigError, Strict
 from vmc_sim.cosim import run_scenario
-from vmc_sim.mobility_section import SOURCE_READS, MobilitySection, SumoSection, UndeclaredReadError, source_fields
+from vmc_sim.scenario.config import ConfigError, Strict
+from vmc_sim.scenario.mobility_section import (
+    SOURCE_READS,
+    MobilitySection,
+    SumoSection,
+    UndeclaredReadError,
+    source_fields,
+)
 from vmc_sim.sweep import expand, inert_axes
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,7 +30,7 @@ EXAMPLE = ROOT / "scenarios" / "examples" / "fcd"
 
 RUN = ("trace", "fcd", pytest.param("files", marks=pytest.mark.sumo), pytest.param("city", marks=pytest.mark.sumo))
 """The sources run here (files and city run SUMO); ``lust`` is left out (its rebuild takes minutes): its declaration is held to
-the code by :func:`vmc_sim.mobility_section.source_fields` like the others'."""
+the code by :func:`vmc_sim.scenario.mobility_section.source_fields` like the others'."""
 
 
 def trace_at(path: Path) -> Path:

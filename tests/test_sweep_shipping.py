@@ -8,10 +8,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from vmc_sim.config import load_model
 from vmc_sim.cosim import run_scenario
-from vmc_sim.runs import RunDir
-from vmc_sim.scenario import Scenario
+from vmc_sim.rundir.directory import RunDir
+from vmc_sim.scenario.config import load_model
+from vmc_sim.scenario.schema import Scenario
 from vmc_sim.sweep.shipping import PLACEHOLDER, Bundle, land, run_shipped, ship_scenario
 
 ROOT = Path(__file__).resolve().parents[1]

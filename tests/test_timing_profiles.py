@@ -12,11 +12,11 @@ from fl_core.editors import EditReport
 from fl_core.flops import ModelFlops, count_flops, model_flops
 from fl_core.models import build_model
 from fl_core.projection_config import SolveInfo
-from vmc_sim.config import ConfigError, load_model
+from vmc_sim.compute.hardware import EDGE_DEFAULT, ONBOARD_DEFAULT, PROFILES, DeviceProfile, profile_of
 from vmc_sim.cosim import run_scenario
-from vmc_sim.hardware import EDGE_DEFAULT, ONBOARD_DEFAULT, PROFILES, DeviceProfile, profile_of
-from vmc_sim.scenario import Scenario, TimeModelKind, load_scenario
-from vmc_sim.timing import CalibratedTime, ProfileTime, time_model
+from vmc_sim.engine.timing import CalibratedTime, ProfileTime, time_model
+from vmc_sim.scenario.config import ConfigError, load_model
+from vmc_sim.scenario.schema import Scenario, TimeModelKind, load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 FAST = {"train_s_per_sample_epoch": 1e-6, "fisher_s_per_sample": 1e-6, "solve_s_per_unit": 1e-6}

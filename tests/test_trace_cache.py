@@ -13,10 +13,10 @@ import pytest
 import mobility.source
 from mobility.errors import TraceError
 from mobility.trace_cache import TraceCache, trace_key
-from vmc_sim.config import load_model
 from vmc_sim.cosim import open_source, run_scenario, summarize
-from vmc_sim.runs import RunDir
-from vmc_sim.scenario import Scenario
+from vmc_sim.rundir.directory import RunDir
+from vmc_sim.scenario.config import load_model
+from vmc_sim.scenario.schema import Scenario
 
 TINY_CITY = {
     "junctions_x": 4,

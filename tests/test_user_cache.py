@@ -13,7 +13,7 @@ from fl_core.cache import default_root
 from fl_core.data_files import cache_dir
 from fl_core.flops import store_path
 from mobility.cache import cache_root
-from vmc_sim.calibration import cache_file
+from vmc_sim.compute.calibration import cache_file
 
 
 def test_every_cache_of_the_project_lies_under_the_suite_s_own_directory():

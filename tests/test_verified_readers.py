@@ -8,7 +8,7 @@ from test_cosim import files_of, scenario, trace_file
 
 from vmc_sim.cli import main
 from vmc_sim.cosim import run_scenario
-from vmc_sim.runs import CorruptFileError, RunDir, file_fingerprint
+from vmc_sim.rundir.directory import CorruptFileError, RunDir, file_fingerprint
 
 
 @pytest.fixture
@@ -61,8 +61,8 @@ def test_a_changed_model_file_is_refused_by_audit(done, capsys):
 @pytest.fixture(scope="module")
 def live(tmp_path_factory):
     """A completed live run on the embedded city: it records its own trace.jsonl."""
-    from vmc_sim.config import load_model
-    from vmc_sim.scenario import Scenario, load_scenario
+    from vmc_sim.scenario.config import load_model
+    from vmc_sim.scenario.schema import Scenario, load_scenario
 
     data = load_scenario(None).model_dump(mode="json")
     data["duration"] = 150.0

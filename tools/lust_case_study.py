@@ -56,7 +56,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from vmc_sim.scenario import Scenario
+    from vmc_sim.scenario.schema import Scenario
 
 
 from vmc_sim.reproduction import case_study_runs, report
@@ -74,8 +74,8 @@ PAPER: dict[str, Any] = {  # seed 000, Section VI-C (the case study's text) and 
 
 
 def scenario_for(args: argparse.Namespace, dataset: str, trace: Path | None):
-    from vmc_sim.config import load_model
-    from vmc_sim.scenario import Scenario, load_scenario
+    from vmc_sim.scenario.config import load_model
+    from vmc_sim.scenario.schema import Scenario, load_scenario
 
     data = load_scenario(None if args.quick else args.scenario).model_dump(mode="json")
     fed = data["federated"]
@@ -128,7 +128,7 @@ def same_work(a: str, b: str, root: str | None) -> bool:
 def pin_costs(scenario: Scenario, done: dict[str, Any]) -> Scenario:
     """``scenario`` with the calibrated time model's costs pinned, measured here once per training
     setup (``done`` keeps them): a run in another process then charges exactly the same costs."""
-    from vmc_sim.calibration import calibrated, calibration_key
+    from vmc_sim.compute.calibration import calibrated, calibration_key
     from vmc_sim.cosim import pin_calibration
 
     if not scenario.compute.measures_costs:
@@ -159,7 +159,7 @@ def run_datasets(args: argparse.Namespace, datasets: list[str]) -> list[tuple[Pa
             done.append((Path(run), Path(plot)))
             trace = trace or Path(run) / "trace.jsonl"
         return done
-    from vmc_sim.runs import new_run_dir
+    from vmc_sim.rundir.directory import new_run_dir
 
     first = scenario_for(args, datasets[0], None)
     trace = case_study_runs.record_trace(first, new_run_dir(args.runs, f"{first.name}-trace") / "trace.jsonl")
@@ -250,9 +250,9 @@ def main(argv: list[str] | None = None) -> int:
         except (OSError, TraceError) as e:
             p.error(f"--trace: {e}")
     datasets = args.datasets or (["digits"] if args.quick else ["mnist", "fashion_mnist"])
-    from vmc_sim.plots import plot_run
-    from vmc_sim.runs import RunDir
-    from vmc_sim.summary import contribution_cache_text, dwell_job_lines
+    from vmc_sim.rundir.directory import RunDir
+    from vmc_sim.rundir.plots import plot_run
+    from vmc_sim.rundir.summary import contribution_cache_text, dwell_job_lines
 
     out = report.out_dir(args.out)
     if args.runs is None:

@@ -34,7 +34,7 @@ from typing import Any
 from vmc_sim.reproduction import case_study_replicates as rep
 from vmc_sim.reproduction import case_study_runs, report
 from vmc_sim.reproduction.case_study import per_request, setting, setting_text
-from vmc_sim.runs import RunDir
+from vmc_sim.rundir.directory import RunDir
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE_ARGS = ""  # --quick already runs small (tests/test_case_study_replicates.py)
@@ -97,7 +97,7 @@ def merge(base: dict[str, Any], change: dict[str, Any]) -> dict[str, Any]:
 
 def base_scenario(args: argparse.Namespace) -> dict[str, Any]:
     """The scenario every replicate starts from, as a JSON dict."""
-    from vmc_sim.scenario import load_scenario
+    from vmc_sim.scenario.schema import load_scenario
 
     data = load_scenario(None if args.quick else args.scenario).model_dump(mode="json")
     fed = data["federated"]
@@ -161,9 +161,9 @@ def read_index(path: Path) -> list[dict[str, Any]]:
 
 def run_all(args: argparse.Namespace, index: Path) -> list[dict[str, Any]]:
     """Every (replicate, setting, dataset) run, skipping those ``index`` already holds."""
-    from vmc_sim.config import load_model
-    from vmc_sim.runs import new_run_dir
-    from vmc_sim.scenario import Scenario
+    from vmc_sim.rundir.directory import new_run_dir
+    from vmc_sim.scenario.config import load_model
+    from vmc_sim.scenario.schema import Scenario
 
     entries = read_index(index)
     have = {(e["replicate"], e["setting"], e["dataset"]) for e in entries}
@@ -210,10 +210,10 @@ def unfinished(runs: Path, scenario: dict[str, Any]) -> str | None:
     ``scenario`` and did not finish (interrupted, killed, or failed after its first record), to
     be resumed rather than started again; the traffic it replays may sit in an older trace
     directory (the same traffic: the replicate's SUMO inputs and seeds are in its name and config)."""
-    from vmc_sim.config import load_model
     from vmc_sim.cosim import manifest_scenario
-    from vmc_sim.runs import read_manifest, writer_alive
-    from vmc_sim.scenario import Scenario
+    from vmc_sim.rundir.directory import read_manifest, writer_alive
+    from vmc_sim.scenario.config import load_model
+    from vmc_sim.scenario.schema import Scenario
 
     want = {**load_model(Scenario, None, scenario).model_dump(mode="json"), "mobility": None}
     for path in sorted(runs.glob(f"{scenario['name']}-*"), reverse=True):

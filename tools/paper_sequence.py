@@ -102,8 +102,8 @@ def write_paper_trace(path: str | Path, spacing: float = 60.0) -> Path:
 
 # --- the run ---------------------------------------------------------------------------------
 def build_scenario(args: argparse.Namespace, trace: Path):
-    from vmc_sim.config import load_model
-    from vmc_sim.scenario import Scenario, load_scenario
+    from vmc_sim.scenario.config import load_model
+    from vmc_sim.scenario.schema import Scenario, load_scenario
 
     data = load_scenario(args.scenario).model_dump(mode="json", exclude_unset=False)
     fed, train = data["federated"], data["federated"]["train"]
@@ -245,14 +245,14 @@ def main(argv: list[str] | None = None) -> int:
     from fl_core.data import load_dataset
     from fl_core.models import build_model, num_params
     from vmc_sim.cosim import run_scenario
-    from vmc_sim.runs import RunDir
+    from vmc_sim.rundir.directory import RunDir
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     run_path = out / "run"
     if args.report_only:  # rebuild requests.csv and report.md from the run already in --out
-        from vmc_sim.config import load_model
-        from vmc_sim.scenario import Scenario
+        from vmc_sim.scenario.config import load_model
+        from vmc_sim.scenario.schema import Scenario
 
         run = RunDir(run_path)
         manifest = run.manifest()

@@ -11,9 +11,9 @@ A co-simulation from Python::
 """
 
 from .cosim import replay_scenario, run_scenario
-from .engine import CoSimulation
-from .runs import RunDir
-from .scenario import Scenario, TimeModelKind, load_scenario
+from .engine.cosimulation import CoSimulation
+from .rundir.directory import RunDir
+from .scenario.schema import Scenario, TimeModelKind, load_scenario
 from .sweep import SweepSpec, load_sweep, run_sweep
 
 __all__ = [

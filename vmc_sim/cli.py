@@ -8,8 +8,8 @@ import sys
 from fl_core.errors import CorruptFileError
 from mobility.errors import TraceError
 
-from .config import ConfigError
-from .outputs import OutputRefused, os_error_text
+from .rundir.outputs import OutputRefused, os_error_text
+from .scenario.config import ConfigError
 
 INPUT_ERRORS = (FileNotFoundError, NotADirectoryError, CorruptFileError, TraceError)
 
@@ -24,8 +24,8 @@ def _print_config(model) -> int:
 
 
 def _oneshot(args: argparse.Namespace) -> int:
-    from .config import OneShotConfig, load_model
     from .oneshot import run_oneshot
+    from .scenario.config import OneShotConfig, load_model
 
     config = load_model(OneShotConfig, args.config)
     if args.print_config:
@@ -41,7 +41,7 @@ def _oneshot(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from .cosim import run_scenario
-    from .scenario import load_scenario
+    from .scenario.schema import load_scenario
 
     if args.resume:
         from pathlib import Path
@@ -98,7 +98,7 @@ def _replay(args: argparse.Namespace) -> int:
 
 def _status(args: argparse.Namespace) -> int:
     """Print whether a run directory is being written, how it ended, and how many records it holds."""
-    from .runs import RunDir, describe_status, read_manifest
+    from .rundir.directory import RunDir, describe_status, read_manifest
 
     run = RunDir(args.run, create=False)
     path = run.path
@@ -125,8 +125,8 @@ def _calibrate(args: argparse.Namespace) -> int:
     import torch
     import yaml
 
-    from .calibration import busy_host, recalibrate
-    from .scenario import TimeModelKind, load_scenario
+    from .compute.calibration import busy_host, recalibrate
+    from .scenario.schema import TimeModelKind, load_scenario
 
     scenario = load_scenario(args.scenario)
     if scenario.compute.time_model is not TimeModelKind.CALIBRATED:
@@ -159,7 +159,7 @@ def _calibrate(args: argparse.Namespace) -> int:
 
 
 def _plot(args: argparse.Namespace) -> int:
-    from .plots import plot_run
+    from .rundir.plots import plot_run
 
     print(plot_run(args.run, args.out, args.force))
     return 0
@@ -255,10 +255,10 @@ def build_parser() -> argparse.ArgumentParser:
     from .sweep import add_sweep_parser
 
     add_sweep_parser(sub)
-    from .audit import add_audit_parser
+    from .rundir.audit import add_audit_parser
 
     add_audit_parser(sub)
-    from .export import add_export_parser
+    from .rundir.export import add_export_parser
 
     add_export_parser(sub)
     from .flower.cli import add_flower_parser

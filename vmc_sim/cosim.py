@@ -17,15 +17,15 @@ from mobility.sumo import SumoConfig
 from mobility.sumo_outputs import describe_outputs, with_outputs
 from mobility.trace_cache import CachedTraceSource, RecordingSumoSource, TraceCache, trace_key
 
-from .engine import CoSimulation
-from .input_digests import changed_inputs, input_digests
-from .inputs import check_inputs, check_placed_rsus, fcd_rules, sumocfg_inputs
-from .mobility_section import source_fields
-from .runlock import RunLock, ended_status, signals_interrupt
-from .runs import RunDir, new_run_dir, read_manifest
-from .scenario import Scenario
-from .solves import unconverged_solves
-from .summary import summarize
+from .engine.cosimulation import CoSimulation
+from .rundir.directory import RunDir, new_run_dir, read_manifest
+from .rundir.lock import RunLock, ended_status, signals_interrupt
+from .rundir.solves import unconverged_solves
+from .rundir.summary import summarize
+from .scenario.input_digests import changed_inputs, input_digests
+from .scenario.inputs import check_inputs, check_placed_rsus, fcd_rules, sumocfg_inputs
+from .scenario.mobility_section import source_fields
+from .scenario.schema import Scenario
 
 
 def _sumo_files(scenario: Scenario) -> dict[str, Any]:
@@ -79,7 +79,7 @@ def open_source(
 ) -> tuple[MobilitySource, list[Rsu]]:
     """The mobility source (recording to ``trace_path`` unless it replays a trace) and the RSUs it
     covers; a SUMO run writes the scenario's ``mobility.outputs`` into ``outputs_dir`` when given.
-    Each source reads only the fields :data:`vmc_sim.mobility_section.SOURCE_READS` declares for it."""
+    Each source reads only the fields :data:`vmc_sim.scenario.mobility_section.SOURCE_READS` declares for it."""
     m = source_fields(scenario.mobility)
     if m.source == "trace":
         assert m.trace is not None  # the scenario refuses source 'trace' without one
@@ -134,8 +134,8 @@ def replay_scenario(trace: str | Path, scenario_path: str | Path | None = None) 
 
     Without ``scenario_path`` the scenario is read from ``manifest.json`` beside the trace, with
     the recorded run's calibrated costs pinned."""
-    from .config import ConfigError, load_model
-    from .scenario import load_scenario
+    from .scenario.config import ConfigError, load_model
+    from .scenario.schema import load_scenario
 
     trace = Path(trace)
     if not trace.is_file():
@@ -161,7 +161,7 @@ def manifest_scenario(manifest: Path) -> Scenario:
     """The scenario recorded in a run's ``manifest.json`` (a bad one is refused naming that file).
     A setting added since the run was recorded takes the value the code had then, not today's
     default: a recorded train section without ``fisher_labels`` drew its labels (``sampled``)."""
-    from .config import ConfigError, load_model
+    from .scenario.config import ConfigError, load_model
 
     config = read_manifest(manifest)["config"]
     train = config.get("federated", {}).get("train") if isinstance(config, dict) else None
@@ -183,7 +183,7 @@ def run_scenario(
 ) -> RunDir:
     """Run ``scenario`` into a new run directory and return it (records are written as they come).
 
-    Before anything runs, every file the scenario names is checked (:func:`vmc_sim.inputs.check_inputs`)
+    Before anything runs, every file the scenario names is checked (:func:`vmc_sim.scenario.inputs.check_inputs`)
     and the data set is loaded; a run that fails before its first record removes the run
     directory it created (nothing is left behind to resume).
 
@@ -196,7 +196,7 @@ def run_scenario(
     one and replaces it then), so a resume that fails leaves the directory as it was.
 
     One process writes a run directory: it holds the directory's lock
-    (:class:`vmc_sim.runlock.RunLock`) for the run's life, and a second writer is refused. SIGTERM
+    (:class:`vmc_sim.rundir.lock.RunLock`) for the run's life, and a second writer is refused. SIGTERM
     and SIGHUP end the run as Ctrl-C does (``interrupted``, resumable)."""
     with signals_interrupt():
         if resume:
@@ -284,7 +284,7 @@ def pin_calibration(scenario: Scenario, calibration: dict | None) -> Scenario:
     resumed or replayed run charges exactly what the original did."""
     if not calibration or not scenario.compute.measures_costs:
         return scenario
-    from .config import load_model
+    from .scenario.config import load_model
 
     data = scenario.model_dump(mode="json")
     data["compute"]["calibration"] = {

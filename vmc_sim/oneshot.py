@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Callable, Protocol, cast
 from fl_core.editors import build_editor
 from fl_core.training import evaluate
 
-from .config import OneShotConfig, parse_request
-from .runs import RunDir, new_run_dir
-from .solves import unconverged_solves, warning_lines
+from .rundir.directory import RunDir, new_run_dir
+from .rundir.solves import unconverged_solves, warning_lines
+from .scenario.config import OneShotConfig, parse_request
 
 if TYPE_CHECKING:
     import torch

@@ -10,4 +10,6 @@ one process (:func:`vmc_sim.flower.replay.direct_run`), so both release the same
 
 :mod:`vmc_sim.flower.replay` needs no Flower; :mod:`vmc_sim.flower.apps` and
 :mod:`vmc_sim.flower.messages` need the ``[flower]`` extra (``flwr[simulation]==1.42.*``).
+
+Imports fl_core, mobility, and of vmc_sim scenario, rundir and engine.
 """

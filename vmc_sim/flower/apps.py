@@ -27,8 +27,8 @@ from fl_core.contribution import Contribution
 from fl_core.experiment import OneShotSetup
 from fl_core.training import LocalTrainer
 
-from ..clients import vehicle_shard
-from ..scenario import Scenario
+from ..scenario.schema import Scenario
+from ..scenario.shards import vehicle_shard
 from .messages import (
     IDENTIFY,
     RECALL,
@@ -154,7 +154,7 @@ def server_app(scenario: Scenario, schedule: Schedule, out: Path, method: str = 
 @lru_cache(maxsize=2)
 def _node_setup(federated: str, seed: int) -> OneShotSetup:
     """The data and training settings a node process builds once per scenario."""
-    from ..config import FederatedSection
+    from ..scenario.config import FederatedSection
 
     return FederatedSection.model_validate_json(federated).setup(seed)
 

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..outputs import claim_dir
+from ..rundir.outputs import claim_dir
 
 STRATEGY_NAMES = (
     "fedavg",
@@ -38,7 +38,7 @@ unless --direct.
 
 
 def _command(args: argparse.Namespace) -> int:
-    from ..scenario import load_scenario
+    from ..scenario.schema import load_scenario
     from .replay import direct_run, read_schedule
 
     scenario = load_scenario(args.scenario)

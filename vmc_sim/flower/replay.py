@@ -31,8 +31,8 @@ from fl_core.experiment import OneShotSetup
 from fl_core.payload import ByteKind
 from fl_core.training import LocalTrainer
 
-from ..clients import vehicle_shard
-from ..scenario import Scenario
+from ..scenario.schema import Scenario
+from ..scenario.shards import vehicle_shard
 
 SCHEDULE_FORMAT = "vmc-sim-availability-flower"
 RECORDS = "records.json"
@@ -78,7 +78,7 @@ def read_schedule(source: str | os.PathLike[str]) -> Schedule:
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise ValueError(f"{path}: not valid JSON ({e})") from None
         return parse_schedule(doc, str(path))
-    from ..export import flower_schedule, load_availability
+    from ..rundir.export import flower_schedule, load_availability
 
     return parse_schedule(flower_schedule(load_availability(path)), str(path))
 

@@ -27,8 +27,8 @@ from flwr.serverapp import strategy as flwr_strategy
 from fl_core.rng import derive_seed
 from fl_core.training import LocalTrainer, evaluate
 
-from ..clients import vehicle_shard
-from ..scenario import Scenario
+from ..scenario.schema import Scenario
+from ..scenario.shards import vehicle_shard
 from .apps import _identify, _node_setup, identify_reply
 from .replay import Schedule, write_run
 from .rounds import RoundClock, ScheduledGrid, coverage

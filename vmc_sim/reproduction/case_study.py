@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..summary import spending
+from ..rundir.summary import spending
 from .common import compute_time, paper_style, trained_samples, unit_sizes
 
 KINDS = ("broadcast", "model_upload", "fisher_upload", "control")
 
 
 def method_rows(run, dataset: str) -> list[dict[str, Any]]:
-    from ..solves import unconverged_solves
+    from ..rundir.solves import unconverged_solves
 
     records = list(run.records())
     by: dict[str, list[dict]] = {}
@@ -113,7 +113,7 @@ def _final_accuracy(rows: list[dict[str, Any]]) -> float | None:
 
 
 def _spent(t: dict[str, float] | None) -> dict[str, Any]:
-    """What a method really spent (:func:`vmc_sim.summary.spending`), in the report's units; None
+    """What a method really spent (:func:`vmc_sim.rundir.summary.spending`), in the report's units; None
     for the paper's accounting, which models no transfer."""
     if t is None:
         keys = ("device_s", "wasted_device_s", "airtime_s", "failed_airtime_s", "spent_s", "sent_MB", "lost_MB")
@@ -220,7 +220,7 @@ def cache_lines(caches: dict[str, dict]) -> list[str]:
     """The report's lines on the contribution cache (``caches``: dataset -> its run's manifest
     ``summary.contribution_cache``); they say whether the wall-clock is a cold run's, which it is
     only when nothing was loaded from the cache."""
-    from vmc_sim.summary import contribution_cache_text
+    from vmc_sim.rundir.summary import contribution_cache_text
 
     if not caches:
         return []

@@ -13,8 +13,8 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from ..plots import label_fig6
-from ..runs import RunDir
+from ..rundir.directory import RunDir
+from ..rundir.plots import label_fig6
 from ..sweep.stats import interval
 from .case_study import method_rows, own_compute_times, per_request
 from .common import compute_time, trained_samples

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
-    from ..scenario import Scenario
+    from ..scenario.schema import Scenario
 
 
 def record_trace(scenario: Scenario, path: Path) -> Path:
@@ -16,7 +16,7 @@ def record_trace(scenario: Scenario, path: Path) -> Path:
     does (from its start, one step length at a time, until the duration is over or SUMO ends),
     recording the trace at ``path``: the trace a live run of ``scenario`` records."""
     from ..cosim import open_source
-    from ..inputs import check_inputs
+    from ..scenario.inputs import check_inputs
 
     check_inputs(scenario)
     source, _ = open_source(scenario, path)
@@ -46,10 +46,10 @@ def run_one(
     """Run one scenario (a JSON dict) into a new run directory under ``runs`` and plot it, or
     continue the unfinished run directory ``resume`` (run as its manifest records it); its run
     directory and Fig. 6 plot. The unit of work of the process pool."""
-    from ..config import load_model
     from ..cosim import manifest_scenario, run_scenario
-    from ..plots import plot_run
-    from ..scenario import Scenario
+    from ..rundir.plots import plot_run
+    from ..scenario.config import load_model
+    from ..scenario.schema import Scenario
 
     if threads:
         import torch

@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from vmc_sim.outputs import claim_parent
-from vmc_sim.runs import cpu_model
+from vmc_sim.compute.host import cpu_model
+from vmc_sim.rundir.outputs import claim_parent
 
 
 def host() -> str:
@@ -37,7 +37,7 @@ def machine() -> str:
 
 def out_dir(path: str | Path) -> Path:
     """``path`` created if needed: a reproduction's own report directory, which a rerun writes anew;
-    refused inside a run or sweep directory (:func:`vmc_sim.outputs.claim_parent`)."""
+    refused inside a run or sweep directory (:func:`vmc_sim.rundir.outputs.claim_parent`)."""
     p = claim_parent(path)
     p.mkdir(parents=True, exist_ok=True)
     return p

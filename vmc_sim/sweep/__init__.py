@@ -13,17 +13,17 @@ A sweep file (YAML) names a base scenario and a grid::
     engine: local                    # or ray; --engine overrides
     workers: 2                       # --workers overrides
 
-Every point of the cartesian product is validated as a full :class:`~vmc_sim.scenario.Scenario`
+Every point of the cartesian product is validated as a full :class:`~vmc_sim.scenario.schema.Scenario`
 before anything runs, so a bad value is refused up front with the grid key, the value and the
 field. Each point then runs in its own process (libsumo allows one simulation per process): a
 local spawn-context process pool by default, or Ray tasks with ``engine: ray``. A point that
 fails is recorded with its error and the others go on. The sweep directory
 ``<out>/<name>-<stamp>/`` holds one run directory per point, ``sweep.json`` (grid, points,
 status; rewritten as points finish), ``results.csv`` (one row per point and method) and
-``sweep.png``. One process writes it (the run lock, :class:`vmc_sim.runlock.RunLock`, held for
+``sweep.png``. One process writes it (the run lock, :class:`vmc_sim.rundir.lock.RunLock`, held for
 the sweep's life); an interrupted sweep says how many points completed and how to resume it.
 A grid key whose field the points' mobility source does not read is noted as without effect
-(:data:`vmc_sim.mobility_section.SOURCE_READS`).
+(:data:`vmc_sim.scenario.mobility_section.SOURCE_READS`).
 
 Replicates, as SUMO's runSeeds: ``replicates`` runs every point once per seed, for a mean and an
 interval instead of one draw::
@@ -44,6 +44,8 @@ mean ± half-width (``(n=k)`` beside it below 3 replicates, where it is very wid
 draws the mean with the interval as a band, clipped to the figure's range. ``sweep.json``
 lists the seeds and the fields they set (``replicates``). A single seed sets the seeds and leaves
 every output as without replicates.
+
+Imports fl_core, mobility, and of vmc_sim scenario, compute, rundir and the run itself (``cosim``).
 """
 
 from .aggregate import summarize_replicates, summary_table, write_summary_csv

@@ -13,9 +13,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from ..config import ConfigError, load_model
-from ..runlock import RunLock, signals_interrupt
-from ..runs import RunDir, new_run_dir, versions
+from ..rundir.directory import RunDir, new_run_dir, versions
+from ..rundir.lock import RunLock, signals_interrupt
+from ..scenario.config import ConfigError, load_model
 from .aggregate import summarize_replicates, summary_table, write_summary_csv
 from .local_engine import run_local
 from .replicates import replicate_runs
@@ -60,7 +60,7 @@ def pin_calibrations(
     """Calibrate once here, per distinct training setup, and pin the costs into every point that
     uses the calibrated time model without pinned costs: every point of the sweep is then charged
     the same costs per unit of work (its points run in separate processes)."""
-    from ..calibration import calibrated, calibration_key
+    from ..compute.calibration import calibrated, calibration_key
     from ..cosim import pin_calibration
 
     done: dict[str, Any] = {}
@@ -116,7 +116,7 @@ def run_sweep(
     sweep or run directory ``out`` names).
 
     One process writes a sweep directory: it holds the directory's lock
-    (:class:`vmc_sim.runlock.RunLock`) from before its first write to its end, so a second sweep
+    (:class:`vmc_sim.rundir.lock.RunLock`) from before its first write to its end, so a second sweep
     or resume on it is refused, naming the holder, and writes nothing. SIGTERM and SIGHUP end a
     sweep as Ctrl-C does, and an interrupted sweep raises :class:`KeyboardInterrupt` saying how
     many points completed, where, and the command that resumes it."""

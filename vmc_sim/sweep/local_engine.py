@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from multiprocessing.connection import Connection
 from typing import Any, Callable
 
-from ..runlock import EndedBySignal
+from ..rundir.lock import EndedBySignal
 from .point import failure, run_point
 
 Done = Callable[[dict[str, Any]], None]

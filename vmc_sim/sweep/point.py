@@ -10,9 +10,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..config import load_model
-from ..runs import RunDir
-from ..scenario import Scenario
+from ..rundir.directory import RunDir
+from ..scenario.config import load_model
+from ..scenario.schema import Scenario
 from .tables import method_totals
 
 

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from ..config import ConfigError
+from ..scenario.config import ConfigError
 
 Done = Callable[[dict[str, Any]], None]
 
@@ -113,7 +113,7 @@ def run_ray(
     finishes: through Ray without a shared disk, on the shared ``sweep_dir`` otherwise."""
     import ray
 
-    from ..runs import RunDir
+    from ..rundir.directory import RunDir
     from .point import failure, run_point
     from .shipping import land, run_shipped, ship_scenario
     from .tables import method_totals
@@ -130,8 +130,8 @@ def run_ray(
                 return remote.remote(t)
 
         else:
-            from ..config import load_model
-            from ..scenario import Scenario
+            from ..scenario.config import load_model
+            from ..scenario.schema import Scenario
 
             shipped = ray.remote(num_cpus=1, max_calls=1, max_retries=0)(run_shipped)
             keepers: dict[str, Any] = {}

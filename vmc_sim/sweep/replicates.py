@@ -8,8 +8,8 @@ from dataclasses import replace
 
 from pydantic import ValidationError
 
-from ..config import ConfigError
-from ..scenario import Scenario
+from ..scenario.config import ConfigError
+from ..scenario.schema import Scenario
 from .spec import GridPoint, SweepSpec, error_lines, set_path
 
 

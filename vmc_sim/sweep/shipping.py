@@ -66,7 +66,7 @@ def ship_scenario(scenario: Any) -> tuple[dict[str, Any], Bundle, tuple[str, Bun
     and its dataset's files (name and bundle; None for a built-in dataset)."""
     from fl_core.data import dataset_files
 
-    from ..input_digests import input_files
+    from ..scenario.input_digests import input_files
 
     data = scenario.model_dump(mode="json")
     paths = [Path(p).resolve() for p in input_files(scenario)]
@@ -172,7 +172,7 @@ def run_shipped(
 def land(result: dict[str, Any], run_dir: Path) -> None:
     """Write a shipped point's run directory on the driver (whole, or not at all) and verify it
     against the fingerprints its manifest recorded at completion."""
-    from ..runs import RunDir
+    from ..rundir.directory import RunDir
 
     files: Bundle | None = result.pop("files", None)
     if files is None:

@@ -11,10 +11,10 @@ from typing import Any, Iterable, Literal
 
 from pydantic import Field, StrictInt, ValidationError, ValidationInfo, field_validator
 
-from ..config import ConfigError, Strict, load_model
-from ..inputs import check_inputs, resolve_paths
-from ..mobility_section import source_reads
-from ..scenario import Scenario, load_scenario
+from ..scenario.config import ConfigError, Strict, load_model
+from ..scenario.inputs import check_inputs, resolve_paths
+from ..scenario.mobility_section import source_reads
+from ..scenario.schema import Scenario, load_scenario
 
 ALIASES: dict[str, str] = {
     "density": "mobility.density",
@@ -266,7 +266,7 @@ def expand(spec: SweepSpec, base_dir: str | Path | None = None, where: str = "sw
     """Every point of the grid (cartesian product, last key fastest) as a validated scenario, built as
     ``vmc run`` builds one: the base's relative paths read relative to the file that names them, a
     grid value's relative to the sweep file (``base_dir``), and every point's files checked
-    (:func:`vmc_sim.inputs.check_inputs`).
+    (:func:`vmc_sim.scenario.inputs.check_inputs`).
 
     Raises :class:`ConfigError` before anything runs if any point is invalid, naming the point,
     the grid key and value responsible, and the field (and, for an input, the file)."""
@@ -321,7 +321,7 @@ def expand(spec: SweepSpec, base_dir: str | Path | None = None, where: str = "sw
 
 
 def _input_problem(scenario: Scenario, checked: dict[str, str | None], where: str) -> str | None:
-    """What :func:`vmc_sim.inputs.check_inputs` refuses in ``scenario``'s files, or None; checked once per
+    """What :func:`vmc_sim.scenario.inputs.check_inputs` refuses in ``scenario``'s files, or None; checked once per
     distinct mobility section (``checked`` remembers the answers, named by the first point that gave them)."""
     key = json.dumps(scenario.mobility.model_dump(mode="json"), sort_keys=True)
     if key not in checked:
@@ -335,7 +335,7 @@ def _input_problem(scenario: Scenario, checked: dict[str, str | None], where: st
 
 def _inert_sources(path: str, used: Iterable[str]) -> list[str]:
     """The mobility sources in ``used`` that do not read the scenario field ``path`` (dotted), so
-    setting it cannot change their runs (:data:`vmc_sim.mobility_section.SOURCE_READS`)."""
+    setting it cannot change their runs (:data:`vmc_sim.scenario.mobility_section.SOURCE_READS`)."""
     if not path.startswith("mobility."):
         return []
     field = path[len("mobility.") :]
@@ -345,7 +345,7 @@ def _inert_sources(path: str, used: Iterable[str]) -> list[str]:
 def inert_axes(spec: SweepSpec, points: Iterable[GridPoint]) -> list[str]:
     """Grid keys, and ``replicate_sets`` entries of a replicated sweep, that cannot change a point's
     result because its mobility source does not read the field they set: made from what each source
-    declares it reads (:data:`vmc_sim.mobility_section.SOURCE_READS`, which the code opening a source
+    declares it reads (:data:`vmc_sim.scenario.mobility_section.SOURCE_READS`, which the code opening a source
     is held to), not from a list of their own."""
     used: set[str] = {p.scenario.mobility.source for p in points}
     notes = []

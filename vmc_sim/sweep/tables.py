@@ -11,14 +11,14 @@ from typing import Any
 
 import numpy as np
 
-from ..runs import RunDir
-from ..summary import TOTALS
-from ..summary import method_totals as summary_totals
+from ..rundir.directory import RunDir
+from ..rundir.summary import TOTALS
+from ..rundir.summary import method_totals as summary_totals
 from .spec import GridPoint, SweepSpec
 from .stats import FEW, interval
 
 METRICS = TOTALS
-"""A row's figures: those ``vmc run`` prints (:func:`vmc_sim.summary.method_totals`), same names and counts."""
+"""A row's figures: those ``vmc run`` prints (:func:`vmc_sim.rundir.summary.method_totals`), same names and counts."""
 
 
 FIXED_COLUMNS = ("point", "status", "method", *METRICS, "wall_s", "run_dir", "error")

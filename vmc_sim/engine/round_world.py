@@ -29,10 +29,12 @@ import simpy
 from fl_core.rounds import RoundReport, RoundStrategy, build_strategy
 from fl_core.training import evaluate
 
-from .calibration import host_columns
+from ..compute.calibration import host_columns
+from ..compute.device import device_job
+from ..radio.transfers import new_timing
+from ..rundir.records import WithdrawalCause
 from .context import WorldContext
-from .requests import Request, RequestKind, WithdrawalCause
-from .transfers import device_job, new_timing
+from .requests import Request, RequestKind
 
 if TYPE_CHECKING:
     from fl_core.rounds.pdf import UnlearnResult

@@ -1,6 +1,6 @@
 """V2I channel model: what a transfer between a vehicle and its RSU costs in simulated time.
 
-The rate of a transfer at a given distance and share of the channel is :mod:`vmc_sim.radio`'s.
+The rate of a transfer at a given distance and share of the channel is :mod:`vmc_sim.radio.link_budget`'s.
 
 Sharing: each RSU has one channel of ``bandwidth_hz`` per direction (``duplex="separate"``, as
 with FDD or two dedicated sub-channels) or one channel for both directions (``duplex="shared"``).
@@ -44,8 +44,7 @@ from typing import Any, Generator, Hashable, Iterable
 import numpy as np
 import simpy
 
-from .link_results import BroadcastResult, TransferResult
-from .radio import (
+from .link_budget import (
     ChannelConfig,
     CoverageFn,
     Position,
@@ -54,6 +53,7 @@ from .radio import (
     is_number,
     rate_bps,
 )
+from .link_results import BroadcastResult, TransferResult
 
 
 class _Receiver:

@@ -3,9 +3,9 @@
 Four models (``compute.time_model``), one class each, chosen through :data:`TIME_MODELS`:
 
 - ``profile`` (default): the job's FLOPs (:mod:`fl_core.flops`) over the sustained FLOP/s of the
-  simulated device (:mod:`vmc_sim.hardware`): the same figures on every host;
+  simulated device (:mod:`vmc_sim.compute.hardware`): the same figures on every host;
 - ``calibrated``: a cost per unit of work, measured on this host, times the job's work
-  (:mod:`vmc_sim.calibration`);
+  (:mod:`vmc_sim.compute.calibration`);
 - ``measured``: the host time the job took (warm-up and host noise included: not for publication);
 - ``device``: a fixed per-sample device model (``compute.seconds_per_sample_epoch``).
 
@@ -22,14 +22,14 @@ from fl_core.editors import EditReport
 from fl_core.flops import ModelFlops, model_flops
 from fl_core.registry import Registry
 
-from .calibration import Calibration, calibrated, pinned
-from .hardware import DeviceProfile
-from .scenario import TimeModelKind
+from ..compute.calibration import Calibration, calibrated, pinned
+from ..compute.hardware import DeviceProfile
+from ..scenario.schema import TimeModelKind
 
 if TYPE_CHECKING:
     from fl_core.experiment import OneShotSetup
 
-    from .scenario import Scenario
+    from ..scenario.schema import Scenario
 
 
 class TimeModel(ABC):

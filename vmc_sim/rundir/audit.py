@@ -9,7 +9,7 @@ of :mod:`fl_core.mia` runs on every stored model. The table is printed and ``aud
 is written into the run directory.
 
 In a co-simulation with ``federated.shard_assignment: hash``, vehicles hold data shards by a hash
-of their id (:func:`vmc_sim.clients.vehicle_shard`), so two vehicles may hold the same shard
+of their id (:func:`vmc_sim.scenario.shards.vehicle_shard`), so two vehicles may hold the same shard
 (with ``arrival`` none do; the manifest's ``client_shards`` says which is whose). A removed
 vehicle whose shard is still held by a vehicle in the final client set is left out of the
 audit (its samples may rightly be in the model), and the output says so.
@@ -39,7 +39,7 @@ class AuditError(ValueError):
 
 def _federated(run: Path) -> tuple[Any, int, str, dict[str, Any]]:
     """(federated section, run seed, run kind, manifest) from ``run/manifest.json``."""
-    from .config import OneShotConfig, load_model
+    from ..scenario.config import OneShotConfig, load_model
 
     path = run / "manifest.json"
     if not path.is_file():
@@ -49,7 +49,7 @@ def _federated(run: Path) -> tuple[Any, int, str, dict[str, Any]]:
     if kind == "oneshot":
         config = load_model(OneShotConfig, None, manifest["config"])
     elif kind == "cosim":
-        from .scenario import Scenario
+        from ..scenario.schema import Scenario
 
         config = load_model(Scenario, None, manifest["config"])
     else:
@@ -85,7 +85,7 @@ def _load_models(run: Path, checkpoint: str, methods: list[str] | None) -> dict[
             f"{run}: no stored model ({checkpoint} is missing). Models are saved when a run completes; "
             f"a run that failed or was recorded by an older version has none: rerun it to audit it"
         )
-    from .runs import FINGERPRINTED, RunDir
+    from .directory import FINGERPRINTED, RunDir
 
     if checkpoint in FINGERPRINTED:
         RunDir(run, create=False).verify_file(checkpoint)  # a changed or cut model file is refused naming it
@@ -131,8 +131,8 @@ def _audit_into(
     seed: int | None,
     say: Callable[[str], None],
 ) -> dict[str, Any]:
-    from .clients import recorded_shards
-    from .runs import RunDir
+    from ..scenario.shards import recorded_shards
+    from .directory import RunDir
 
     fed, run_seed, kind, manifest = federated
     models = _load_models(run, checkpoint, methods)

@@ -3,16 +3,16 @@
 One simpy environment holds:
 
 - the **mobility process** (here), which advances the source (live SUMO or a trace) step by step,
-  keeps every covered vehicle's position (:class:`vmc_sim.vehicles.Vehicles`), and turns
-  join/leave events into requests (:class:`vmc_sim.requests.Request`) dispatched to every world;
-- one **world per method**: a request-driven editor (:class:`vmc_sim.world.World`: F-SOSA,
-  Retrain, ...) or a multi-round strategy (:class:`vmc_sim.round_world.RoundWorld`), each with its
+  keeps every covered vehicle's position (:class:`vmc_sim.engine.vehicles.Vehicles`), and turns
+  join/leave events into requests (:class:`vmc_sim.engine.requests.Request`) dispatched to every world;
+- one **world per method**: a request-driven editor (:class:`vmc_sim.engine.world.World`: F-SOSA,
+  Retrain, ...) or a multi-round strategy (:class:`vmc_sim.engine.round_world.RoundWorld`), each with its
   own request queue, RSU channels and device queue, so that every method sees the identical request
   sequence without competing for resources with the others.
 
-Worlds see the run through a :class:`vmc_sim.context.WorldContext`: the vehicles, the client
-pool, the time model (:mod:`vmc_sim.timing`, built once here) and the record writer
-(:mod:`vmc_sim.recorder`).
+Worlds see the run through a :class:`vmc_sim.engine.context.WorldContext`: the vehicles, the client
+pool, the time model (:mod:`vmc_sim.engine.timing`, built once here) and the record writer
+(:mod:`vmc_sim.rundir.records`).
 """
 
 from __future__ import annotations
@@ -28,14 +28,15 @@ from mobility.dwell import dwell_summary, dwell_warning, share_longer_than_dwell
 from mobility.rsu import Rsu
 from mobility.source import MobilitySource
 
-from .clients import ShardAssignment, run_store, vehicle_pool
+from ..rundir.directory import RunDir
+from ..rundir.records import RecordWriter
+from ..scenario.mobility_section import source_fields
+from ..scenario.schema import Scenario
+from ..scenario.shards import ShardAssignment
+from .clients import run_store, vehicle_pool
 from .context import WorldContext
-from .mobility_section import source_fields
-from .recorder import RecordWriter
 from .requests import Request, RequestKind
 from .round_world import RoundWorld
-from .runs import RunDir
-from .scenario import Scenario
 from .timing import time_model
 from .vehicles import Vehicles
 from .world import World

@@ -42,10 +42,12 @@ from fl_core.errors import EmptyPopulationError
 from fl_core.payload import ByteKind
 from fl_core.training import evaluate
 
-from .calibration import host_columns
+from ..compute.calibration import host_columns
+from ..compute.device import device_job
+from ..radio.transfers import COST_KEYS, new_timing
+from ..rundir.records import WithdrawalCause
 from .context import WorldContext
-from .requests import Request, RequestKind, WithdrawalCause
-from .transfers import COST_KEYS, device_job, new_timing
+from .requests import Request, RequestKind
 
 UPLOAD_KINDS = ("model_upload", "fisher_upload")
 

@@ -21,10 +21,11 @@ from safetensors.torch import save_file
 
 from fl_core.errors import CorruptFileError
 
+from ..compute.host import cpu_model
+from .lock import describe_status, writer_alive
 from .outputs import claim_parent
-from .runlock import describe_status, writer_alive
 
-__all__ = ["RunDir", "cpu_model", "describe_status", "new_run_dir", "read_manifest", "versions", "writer_alive"]
+__all__ = ["RunDir", "describe_status", "new_run_dir", "read_manifest", "versions", "writer_alive"]
 
 
 def versions() -> dict[str, str]:
@@ -42,26 +43,10 @@ def versions() -> dict[str, str]:
     return out
 
 
-def cpu_model() -> str:
-    """The host CPU's model name (Linux ``/proc/cpuinfo``; elsewhere what ``platform`` knows).
-
-    Reports and manifests carry it because wall-clock figures and K = 50 accuracies differ between
-    CPU families; ``platform.processor()`` is empty on Linux, which once let a run be credited to
-    the wrong machine."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.lower().startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def new_run_dir(base: str | Path, name: str) -> Path:
     """A fresh directory ``base/<name>-<UTC timestamp>`` (suffixed if it exists), made by this call:
     two processes starting in the same second never get the same one. ``base`` is refused inside
-    another run or sweep directory (:func:`vmc_sim.outputs.claim_parent`)."""
+    another run or sweep directory (:func:`vmc_sim.rundir.outputs.claim_parent`)."""
     claim_parent(base)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     Path(base).mkdir(parents=True, exist_ok=True)

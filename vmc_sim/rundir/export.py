@@ -75,9 +75,9 @@ from mobility.errors import TraceError
 from mobility.events import MobilityEvent
 from mobility.trace import iter_records, read_header
 
-from .input_digests import changed_inputs
+from ..scenario.input_digests import changed_inputs
+from .directory import RunDir, file_fingerprint, read_manifest
 from .outputs import claim_file
-from .runs import RunDir, file_fingerprint, read_manifest
 
 FORMATS = ("csv", "fedscale", "flower")
 EXPORT_VERSION = 1
@@ -387,7 +387,7 @@ def write_availability(
 ) -> list[Path]:
     """Write ``av`` as ``fmt`` to ``out`` (a file; an existing directory, or a path ending in ``/``, for
     the default name in it; default: that name in the working directory). Every file is claimed first
-    (:func:`vmc_sim.outputs.claim_file`: never inside a run or sweep, never onto an existing file
+    (:func:`vmc_sim.rundir.outputs.claim_file`: never inside a run or sweep, never onto an existing file
     unless ``force``), so a refusal writes nothing. Returns the files written."""
     if fmt not in FORMATS:
         raise ValueError(f"unknown availability format {fmt!r} (one of {', '.join(FORMATS)})")

@@ -1,6 +1,6 @@
-"""The simulated-time verbs both kinds of world share: broadcast to clients grouped by RSU, one
-uplink transfer (with handover across RSUs and store-and-forward), and one job on the shared
-device (or on board).
+"""The radio's simulated-time verbs both kinds of world share: broadcast to clients grouped by RSU,
+and one transfer (with handover across RSUs and store-and-forward); a job on the shared device is
+:func:`vmc_sim.compute.device.device_job`.
 
 Each is a simpy generator that appends what failed to ``timing["failed"]`` and adds what it cost
 to ``timing``: ``transfer_s`` (airtime, a failed transfer's up to its failure), ``failed_transfer_s``
@@ -14,20 +14,36 @@ what that RSU received is forwarded to the coordinator over the backhaul
 (``coordinator.backhaul_bps``, ``coordinator.backhaul_latency_s``). Store-and-forward
 (``coordinator.resume_within_s`` > 0): a vehicle that leaves every RSU mid-upload keeps what it has
 not sent and resumes when it is back in coverage within that many seconds; a transfer whose link
-went into outage (:mod:`vmc_sim.channel`) is tried again, poll after poll, until that many seconds
+went into outage (:mod:`vmc_sim.radio.channel`) is tried again, poll after poll, until that many seconds
 after it last moved a byte. Without it, both fail the transfer.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Hashable, Iterable
+from typing import Callable, Hashable, Iterable, Protocol
 
 import simpy
 
 from .channel import RsuChannel
-from .device import SharedDevice
-from .vehicles import Vehicles
+
+
+class VehicleView(Protocol):
+    """What the links see of the vehicles (the engine's :class:`vmc_sim.engine.vehicles.Vehicles`):
+    where each is, which RSU it is attached to, whether it can still be reached."""
+
+    covered: set
+    ended: bool
+
+    def rsu_of(self, v: Hashable) -> str | None: ...
+
+    def position(self, v: Hashable) -> tuple[float, float] | None: ...
+
+    def reachable(self, v: Hashable) -> bool: ...
+
+    @property
+    def unreachable_reason(self) -> str: ...
+
 
 COST_KEYS = ("transfer_s", "failed_transfer_s", "bytes_sent", "bytes_delivered", "handovers", "backhaul_s")
 
@@ -56,7 +72,7 @@ class Links:
         self,
         env: simpy.Environment,
         channels: dict[str, RsuChannel],
-        vehicles: Vehicles,
+        vehicles: VehicleView,
         handover: HandoverConfig | None = None,
     ) -> None:
         self.env, self.channels, self.vehicles = env, channels, vehicles
@@ -205,30 +221,3 @@ class Links:
             if reachable(client) and self.vehicles.rsu_of(client) in self.channels:
                 return True
         return False
-
-
-def device_job(
-    env: simpy.Environment,
-    device: SharedDevice | None,
-    seconds: float,
-    timing: dict,
-    alive: Callable[[], bool] | None = None,
-):
-    """Run one job on the shared device (queued, possibly batched) or on an on-board unit
-    (``device`` None) for ``seconds``; ``compute_sim_s`` gets the time the job held the device.
-    A queued job whose ``alive()`` is false when the device reaches it is dropped unrun (its vehicle
-    has left: the coordinator does not train for it). Returns the seconds charged (None: dropped)."""
-    if seconds <= 0:
-        return 0.0
-    if device is not None:
-        t_q = env.now
-        span = yield device.submit(seconds, alive)
-        timing["queue_s"] += (env.now if span is None else span[0]) - t_q
-        if span is None:
-            return None
-        start, end = span
-        timing["compute_sim_s"] += end - start
-        return end - start
-    yield env.timeout(seconds)
-    timing["compute_sim_s"] += seconds
-    return seconds

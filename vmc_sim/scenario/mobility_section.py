@@ -102,7 +102,7 @@ class _SourceFields:
         if not source_reads(self._source, path):
             raise UndeclaredReadError(
                 f"mobility source {self._source!r} read mobility.{path}, which SOURCE_READS in "
-                "vmc_sim/mobility_section.py does not declare for it; declare it there (a sweep tells users "
+                "vmc_sim/scenario/mobility_section.py does not declare for it; declare it there (a sweep tells users "
                 "that a field its source does not read has no effect)"
             )
         value = getattr(self._section, name)

@@ -1,4 +1,5 @@
-"""The record writer: every world's records, in simulated-time order, into the run directory.
+"""The record writer: every world's records, in simulated-time order, into the run directory; and
+the vocabulary of their fields that writers and readers share (why a model was withdrawn).
 
 Rows of one simulated instant are written by method name, so a file's row order does not depend
 on the order of the scenario's methods. On resume the writer checks each recomputed row against
@@ -10,11 +11,12 @@ a resume that fails leaves the run directory as it was.
 from __future__ import annotations
 
 import sys
+from enum import Enum
 from typing import Any, Callable
 
 from fl_core.store import ContributionStore
 
-from .runs import RunDir
+from .directory import RunDir
 
 VERIFIED_KEYS = ("index", "kind", "triggered", "left", "joined")
 """The fields a resumed run's recomputed rows must share with the rows on disk."""
@@ -124,3 +126,20 @@ class RecordWriter:
         rows, self._held = self._held, None
         for row in rows:
             self.run_dir.append_record(row)
+
+
+class WithdrawalCause(str, Enum):
+    """Why a model was withdrawn: a ``suspend`` record's ``cause``."""
+
+    COVERAGE = "coverage"  # fewer than coordinator.min_clients vehicles would remain
+    NOT_ARRIVED = "not_arrived"  # contributions that never arrived could not be taken out
+    POPULATION = "population"  # too few clients for the method (e.g. a fixed subset size)
+
+    @property
+    def words(self) -> str:
+        """The cause as ``vmc run``'s summary says it."""
+        return {
+            "coverage": "coverage fell below coordinator.min_clients",
+            "not_arrived": "contributions that never arrived could not be taken out",
+            "population": "too few clients remained for the method",
+        }[self.value]

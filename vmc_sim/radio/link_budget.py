@@ -14,16 +14,16 @@ sharing: ``share = B / n`` with ``n`` transfers active on it) depends on ``rate_
   with ``R`` the fastest 802.11p data rate whose SNR threshold is met (10 MHz channels only). The
   contending ``stations`` are the ``n`` transfers on the channel, except on a downlink channel of
   its own (``duplex: separate``), where the RSU is the only sender. Over ``transport: tcp`` it is
-  multiplied by :func:`vmc_sim.rates.tcp_data_share`, the channel time the returning TCP ACKs leave.
+  multiplied by :func:`vmc_sim.radio.rates.tcp_data_share`, the channel time the returning TCP ACKs leave.
 * ``shannon``: ``share * min(log2(1 + SNR), spectral_efficiency_cap)``; the cap defaults to
-  :data:`vmc_sim.rates.SHANNON_SPECTRAL_EFFICIENCY_CAP` (``null`` lifts it).
+  :data:`vmc_sim.radio.rates.SHANNON_SPECTRAL_EFFICIENCY_CAP` (``null`` lifts it).
 * ``nr``: ``share * SE(CQI(SNR)) * (1 - OH)``, the 5G NR CQI table with TS 38.306's overhead.
 
 Every model then delivers application payload at ``(msdu_bytes - headers) / msdu_bytes`` of that
-rate (the transport's IP and TCP/UDP headers, :func:`vmc_sim.rates.payload_fraction`; ``transport:
+rate (the transport's IP and TCP/UDP headers, :func:`vmc_sim.radio.rates.payload_fraction`; ``transport:
 none`` counts the whole MSDU) and is capped at ``rate_cap_bps`` (none by default); a link below the
-lowest MCS or CQI gets 0: it is in outage, and :mod:`vmc_sim.channel` fails a transfer that stays in
-outage for ``outage_timeout_s``. The tables and their sources are in :mod:`vmc_sim.rates`.
+lowest MCS or CQI gets 0: it is in outage, and :mod:`vmc_sim.radio.channel` fails a transfer that stays in
+outage for ``outage_timeout_s``. The tables and their sources are in :mod:`vmc_sim.radio.rates`.
 
 The default is 802.11p over TCP (``rate_model: ieee80211p``, ``bandwidth_hz: 10e6``,
 ``rate_cap_bps: null``, ``transport: tcp``): what vehicular researchers model for an RSU link

@@ -10,11 +10,11 @@ from mobility.city import CityConfig
 from mobility.coverage import CoverageConfig
 from mobility.rsu import RsuConfig
 
+from ..compute.hardware import profile_table
+from ..radio.link_budget import ChannelConfig
 from .config import FederatedSection, ProjectionSection, RoundsSection, TrainSection
-from .hardware import profile_table
 from .mobility_section import MobilitySection, SumoSection
-from .radio import ChannelConfig
-from .scenario import MEANINGS, CalibrationCosts, ComputeSection, CoordinatorSection, CustomProfile, Scenario
+from .schema import MEANINGS, CalibrationCosts, ComputeSection, CoordinatorSection, CustomProfile, Scenario
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -63,7 +63,7 @@ def scenario_reference() -> str:
     lines = [
         "# Scenario reference",
         "",
-        "Generated from the schema by `vmc_sim.scenario_docs.scenario_reference()` (a test keeps this file in",
+        "Generated from the schema by `vmc_sim.scenario.docs.scenario_reference()` (a test keeps this file in",
         "step). A scenario file is read as the documented defaults below with the file's keys laid over",
         "them, mapping by mapping: `federated: {rho: 0.3}` changes rho and keeps every other default;",
         "lists are replaced. `vmc run SCENARIO --print-config` prints the fully resolved scenario.",
@@ -110,9 +110,11 @@ def scenario_reference() -> str:
                     value = fld.default_factory()
                 else:
                     value = None
-                meaning = MEANINGS.get(f"{path}.{fld.name}", "see vmc_sim/radio.py" if path == "channel" else "")
+                meaning = MEANINGS.get(
+                    f"{path}.{fld.name}", "see vmc_sim/radio/link_budget.py" if path == "channel" else ""
+                )
                 lines.append(f"| `{fld.name}` | {show(value)} | {meaning} |")
-    lines += ["", "## device profiles", "", "Built in (`vmc_sim/hardware.py`), for `compute.profile` and"]
+    lines += ["", "## device profiles", "", "Built in (`vmc_sim/compute/hardware.py`), for `compute.profile` and"]
     lines += ["`compute.coordinator_profile`; a job is charged its FLOPs over the charged FLOP/s.", ""]
     lines += profile_table()
     return "\n".join(lines) + "\n"

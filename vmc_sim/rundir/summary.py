@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable
 
-from .requests import WithdrawalCause
-from .runs import RunDir, describe_status
+from .directory import RunDir, describe_status
+from .records import WithdrawalCause
 from .solves import unconverged_solves, warning_lines
 
 

@@ -1,9 +1,9 @@
 """The co-simulation scenario: one YAML file, validated into typed objects before anything runs.
 
 Sections: ``mobility`` (where join/leave events come from: the embedded city, LuST, SUMO files,
-a recorded trace or SUMO FCD; RSUs, coverage, SUMO's outputs; :mod:`vmc_sim.mobility_section`), ``federated`` (data, model, training, methods;
-see :class:`vmc_sim.config.FederatedSection`), ``coordinator`` (when the first fit happens and
-how requests are gathered), ``channel`` (:class:`vmc_sim.radio.ChannelConfig`) and
+a recorded trace or SUMO FCD; RSUs, coverage, SUMO's outputs; :mod:`vmc_sim.scenario.mobility_section`), ``federated`` (data, model, training, methods;
+see :class:`vmc_sim.scenario.config.FederatedSection`), ``coordinator`` (when the first fit happens and
+how requests are gathered), ``channel`` (:class:`vmc_sim.radio.link_budget.ChannelConfig`) and
 ``compute`` (the shared GPU or on-board units). Sections that map to a dataclass of a lower
 layer are checked by building that dataclass, so its own error (naming the field) is reported
 under the section's path.
@@ -17,15 +17,15 @@ from typing import Any, Literal, Mapping
 
 from pydantic import Field, field_validator, model_validator
 
+from ..compute.hardware import EDGE_DEFAULT, ONBOARD_DEFAULT, PROFILES, DeviceProfile, profile_of
+from ..radio.link_budget import ChannelConfig
 from .config import (
     FederatedSection,
     Strict,
     dataclass_checker,
     load_model,
 )
-from .hardware import EDGE_DEFAULT, ONBOARD_DEFAULT, PROFILES, DeviceProfile, profile_of
 from .mobility_section import MOBILITY_DEFAULTS, MobilitySection
-from .radio import ChannelConfig
 
 SCENARIO_DEFAULTS: dict[str, Any] = {
     "federated": {
@@ -114,7 +114,7 @@ class CoordinatorSection(Strict):
 
 
 class CalibrationCosts(Strict):
-    """Pinned costs of the calibrated time model (see :mod:`vmc_sim.calibration`)."""
+    """Pinned costs of the calibrated time model (see :mod:`vmc_sim.compute.calibration`)."""
 
     train_s_per_sample_epoch: float = Field(gt=0, description="local training: s per sample per epoch")
     fisher_s_per_sample: float = Field(ge=0, description="Fisher pass: s per sample")
@@ -122,7 +122,7 @@ class CalibrationCosts(Strict):
 
 
 class CustomProfile(Strict):
-    """A device of the user's own (:mod:`vmc_sim.hardware`): charged at ``flops_per_s`` as given."""
+    """A device of the user's own (:mod:`vmc_sim.compute.hardware`): charged at ``flops_per_s`` as given."""
 
     name: str = Field(min_length=1)
     flops_per_s: float = Field(gt=0)
@@ -147,7 +147,7 @@ def _known_profile(v: ProfileSpec) -> ProfileSpec:
 
 
 class TimeModelKind(str, Enum):
-    """How a job's simulated seconds are found (:mod:`vmc_sim.timing`)."""
+    """How a job's simulated seconds are found (:mod:`vmc_sim.engine.timing`)."""
 
     PROFILE = "profile"
     CALIBRATED = "calibrated"
@@ -188,7 +188,7 @@ class ComputeSection(Strict):
     _profiles = field_validator("profile", "coordinator_profile")(lambda cls, v: _known_profile(v))
 
     def client_profile(self) -> DeviceProfile:
-        """The device the clients' jobs run on (null: by ``mode``, :mod:`vmc_sim.hardware`)."""
+        """The device the clients' jobs run on (null: by ``mode``, :mod:`vmc_sim.compute.hardware`)."""
         default = ONBOARD_DEFAULT if self.mode == "onboard" else EDGE_DEFAULT
         return profile_of(_spec(self.profile), default)
 
@@ -247,7 +247,7 @@ class Scenario(Strict):
 def load_scenario(path: str | Path | Mapping[str, Any] | None) -> Scenario:
     """Validate a scenario file (None: the embedded default; a mapping: the sections given, laid over
     the documented defaults as a file's are); a file's relative paths are read relative to its
-    directory (:func:`vmc_sim.inputs.resolve_paths`)."""
+    directory (:func:`vmc_sim.scenario.inputs.resolve_paths`)."""
     if isinstance(path, Mapping):
         return load_model(Scenario, None, dict(path))
     scenario = load_model(Scenario, path, what="scenario file")
@@ -372,7 +372,7 @@ MEANINGS: dict[str, str] = {
     "federated.rounds.weighted": "aggregate weighted by sample count",
     "coordinator.evaluate": "record test accuracy and loss after every request",
     "channel.rate_model": "shannon (capped Shannon over the share), ieee80211p (802.11p MCS by SNR x MAC efficiency; "
-    "10 MHz), nr (TS 38.214 CQI table x TS 38.306 overhead); tables and sources in vmc_sim/rates.py",
+    "10 MHz), nr (TS 38.214 CQI table x TS 38.306 overhead); tables and sources in vmc_sim/radio/rates.py",
     "channel.msdu_bytes": "IP packet per frame: the MAC efficiency of ieee80211p, the header share of transport",
     "channel.outage_timeout_s": "seconds a transfer may stay in outage (its link below the lowest MCS or CQI: no "
     "progress) before it fails with reason outage; a broadcast drops a receiver in outage at once and sends it the "

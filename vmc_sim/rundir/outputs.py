@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from .runlock import RunLock, RunLockedError
+from .lock import RunLock, RunLockedError
 
 RUN_MARKER = "manifest.json"
 SWEEP_MARKER = "sweep.json"

@@ -1,6 +1,6 @@
 """What a world sees of the co-simulation: a small typed context, built once by the engine.
 
-A world (one method's coordinator, see :mod:`vmc_sim.world` and :mod:`vmc_sim.round_world`)
+A world (one method's coordinator, see :mod:`vmc_sim.engine.world` and :mod:`vmc_sim.engine.round_world`)
 reads the vehicles, trains through the client pool, charges time through the time model, and
 writes through the record writer; it builds its own channels and device from here. It never
 reaches into the engine.
@@ -18,14 +18,14 @@ from fl_core.editors import Editor, build_editor
 from fl_core.experiment import OneShotSetup
 from mobility.rsu import Rsu
 
-from .channel import RsuChannel
-from .config import FederatedSection, RoundsSection
-from .device import SharedDevice, world_device
-from .radio import ChannelConfig
-from .recorder import RecordWriter
-from .scenario import ComputeSection, CoordinatorSection
+from ..compute.device import SharedDevice
+from ..radio.channel import RsuChannel
+from ..radio.link_budget import ChannelConfig
+from ..radio.transfers import HandoverConfig, Links
+from ..rundir.records import RecordWriter
+from ..scenario.config import FederatedSection, RoundsSection
+from ..scenario.schema import ComputeSection, CoordinatorSection
 from .timing import TimeModel
-from .transfers import HandoverConfig, Links
 from .vehicles import Vehicles
 
 
@@ -72,7 +72,8 @@ class WorldContext:
 
     def device(self) -> SharedDevice | None:
         """One world's shared accelerator (None: on-board training)."""
-        return world_device(self.compute, self.env)
+        c = self.compute
+        return SharedDevice(self.env, c.batch_max_jobs, c.batch_overlap) if c.mode == "shared_gpu" else None
 
     def new_editor(self, method: str, epoch: int = 0) -> Editor:
         """A fresh editor of ``method``; model ``epoch`` > 0 (after a suspension) gets its own

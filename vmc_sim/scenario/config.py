@@ -230,7 +230,7 @@ class RoundsSection(Strict):
 
 
 class ShardAssignment(str, Enum):
-    """How a vehicle of a co-simulation gets its data shard (see :class:`vmc_sim.clients.ShardAssignment`)."""
+    """How a vehicle of a co-simulation gets its data shard (see :class:`vmc_sim.scenario.shards.ShardAssignment`)."""
 
     HASH = "hash"
     ARRIVAL = "arrival"

@@ -1,6 +1,6 @@
 """Rate tables beside Shannon: IEEE 802.11p (OFDM PHY at 10 MHz, with its MAC) and 5G NR (CQI table).
 
-Pure functions of the SNR; :func:`vmc_sim.radio.rate_bps` picks one by ``ChannelConfig.rate_model``.
+Pure functions of the SNR; :func:`vmc_sim.radio.link_budget.rate_bps` picks one by ``ChannelConfig.rate_model``.
 
 **802.11p** (IEEE Std 802.11-2016, clause 17, the OFDM PHY at 10 MHz channel spacing, as used by
 802.11p / ITS-G5). The eight data rates 3 ... 27 Mb/s and their data bits per OFDM symbol are those

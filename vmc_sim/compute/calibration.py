@@ -143,7 +143,7 @@ def _host_key() -> dict[str, Any]:
 
     import torch
 
-    from .runs import cpu_model
+    from .host import cpu_model
 
     # the CPU model too: a container's node name can stay the same on another CPU
     return {

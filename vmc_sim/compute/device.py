@@ -12,17 +12,16 @@ device a single small job leaves idle: 0 is no gain (the batch costs what the jo
 another), 1 is perfect packing (the batch costs its longest job). With ``max_jobs`` 1 the device
 is a plain FIFO queue, one job at a time. This is a model of the simulated time only: the host
 still computes the jobs one after another, which does not change their results.
+
+:func:`device_job` is the verb a world uses: one job on the shared device, or on an on-board unit.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 import simpy
-
-if TYPE_CHECKING:
-    from .scenario import ComputeSection
 
 
 def batch_seconds(durations: list[float], overlap: float) -> float:
@@ -81,8 +80,28 @@ class SharedDevice:
         self._serving = False
 
 
-def world_device(compute: ComputeSection, env: simpy.Environment) -> SharedDevice | None:
-    """One world's shared accelerator, or None when every vehicle trains on board (``compute.mode``)."""
-    if compute.mode != "shared_gpu":
-        return None
-    return SharedDevice(env, compute.batch_max_jobs, compute.batch_overlap)
+def device_job(
+    env: simpy.Environment,
+    device: SharedDevice | None,
+    seconds: float,
+    timing: dict,
+    alive: Callable[[], bool] | None = None,
+):
+    """Run one job on the shared device (queued, possibly batched) or on an on-board unit
+    (``device`` None) for ``seconds``; ``compute_sim_s`` gets the time the job held the device.
+    A queued job whose ``alive()`` is false when the device reaches it is dropped unrun (its vehicle
+    has left: the coordinator does not train for it). Returns the seconds charged (None: dropped)."""
+    if seconds <= 0:
+        return 0.0
+    if device is not None:
+        t_q = env.now
+        span = yield device.submit(seconds, alive)
+        timing["queue_s"] += (env.now if span is None else span[0]) - t_q
+        if span is None:
+            return None
+        start, end = span
+        timing["compute_sim_s"] += end - start
+        return end - start
+    yield env.timeout(seconds)
+    timing["compute_sim_s"] += seconds
+    return seconds

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .directory import RunDir, describe_status
 from .outputs import run_output
-from .runs import RunDir, describe_status
 
 
 def _series(run: RunDir) -> dict[str, dict[str, list[float]]]:
@@ -39,7 +39,7 @@ def label_fig6(axes) -> None:
 
 def plot_run(path: str | Path, out: str | Path | None = None, force: bool = False) -> Path:
     """Write ``fig6.png`` (three panels) into the run directory, under its lock (or to ``out``: a new
-    file, or an existing one with ``force``; :func:`vmc_sim.outputs.run_output`), and return its path."""
+    file, or an existing one with ``force``; :func:`vmc_sim.rundir.outputs.run_output`), and return its path."""
     import matplotlib
 
     matplotlib.use("Agg")
