@@ -116,11 +116,29 @@ def test_layers_import_downwards_only(lower, upper):
     assert bad == []
 
 
-ROOMS = ("radio", "compute", "scenario", "rundir", "engine", "cosim", "oneshot", "sweep", "flower", "reproduction")
-"""vmc_sim's rooms from the bottom up: each imports only rooms before it (radio and compute are
-independent of each other), besides fl_core and mobility; the command line and the package's
+ROOMS = (
+    "radio",
+    "compute",
+    "sources",
+    "scenario",
+    "rundir",
+    "engine",
+    "cosim",
+    "oneshot",
+    "sweep",
+    "flower",
+    "reproduction",
+)
+"""vmc_sim's rooms from the bottom up: each imports only rooms before it (radio, compute and sources
+are independent of each other), besides fl_core and mobility; the command line and the package's
 public names (``vmc_sim/__init__.py``) stand above them all."""
-BESIDE = {("compute", "radio"), ("flower", "sweep"), ("reproduction", "flower")}
+BESIDE = {
+    ("compute", "radio"),
+    ("sources", "compute"),
+    ("sources", "radio"),
+    ("flower", "sweep"),
+    ("reproduction", "flower"),
+}
 """Pairs of rooms at one level: neither imports the other."""
 
 

@@ -27,13 +27,15 @@ from mobility.fcd_source import FcdSource  # noqa: E402
 from mobility.rsu import Rsu, RsuConfig, place_rsus  # noqa: E402
 from mobility.source import SumoSource  # noqa: E402
 from mobility.sumo import run_command, sumo_binary  # noqa: E402
+from mobility.sumo_files import net_bounds  # noqa: E402
 from mobility.trace import read_trace  # noqa: E402
 from vmc_sim.cli import main  # noqa: E402
 from vmc_sim.cosim import run_scenario  # noqa: E402
 from vmc_sim.rundir.directory import RunDir  # noqa: E402
 from vmc_sim.scenario.config import ConfigError, load_model  # noqa: E402
-from vmc_sim.scenario.inputs import check_inputs, fcd_rules, net_bounds  # noqa: E402
+from vmc_sim.scenario.inputs import check_inputs  # noqa: E402
 from vmc_sim.scenario.schema import Scenario, load_scenario  # noqa: E402
+from vmc_sim.sources.fcd import fcd_rules  # noqa: E402
 
 pytestmark = pytest.mark.sumo
 

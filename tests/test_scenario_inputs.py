@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from mobility.sumo_files import root_tag
 from vmc_sim.cli import main
 from vmc_sim.cosim import run_scenario
 from vmc_sim.scenario.config import ConfigError
-from vmc_sim.scenario.inputs import check_inputs, root_tag
+from vmc_sim.scenario.inputs import check_inputs
 from vmc_sim.scenario.schema import load_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -307,17 +308,19 @@ def _geo_net(path):
 def test_rsus_placed_by_any_means_are_checked_against_the_network(tmp_path):
     """An RSU far from the network is refused before SUMO runs, whether given in metres, as
     lon/lat (against the network's geo bounds) or resolved from a junction or LuST's built network
-    (:func:`vmc_sim.scenario.inputs.check_placed_rsus`, called once RSUs are placed)."""
+    (:func:`vmc_sim.sources.base.check_placed_rsus`, called once RSUs are placed)."""
     from mobility.rsu import Rsu, geo_distance_m
-    from vmc_sim.scenario.config import ConfigError
-    from vmc_sim.scenario.inputs import check_placed_rsus, geo_bounds
+    from mobility.sumo_files import geo_bounds
+    from vmc_sim.sources.base import SourceInputError, check_placed_rsus
 
     net = _geo_net(tmp_path / "geo.net.xml")
     assert geo_bounds(net) == (6.10, 49.58, 6.14, 49.62)
     assert geo_distance_m(6.12, 49.60, geo_bounds(net)) == 0.0
     assert 7_000 < geo_distance_m(6.24, 49.60, geo_bounds(net)) < 7_300  # 0.1 degree of longitude at 49.6 N
     check_placed_rsus([Rsu(id="in", x=100.0, y=100.0, radius=50.0)], net)
-    with pytest.raises(ConfigError, match=r"RSU 'far' at \(1e\+06, 1e\+06\) lies outside the bounds of the network"):
+    with pytest.raises(
+        SourceInputError, match=r"RSU 'far' at \(1e\+06, 1e\+06\) lies outside the bounds of the network"
+    ):
         check_placed_rsus([Rsu(id="far", x=1e6, y=1e6, radius=85.0)], net)
 
 
@@ -383,7 +386,7 @@ def test_sumo_takes_other_characters_and_not_a_comma(tmp_path):
 
 def test_the_route_files_of_an_fcd_source_can_raise_its_speed_limit(tmp_path):
     from vmc_sim.scenario.input_digests import input_files
-    from vmc_sim.scenario.inputs import fcd_rules
+    from vmc_sim.sources.fcd import fcd_rules
 
     (tmp_path / "f.xml").write_text(
         '<fcd-export><timestep time="0"><vehicle id="v" x="1" y="1" speed="1"/></timestep></fcd-export>'

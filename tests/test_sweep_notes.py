@@ -1,7 +1,7 @@
 """A sweep's "has no effect" notes say true things: for every field of the mobility section, a note
 that calls it inert for a source is checked by running that source with two values of it (the
 records must be identical), and a field the source does read gets no note. The notes come from what
-each source declares it reads (``vmc_sim.scenario.mobility_section.SOURCE_READS``), and the code that opens a
+each source declares it reads (``SourceKind.reads`` of :mod:`vmc_sim.sources`), and the code that opens a
 source refuses to read anything else."""
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from test_sweep import spec, tiny_trace
 from vmc_sim.cosim import run_scenario
 from vmc_sim.scenario.config import ConfigError, Strict
 from vmc_sim.scenario.mobility_section import (
-    SOURCE_READS,
     MobilitySection,
     SumoSection,
     UndeclaredReadError,
     source_fields,
 )
+from vmc_sim.sources.registry import SOURCES
 from vmc_sim.sweep import expand, inert_axes
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -137,7 +137,7 @@ def test_every_field_of_the_mobility_section_has_two_values_here(tmp_path):
     top = set(MobilitySection.model_fields) - {"source", "sumo"}
     assert {f.split(".")[0] for f in fields} >= top, "give a new mobility field two values in values()"
     assert {f"sumo.{f}" for f in SumoSection.model_fields} <= fields
-    assert set(SOURCE_READS) == set(MobilitySection.model_fields["source"].annotation.__args__)
+    assert set(SOURCES.names()) >= {"city", "files", "lust", "trace", "fcd"}
 
 
 @pytest.mark.parametrize("source", RUN)

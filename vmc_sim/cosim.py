@@ -9,69 +9,33 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from mobility.city import build_city
-from mobility.fcd_source import FcdSource
-from mobility.rsu import Rsu, place_rsus
-from mobility.source import MobilitySource, SumoSource, TraceSource
+from mobility.rsu import Rsu
+from mobility.source import MobilitySource
 from mobility.sumo import SumoConfig
-from mobility.sumo_outputs import describe_outputs, with_outputs
-from mobility.trace_cache import CachedTraceSource, RecordingSumoSource, TraceCache, trace_key
+from mobility.sumo_outputs import describe_outputs
 
 from .engine.cosimulation import CoSimulation
 from .rundir.directory import RunDir, new_run_dir, read_manifest
 from .rundir.lock import RunLock, ended_status, signals_interrupt
 from .rundir.solves import unconverged_solves
 from .rundir.summary import summarize
+from .scenario.config import ConfigError
 from .scenario.input_digests import changed_inputs, input_digests
-from .scenario.inputs import check_inputs, check_placed_rsus, fcd_rules, sumocfg_inputs
+from .scenario.inputs import check_inputs
 from .scenario.mobility_section import source_fields
 from .scenario.schema import Scenario
-
-
-def _sumo_files(scenario: Scenario) -> dict[str, Any]:
-    """The SUMO inputs of a live scenario; for LuST also its run settings (``extra_args``: LuST's,
-    with the scenario's own ``mobility.sumo.extra_args`` / ``time_to_teleport`` on top, the same
-    the demand was calibrated with)."""
-    m = source_fields(scenario.mobility)
-    if m.source == "city":
-        files = build_city(m.city_config())
-        return {"net_file": str(files.net_file), "route_files": [str(files.route_file)]}
-    if m.source == "lust":
-        from mobility import lust
-
-        return lust.sumo_inputs(
-            m.lust, backend=m.sumo.backend, extra_args=list(m.sumo.extra_args), time_to_teleport=m.sumo.time_to_teleport
-        )
-    return {"config_file": m.config_file, "net_file": m.net_file, "route_files": list(m.route_files)}
+from .sources.base import OpenRequest, SourceInputError, SumoKind
+from .sources.registry import SOURCES
 
 
 def sumo_config(scenario: Scenario, duration: float | None = None) -> tuple[SumoConfig, dict[str, Any]]:
-    """The SUMO run of a live scenario (inputs built or found in the cache) and its inputs.
-
-    ``mobility.density`` becomes SUMO's ``--scale`` for every source; the run lasts
-    ``duration`` (default: the scenario's) from its begin."""
+    """The SUMO run of a scenario whose source runs SUMO (inputs built or found in the cache) and
+    its inputs; it lasts ``duration`` (default: the scenario's) from its begin."""
     m = source_fields(scenario.mobility)
-    inputs = _sumo_files(scenario)
-    s = m.sumo
-    begin = s.begin
-    if begin is None and m.source == "lust":
-        from mobility.lust import lust_begin
-
-        begin = lust_begin(m.lust)  # the rebuilt LuST demand starts before its window (warm-up)
-    extra = inputs.pop("extra_args", None)
-    span = scenario.duration if duration is None else duration
-    sumo = SumoConfig(
-        backend=s.backend,
-        step_length=s.step_length,
-        seed=s.seed,
-        begin=begin,
-        end=(begin or 0.0) + span + s.step_length,
-        time_to_teleport=s.time_to_teleport,
-        scale=m.density,
-        extra_args=list(s.extra_args) if extra is None else extra,
-        **{k: v for k, v in inputs.items() if v},
-    )
-    return sumo, inputs
+    kind = SOURCES[m.source]
+    if not isinstance(kind, SumoKind):
+        raise ValueError(f"mobility source {m.source!r} runs no SUMO")
+    return kind.sumo_config(m, scenario.duration if duration is None else duration)
 
 
 def open_source(
@@ -79,54 +43,19 @@ def open_source(
 ) -> tuple[MobilitySource, list[Rsu]]:
     """The mobility source (recording to ``trace_path`` unless it replays a trace) and the RSUs it
     covers; a SUMO run writes the scenario's ``mobility.outputs`` into ``outputs_dir`` when given.
-    Each source reads only the fields :data:`vmc_sim.scenario.mobility_section.SOURCE_READS` declares for it."""
+    The scenario's source kind opens it (:data:`vmc_sim.sources.registry.SOURCES`), reading only
+    the fields it declares."""
     m = source_fields(scenario.mobility)
-    if m.source == "trace":
-        assert m.trace is not None  # the scenario refuses source 'trace' without one
-        src = TraceSource(m.trace)
-        return src, [Rsu.from_dict(r) for r in src.metadata.get("rsus", [])]
-    if m.source == "fcd":
-        assert m.fcd_file is not None  # the scenario refuses source 'fcd' without one
-        rsus = place_rsus(m.rsu_config(), m.net_file)
-        check_placed_rsus(rsus, m.net_file)
-        fcd = FcdSource(
-            m.fcd_file,
-            rsus,
-            m.coverage_config(),
-            step_length=m.sumo.step_length,
-            begin=m.sumo.begin,
-            record_step=m.fcd_step_length,
-            trace=trace_path,
-            overwrite_trace=overwrite,
-            metadata={"scenario": scenario.name, "net_file": m.net_file},
-            rules=fcd_rules(m),
-        )
-        return fcd, rsus
-    sumo, inputs = sumo_config(scenario)
-    net = inputs.get("net_file") or (sumocfg_inputs(m.config_file)["net_file"] if m.config_file else None)
-    rsus = place_rsus(m.rsu_config(), net)
-    check_placed_rsus(rsus, net)
-    meta = {"scenario": scenario.name, "density": m.density}
-    if m.outputs and outputs_dir is not None:  # SUMO must run to write them: the trace cache is not used
-        sumo = with_outputs(sumo, m.outputs, outputs_dir, rsus=rsus, fcd_area=m.fcd_area)
-    elif m.trace_cache and trace_path is not None:
-        cache = TraceCache(m.trace_cache)
-        key = trace_key(sumo, rsus, m.coverage_config())
-        needed = float(sumo.begin or 0.0) + scenario.duration - sumo.step_length  # the last step a run advances to
-        if cache.copy_to(key, needed, Path(trace_path), overwrite=overwrite):
-            return CachedTraceSource(trace_path, key), rsus
-        return RecordingSumoSource(
-            sumo,
-            rsus,
-            m.coverage_config(),
-            cache=cache,
-            key=key,
-            needed_end=needed,
-            trace=trace_path,
-            overwrite_trace=overwrite,
-            metadata=meta,
-        ), rsus
-    return SumoSource(sumo, rsus, m.coverage_config(), trace=trace_path, overwrite_trace=overwrite, metadata=meta), rsus
+    request = OpenRequest(scenario.name, scenario.duration, trace_path, overwrite, outputs_dir)
+    try:
+        return SOURCES[m.source].open(m, request)
+    except SourceInputError as e:
+        raise ConfigError(str(e)) from None
+
+
+def replays(scenario: Scenario) -> bool:
+    """Whether the scenario's source replays a recorded trace (it records none of its own)."""
+    return SOURCES[scenario.mobility.source].replays_trace
 
 
 def replay_scenario(trace: str | Path, scenario_path: str | Path | None = None) -> Scenario:
@@ -211,7 +140,7 @@ def _run_new(scenario: Scenario, out: str | Path, progress: bool, run_dir: Path 
     digests = input_digests(scenario)
     setup = scenario.federated.setup(scenario.seed)  # an unusable data set fails here, before SUMO starts
     created = run_dir is None
-    live = scenario.mobility.source != "trace"
+    live = not replays(scenario)
     if not live:  # a bad trace is refused before a run directory exists
         source, rsus = open_source(scenario, None)
     try:
@@ -396,7 +325,7 @@ def _resume_locked(
     existing: dict[str, list[dict]] = {}
     for r in run.records():
         existing.setdefault(r["method"], []).append(r)
-    live = scenario.mobility.source != "trace"
+    live = not replays(scenario)
     trace, staged = run.path / "trace.jsonl", run.path / "trace.jsonl.resume"
     outputs, staged_outputs = run.path / SUMO_OUTPUTS, run.path / (SUMO_OUTPUTS + ".resume")
     shutil.rmtree(staged_outputs, ignore_errors=True)

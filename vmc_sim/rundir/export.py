@@ -76,6 +76,7 @@ from mobility.events import MobilityEvent
 from mobility.trace import iter_records, read_header
 
 from ..scenario.input_digests import changed_inputs
+from ..sources.registry import SOURCES
 from .directory import RunDir, file_fingerprint, read_manifest
 from .outputs import claim_file
 
@@ -134,7 +135,8 @@ def _locate(source: Path) -> tuple[Path, Path | None, dict[str, Any] | None]:
             RunDir(source, create=False).verify_file("trace.jsonl")
             return trace, source, manifest
         mobility = manifest["config"].get("mobility") or {}
-        replayed = mobility.get("trace") if mobility.get("source") == "trace" else None
+        kind = SOURCES.get(str(mobility.get("source")))
+        replayed = mobility.get("trace") if kind is not None and kind.replays_trace else None
         if isinstance(replayed, str) and Path(replayed).is_file():
             changed = changed_inputs(
                 {k: v for k, v in (manifest.get("inputs") or {}).items() if k == replayed},

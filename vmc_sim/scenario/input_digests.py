@@ -7,50 +7,21 @@ resume compares them before it writes anything.
 
 from __future__ import annotations
 
-import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
 from mobility.cache import file_sha256
 
-from .inputs import sumocfg_inputs
-
-
-def _sumocfg_additionals(config_file: str | Path) -> list[str]:
-    """The additional files a ``.sumocfg`` names (resolved against its directory)."""
-    base = Path(config_file).resolve().parent
-    try:
-        root = ET.parse(config_file).getroot()
-    except (ET.ParseError, OSError):
-        return []
-    out: list[str] = []
-    for el in root.iter():
-        value = el.get("value")
-        if el.tag.rsplit("}", 1)[-1] == "additional-files" and value:
-            out += [str(base / v.strip()) for v in value.split(",") if v.strip()]
-    return out
+from ..sources.registry import SOURCES
+from .mobility_section import source_fields
 
 
 def input_files(scenario: Any) -> list[str]:
-    """Every input file ``scenario`` names: trace, FCD file (and the route files whose vehicle
-    types set its speed limit), network, route files, ``.sumocfg``
-    and the files it names. Generated inputs (the embedded city, LuST) are not listed."""
+    """Every input file ``scenario`` names, as its mobility source lists them
+    (:meth:`vmc_sim.sources.base.SourceKind.input_files`); generated inputs (the embedded city, LuST)
+    are not listed."""
     m = scenario.mobility
-    files: list[str | None] = []
-    if m.source == "trace":
-        files.append(m.trace)
-    elif m.source == "fcd":
-        files += [m.fcd_file, m.net_file, *m.route_files]  # route files: the vehicle types that set the speed limit
-    elif m.source == "files":
-        files += [m.config_file, m.net_file, *m.route_files]
-        if m.config_file:
-            named = sumocfg_inputs(m.config_file)
-            files += [named["net_file"], *named["route_files"], *_sumocfg_additionals(m.config_file)]
-    seen: dict[str, None] = {}
-    for f in files:
-        if f:
-            seen.setdefault(str(f), None)
-    return list(seen)
+    return list(dict.fromkeys(str(f) for f in SOURCES[m.source].input_files(source_fields(m)) if f))
 
 
 def input_digests(scenario: Any) -> dict[str, str]:

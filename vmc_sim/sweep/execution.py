@@ -414,9 +414,9 @@ def _with_cache(point: GridPoint, directory: Path) -> GridPoint:
 
 
 def _with_trace_cache(point: GridPoint, directory: Path) -> GridPoint:
-    """``point`` with the sweep's shared trace cache, unless it replays a trace or names its own cache."""
+    """``point`` with the sweep's shared trace cache, unless its source runs no SUMO or it names its own cache."""
     mobility = point.scenario.mobility
-    if mobility.source == "trace" or mobility.trace_cache is not None:
+    if not mobility.runs_sumo or mobility.trace_cache is not None:
         return point
     scenario = point.scenario.model_copy(
         update={"mobility": mobility.model_copy(update={"trace_cache": str(directory)})}

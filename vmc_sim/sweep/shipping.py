@@ -67,6 +67,8 @@ def ship_scenario(scenario: Any) -> tuple[dict[str, Any], Bundle, tuple[str, Bun
     from fl_core.data import dataset_files
 
     from ..scenario.input_digests import input_files
+    from ..scenario.mobility_section import source_fields
+    from ..sources.registry import SOURCES
 
     data = scenario.model_dump(mode="json")
     paths = [Path(p).resolve() for p in input_files(scenario)]
@@ -75,13 +77,12 @@ def ship_scenario(scenario: Any) -> tuple[dict[str, Any], Bundle, tuple[str, Bun
         root = Path(os.path.commonpath([p.parent for p in paths]))
         files.update({f"files/{k}": v for k, v in pack(root, paths).files.items()})
         data["mobility"] = _rewrite(data["mobility"], str(root), f"{PLACEHOLDER}/files")
-    if scenario.mobility.source == "lust" and "clone_dir" not in scenario.mobility.lust:
-        from mobility.lust.demand import _config_from
-
-        # the node builds LuST (cached there) from the same sources: the same content, the same traffic
-        lust_dir = _config_from(dict(scenario.mobility.lust)).resolve_osm().parent
-        files.update({f"lust/{k}": v for k, v in pack_dir(lust_dir).files.items()})
-        data["mobility"]["lust"] = {**data["mobility"]["lust"], "osm_file": None, "source_dir": f"{PLACEHOLDER}/lust"}
+    m = source_fields(scenario.mobility)
+    extra = SOURCES[m.source].shipping(m, f"{PLACEHOLDER}/source")
+    if extra is not None:  # e.g. LuST's sources: the node builds it (cached there) from the same content
+        directory, fields = extra
+        files.update({f"source/{k}": v for k, v in pack_dir(directory).files.items()})
+        data["mobility"].update(fields)
     inputs = Bundle(files, {k: hashlib.sha256(v).hexdigest() for k, v in files.items()})
     fed = scenario.federated
     base, data_files = dataset_files(fed.dataset, fed.data_root)

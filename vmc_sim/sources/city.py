@@ -1,0 +1,28 @@
+"""``source: city``: the embedded grid city (``mobility.city``: a netgenerate grid and its
+randomTrips demand, built once and cached by content), run in SUMO."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from mobility.city import build_city
+
+from .base import Bounds, SumoKind
+
+
+class CityKind(SumoKind):
+    name = "city"
+    reads: ClassVar[tuple[str, ...]] = ("city", *SumoKind.reads)
+
+    def sumo_inputs(self, m: Any) -> dict[str, Any]:
+        files = build_city(m.city_config())
+        return {"net_file": str(files.net_file), "route_files": [str(files.route_file)]}
+
+    def network(self, m: Any) -> tuple[Bounds, str] | None:
+        c = m.city_config()
+        return (
+            0.0,
+            0.0,
+            (c.junctions_x - 1) * c.spacing,
+            (c.junctions_y - 1) * c.spacing,
+        ), "the embedded city's network"
