@@ -9,7 +9,8 @@ import pytest
 import simpy
 
 from vmc_sim.radio.channel import BroadcastResult, RsuChannel, TransferResult
-from vmc_sim.radio.link_budget import PATH_LOSS_MODELS, ChannelConfig, noise_dbm, path_loss_db, rate_bps, snr_db
+from vmc_sim.radio.link_budget import ChannelConfig, noise_dbm, path_loss_db, rate_bps, snr_db
+from vmc_sim.radio.path_loss import PATH_LOSS
 
 B = 20e6
 UNCAPPED = dict(rate_model="shannon", bandwidth_hz=B, rate_cap_bps=None, spectral_efficiency_cap=None, transport="none")
@@ -37,7 +38,7 @@ def run(env: simpy.Environment, *procs: simpy.Process) -> list:
 # ---------------------------------------------------------------- link budget
 
 
-@pytest.mark.parametrize("model", PATH_LOSS_MODELS)
+@pytest.mark.parametrize("model", PATH_LOSS.names())
 def test_path_loss_grows_and_rate_falls_with_distance(model):
     cfg = shannon(path_loss_model=model)
     d = np.geomspace(1.0, 3000.0, 400)

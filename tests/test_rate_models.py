@@ -8,7 +8,8 @@ import re
 import numpy as np
 import pytest
 
-from vmc_sim.radio.link_budget import RATE_MODELS, ChannelConfig, rate_bps, snr_db
+from vmc_sim.radio.link_budget import ChannelConfig, rate_bps, snr_db
+from vmc_sim.radio.rate_models import RATES
 from vmc_sim.radio.rates import (
     IEEE80211P_MCS,
     IEEE80211P_SNR_THRESHOLDS,
@@ -157,8 +158,9 @@ def test_default_channel_is_80211p_over_tcp():
 
 
 def test_unknown_rate_model_is_refused_naming_the_allowed_values():
-    assert RATE_MODELS == ("shannon", "ieee80211p", "nr")
+    assert set(RATES.names()) == {"shannon", "ieee80211p", "nr"}
     with pytest.raises(
-        ValueError, match=re.escape("channel.rate_model must be one of ('shannon', 'ieee80211p', 'nr')")
+        ValueError,
+        match=re.escape("channel.rate_model: unknown rate model 'lte'; known rate models: ieee80211p, nr, shannon"),
     ):
         ChannelConfig(rate_model="lte")

@@ -26,6 +26,7 @@ from .config import (
     load_model,
 )
 from .mobility_section import MOBILITY_DEFAULTS, MobilitySection
+from .plugins import import_plugins
 
 SCENARIO_DEFAULTS: dict[str, Any] = {
     "federated": {
@@ -215,13 +216,21 @@ class Scenario(Strict):
     coordinator: CoordinatorSection = CoordinatorSection()
     channel: dict[str, Any] = Field(default_factory=dict)
     compute: ComputeSection = ComputeSection()
+    plugins: list[str] = Field(
+        default_factory=list,
+        description="modules of your own (on the Python path) imported before the rest of the scenario is read: "
+        "what they register (a mobility source, a radio model, an editor, ...) can then be named here",
+    )
 
     _channel = field_validator("channel")(lambda cls, v: dataclass_checker(ChannelConfig, "channel")(v))
 
     @model_validator(mode="before")
     @classmethod
     def _documented_defaults(cls, data: Any) -> Any:
-        return with_documented_defaults(data) if isinstance(data, dict) else data
+        if isinstance(data, dict):
+            import_plugins(data.get("plugins"))  # before any name they register is looked up
+            return with_documented_defaults(data)
+        return data
 
     def channel_config(self) -> ChannelConfig:
         return ChannelConfig(**self.channel)
