@@ -21,7 +21,7 @@ Inside each root two source formats are recognised, the first match wins:
   (read through ``torchvision.datasets`` itself).
 
 Decoding compressed files is slow (about 6 s for the CIFAR-10 training set), so decoded uint8
-arrays are cached as plain ``.npy`` files under ``$VMC_CACHE`` (default ``~/.cache/vmc-sim/data``),
+arrays are cached as plain ``.npy`` files under ``$VMC_CACHE/data`` (default ``~/.cache/vmc-sim/data``),
 keyed by the source's path, size and modification time. Cache files are written atomically
 (temporary file, then rename), so parallel processes never see a half-written entry.
 """

@@ -1,6 +1,6 @@
 """The dataset files on disk: the shared ``.npy.xz`` layout, raw IDX files, SVHN's ``.mat`` and the
 CIFAR python batches, each split as a list of places it may live; decoded arrays are cached under
-``$VMC_CACHE`` (:func:`cache_dir`), written atomically.
+``$VMC_CACHE/data`` (:func:`cache_dir`), written atomically.
 """
 
 from __future__ import annotations
@@ -102,9 +102,10 @@ def read_idx(path: str | Path) -> np.ndarray:
 
 
 def cache_dir() -> Path:
-    """Directory for decoded-array caches: ``$VMC_CACHE`` or ``~/.cache/vmc-sim/data``."""
+    """Directory for decoded-array caches: ``$VMC_CACHE/data`` or ``~/.cache/vmc-sim/data`` (the other
+    caches sit beside it: ``contributions``, ``sumo``, ``traces``, ``calibration.json``)."""
     env = os.environ.get(_ENV_CACHE)
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "vmc-sim" / "data"
+    return (Path(env).expanduser() if env else Path.home() / ".cache" / "vmc-sim") / "data"
 
 
 def _cache_path(source: Path) -> Path:

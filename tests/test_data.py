@@ -305,8 +305,8 @@ def _fake_shared_mnist(root: Path, value: int) -> None:
 
 
 def test_cache_is_reused_and_invalidated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    cache = tmp_path / "cache"
-    monkeypatch.setenv("VMC_CACHE", str(cache))
+    monkeypatch.setenv("VMC_CACHE", str(tmp_path / "cache"))
+    cache = tmp_path / "cache" / "data"  # beside the project's other caches
     root = tmp_path / "data"
     _fake_shared_mnist(root, 10)
     first = load_dataset("mnist", root=root)

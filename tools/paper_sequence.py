@@ -37,6 +37,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, TypedDict
 
+from fl_core.models import MODELS
 from mobility.events import MobilityEvent
 from mobility.trace import write_trace
 from vmc_sim.reproduction.common import paper_style, unit_sizes
@@ -226,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--epochs", type=int, default=None, help="K local epochs (full size: 50)")
     p.add_argument("--spacing", type=float, default=60.0, help="simulated seconds between requests")
     p.add_argument("--dataset", default=None, help="dataset (default mnist; digits for a seconds-long smoke run)")
-    p.add_argument("--model", default=None, choices=["cnn", "mlp", "resnet18"])
+    p.add_argument("--model", default=None, choices=MODELS.names())
     p.add_argument("--alpha", type=float, default=None, help="Dirichlet label skew of the 28 shards")
     p.add_argument("--fisher", default=None, help="kfac (default), diagonal, ...")
     p.add_argument("--upload-dtype", default=None, help="float16 (default), bfloat16, float32")

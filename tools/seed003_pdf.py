@@ -40,7 +40,7 @@ from torch import nn
 
 from fl_core.data import ArrayDataset
 from fl_core.experiment import OneShotSetup
-from fl_core.models import build_model, flat_params, load_flat
+from fl_core.models import MODELS, build_model, flat_params, load_flat
 from fl_core.rounds import RoundConfig, RoundReport
 from fl_core.rounds.pdf import PDFConfig, PDFStrategy, retrain_reference
 from fl_core.sampler import ordered
@@ -403,7 +403,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--clients", type=int, default=64)
     ap.add_argument("--per-round", type=int, default=16)
     ap.add_argument("--alpha", type=float, default=0.1)
-    ap.add_argument("--model", choices=["mlp", "cnn", "resnet18"], default="mlp")
+    ap.add_argument("--model", choices=MODELS.names(), default="mlp")
     ap.add_argument("--hidden", type=int, nargs="+", default=[256, 128], help="mlp hidden widths")
     ap.add_argument("--rounds", type=int, default=60, help="training rounds T_learn (also Retrain's)")
     ap.add_argument("--local-epochs", type=int, default=1)

@@ -37,7 +37,9 @@ def run_oneshot(
     run = RunDir(new_run_dir(out, config.name))
     pool = setup.pool()
     editors = {
-        m: build_editor(m, pool, setup.streams.numpy("subset", m), fed.rule(), fed.projection_config())
+        m: build_editor(
+            m, pool, setup.streams.numpy("subset", m), fed.rule(), fed.projection_config(), options=fed.options_for(m)
+        )
         for m in fed.methods
     }
     run.write_manifest(config.model_dump(mode="json"), setup.streams.manifest(), kind="oneshot")

@@ -32,13 +32,15 @@ from .fedrr import FedRRConfig, FedRREditor
 from .finetune import FineTuneConfig, FineTuneEditor
 from .fsosa import FSOSAEditor
 from .multiround import FedAvgRetrainEditor, MultiRoundEditor, UnsupportedRequestError
-from .registry import EDITORS, EditorInputs, build_editor
+from .registry import EDITORS, EditorInputs, EditorKind, build_editor, editor_options
 from .retrain import RetrainEditor
 
 __all__ = [
     "Editor",
     "EditReport",
     "EditorInputs",
+    "EditorKind",
+    "editor_options",
     "FSOSAEditor",
     "RetrainEditor",
     "FedLPAEditor",

@@ -1,7 +1,13 @@
-"""The request-driven editors by name: one file per method, one table here (:data:`EDITORS`)."""
+"""The request-driven editors by name: one file per method, one table here (:data:`EDITORS`).
+
+Each entry is an :class:`EditorKind`: how the editor is built from :class:`EditorInputs`, and the
+dataclass of its typed options (None when it takes none), so that a scenario can set them
+(``federated.editor_options``) and have them checked by the editor's own class. An editor of your
+own is ``EDITORS.add(name, EditorKind(build, options))`` in a module of yours."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -14,12 +20,12 @@ from ..registry import Registry
 from ..rounds import RoundConfig
 from ..sampler import FixedRatio, SizeRule
 from .base import Editor
-from .dense import DenseEditor
-from .fats import FATSEditor
-from .federaser import FedEraserEditor
-from .fedlpa import FedLPAEditor
-from .fedrr import FedRREditor
-from .finetune import FineTuneEditor
+from .dense import DenseConfig, DenseEditor
+from .fats import FATSConfig, FATSEditor
+from .federaser import FedEraserConfig, FedEraserEditor
+from .fedlpa import FedLPAConfig, FedLPAEditor
+from .fedrr import FedRRConfig, FedRREditor
+from .finetune import FineTuneConfig, FineTuneEditor
 from .fsosa import FSOSAEditor
 from .multiround import FedAvgRetrainEditor, MultiRoundEditor
 from .retrain import RetrainEditor
@@ -79,22 +85,53 @@ def _finetune(i: EditorInputs) -> Editor:
     return FineTuneEditor.from_pool(i.pool, _fsosa(i), i.model_fn, i.options)
 
 
-EDITORS: Registry[Callable[[EditorInputs], Editor]] = Registry(
+@dataclass(frozen=True)
+class EditorKind:
+    """One editor: ``build`` makes it from its inputs; ``options`` is the dataclass its ``options``
+    take (None: it takes none)."""
+
+    build: Callable[[EditorInputs], Editor]
+    options: type | None = None
+
+
+def _with_config(cls: Callable[..., Editor]) -> Callable[[EditorInputs], Editor]:
+    return lambda i: cls(i.pool) if i.options is None else cls(i.pool, i.options)
+
+
+EDITORS: Registry[EditorKind] = Registry(
     "editor",
     {
-        "fsosa": _fsosa,
-        "retrain": _retrain,
-        "fedfisher": _fedfisher,
-        "fedavg": _fedavg,
-        "fedlpa": lambda i: FedLPAEditor(i.pool),
-        "dense": lambda i: DenseEditor(i.pool),
-        "retrain_fedavg": _multiround(FedAvgRetrainEditor),
-        "federaser": _multiround(FedEraserEditor),
-        "fedrr": _multiround(FedRREditor),
-        "fats": _multiround(FATSEditor),
-        "finetune": _finetune,
+        "fsosa": EditorKind(_fsosa),
+        "retrain": EditorKind(_retrain),
+        "fedfisher": EditorKind(_fedfisher),
+        "fedavg": EditorKind(_fedavg),
+        "fedlpa": EditorKind(_with_config(FedLPAEditor), FedLPAConfig),
+        "dense": EditorKind(_with_config(DenseEditor), DenseConfig),
+        "retrain_fedavg": EditorKind(_multiround(FedAvgRetrainEditor)),
+        "federaser": EditorKind(_multiround(FedEraserEditor), FedEraserConfig),
+        "fedrr": EditorKind(_multiround(FedRREditor), FedRRConfig),
+        "fats": EditorKind(_multiround(FATSEditor), FATSConfig),
+        "finetune": EditorKind(_finetune, FineTuneConfig),
     },
 )
+
+
+def editor_options(name: str, options: Any) -> Any:
+    """``options`` for editor ``name`` as its typed options: a mapping is built into the editor's
+    options dataclass (which refuses a bad value naming it); an instance or None is kept; an editor
+    that takes no options refuses any."""
+    kind = EDITORS[name]
+    if options is None:
+        return None
+    if kind.options is None:
+        raise ValueError(f"editor {name!r} takes no options")
+    if isinstance(options, dict):
+        known = {f.name for f in dataclasses.fields(kind.options)}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise ValueError(f"unknown option(s) {unknown} of editor {name!r}; it takes {sorted(known)}")
+        return kind.options(**options)
+    return options
 
 
 def build_editor(
@@ -109,13 +146,14 @@ def build_editor(
     validator: Any = None,
 ) -> Editor:
     """The editor ``name`` over ``pool``; ``rng`` is its subset-sampling stream; ``rounds`` and
-    ``options`` configure the multi-round and fine-tuning editors (see the table in
-    :mod:`fl_core.editors`). ``validator`` scores a model on the server's held-out set and lets the
+    ``options`` configure the editors that take them (their options dataclass, or a mapping of its
+    fields; see the table in :mod:`fl_core.editors`). ``validator`` scores a model on the server's held-out set and lets the
     Fisher merges select their damping (``fl_core.projection``); by default the pool's
     (``OneShotSetup.pool`` attaches one), None for a pool without."""
-    factory = EDITORS[name]
+    kind = EDITORS[name]
     if validator is None:
         validator = getattr(pool, "validator", None)
-    return factory(
+    options = editor_options(name, options)
+    return kind.build(
         EditorInputs(pool, rng, rule, projection, model_fn or pool.trainer.model_fn, rounds, options, validator)
     )

@@ -87,4 +87,5 @@ class WorldContext:
             fed.rule(),
             fed.projection_config(),
             rounds=fed.rounds.build(),
+            options=fed.options_for(method),
         )

@@ -91,7 +91,14 @@ def editor_factory(scenario: Scenario, pool: ClientPool, method: str = "fsosa") 
 
     def new(epoch: int) -> Editor:
         keys = (method,) if epoch == 0 else (method, "epoch", epoch)
-        editor = build_editor(method, pool, streams.numpy("subset", *keys), fed.rule(), fed.projection_config())
+        editor = build_editor(
+            method,
+            pool,
+            streams.numpy("subset", *keys),
+            fed.rule(),
+            fed.projection_config(),
+            options=fed.options_for(method),
+        )
         if not isinstance(editor, FSOSAEditor):
             raise ValueError(f"method {method!r} is not of the F-SOSA family (fsosa, fedfisher, fedavg)")
         return editor

@@ -16,6 +16,7 @@ import numpy as np
 from fl_core.clients import ClientPool
 from fl_core.editors import EDITORS, FedRRConfig, FineTuneConfig, FixedRatio, build_editor
 from fl_core.experiment import OneShotSetup
+from fl_core.models import MODELS
 from fl_core.projection import ProjectionConfig
 from fl_core.rounds import RoundConfig
 from fl_core.store import MemoryStore
@@ -253,7 +254,7 @@ def build_setup(args: argparse.Namespace, num_clients: int) -> OneShotSetup:
 def add_common_args(p: argparse.ArgumentParser) -> None:
     """Options shared with ``tools/table6_scalability.py``."""
     p.add_argument("--dataset", default="mnist")
-    p.add_argument("--model", default="cnn", choices=["cnn", "mlp", "resnet18"])
+    p.add_argument("--model", default="cnn", choices=MODELS.names())
     p.add_argument("--fisher", default="diagonal", help="diagonal (default: closed-form solve), kfac, full")
     p.add_argument("--epochs", type=int, default=10, help="K local epochs (paper: 50)")
     p.add_argument("--lr", type=float, default=0.01, help="local SGD lr, with momentum 0.9 (the paper's 0.01)")

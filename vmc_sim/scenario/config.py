@@ -16,7 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from fl_core.augment import Augment
-from fl_core.editors import EDITORS
+from fl_core.editors import EDITORS, editor_options
 from fl_core.fisher import FisherKind
 from fl_core.fisher.base import FisherLabels, Preconditioner
 from fl_core.partition import DirichletScheme
@@ -254,7 +254,10 @@ class FederatedSection(Strict):
         description="per_class: a Dirichlet over clients per class; per_client: over classes per client",
     )
     validation_samples: int = Field(500, ge=0, description="held out for the server's merge selection (at most 10 %)")
-    model: Literal["cnn", "mlp", "resnet18"] = "mlp"
+    model: str = Field(
+        "mlp",
+        description="a model of fl_core.models.MODELS: mlp (one hidden layer of 32), cnn (the paper's), resnet18, or one of your own",
+    )
     max_train_samples: int | None = Field(None, gt=0)
     max_test_samples: int | None = Field(None, gt=0)
     rho: float | None = Field(None, gt=0, le=1, description="fixed ratio P_t = floor(rho M(t)); default 0.5")
@@ -266,9 +269,22 @@ class FederatedSection(Strict):
     strategies: list[str] = Field(
         default_factory=list, description="multi-round strategies driven by the vehicles in coverage"
     )
+    editor_options: dict[str, dict[str, Any]] = Field(
+        default_factory=dict,
+        description="per method of methods, its own options (e.g. fedrr: {lr: 0.02}), checked by the editor's "
+        "options class (fl_core.editors: FedLPAConfig, DenseConfig, FedEraserConfig, FedRRConfig, FATSConfig, "
+        "FineTuneConfig)",
+    )
     train: TrainSection = TrainSection()
     projection: ProjectionSection = ProjectionSection()
     rounds: RoundsSection = RoundsSection()
+
+    @field_validator("model")
+    @classmethod
+    def _model(cls, v: str) -> str:
+        from fl_core.models import MODELS
+
+        return MODELS.canonical(v)  # an unknown one is refused naming the models there are
 
     @field_validator("dataset")
     @classmethod
@@ -301,7 +317,18 @@ class FederatedSection(Strict):
             raise ValueError("give either rho (fixed ratio) or subset_size (fixed P), not both")
         if not self.methods and not self.strategies:
             raise ValueError("name at least one method or strategy")
+        for name, options in self.editor_options.items():
+            if name not in self.methods:
+                raise ValueError(f"editor_options.{name}: {name!r} is not in methods {self.methods}")
+            for key, value in options.items():
+                check_finite(value, f"editor_options.{name}.{key}")
+            editor_options(name, options)  # the editor's options class refuses a bad value naming it
         return self
+
+    def options_for(self, method: str) -> Any:
+        """Method ``method``'s typed options (its editor's options class), or None for its defaults."""
+        options = self.editor_options.get(method)
+        return None if options is None else editor_options(method, options)
 
     def setup(self, seed: int):
         """The shared federated setup (data, partition, W0) this section describes."""
