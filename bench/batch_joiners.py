@@ -100,7 +100,7 @@ def old_batch(rule: SizeRule, m: int, d: int, a: int) -> Fraction:
 
 def _single(state: State, clients: set, op: str, c, rule: SizeRule) -> tuple[State, set]:
     """One departure or arrival through the single-request coupling (F-SOSA-U / -I, growth,
-    shrink; DESIGN.md), which the batch coupling reduces to for one request."""
+    shrink; docs/architecture.md), which the batch coupling reduces to for one request."""
     if op == "-":
         new = clients - {c}
         size = rule.target(len(new))

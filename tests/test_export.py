@@ -242,9 +242,9 @@ def test_an_unknown_format_is_an_argparse_choice_error(capsys):
     assert e.value.code == 2 and "invalid choice: 'pickle'" in capsys.readouterr().err
 
 
-def test_the_readme_example_exports_the_lust_case_study(tmp_path, monkeypatch, capsys):
-    readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("## Take your availability") :]
+def test_the_documented_example_exports_the_lust_case_study(tmp_path, monkeypatch, capsys):
+    page = (ROOT / "docs" / "availability.md").read_text()
+    section = page[page.index("## Take your availability") :]
     line = next(x.strip() for x in section.splitlines() if x.strip().startswith("vmc export availability"))
     argv = line.split()[1:]
     out = tmp_path / argv[argv.index("--out") + 1]

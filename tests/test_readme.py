@@ -21,15 +21,3 @@ def test_a_readme_snippet_runs(index, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     exec(compile(SNIPPETS[index], f"README.md snippet {index + 1}", "exec"), {"__name__": "__readme__"})
     assert capsys.readouterr().out.strip(), "the snippet printed nothing"
-
-
-def test_the_readme_training_defaults_are_the_code_s():
-    from vmc_sim.scenario.docs import training_defaults
-
-    block = re.search(
-        r"<!-- training-defaults: begin -->\n(.*?)<!-- training-defaults: end -->", README.read_text(), re.S
-    )
-    assert block, "the README lost its generated table of training defaults"
-    assert block.group(1) == training_defaults(), (
-        "regenerate the README's table: vmc_sim.scenario.docs.training_defaults()"
-    )

@@ -168,9 +168,10 @@ def _plot(args: argparse.Namespace) -> int:
 SCENARIO_HELP = """\
 scenario reference:
   scenarios/REFERENCE.md: every section (mobility, federated, coordinator, channel, compute) and
-  key, with its default and meaning; README.md sections "The co-simulation" and "Your own SUMO
-  network". A scenario file is laid over the documented defaults, mapping by mapping: a partial
-  section keeps the section's other defaults. --print-config shows the resolved scenario.
+  key, with its default and meaning; docs/scenarios.md (how a file is read, your own SUMO
+  network) and docs/cosimulation.md (what a run means). A scenario file is laid over the
+  documented defaults, mapping by mapping: a partial section keeps the section's other defaults.
+  --print-config shows the resolved scenario.
   Commented examples: scenarios/city.yaml (the embedded default written out) and
   scenarios/own_network.yaml (your own SUMO network: net + route files, or a .sumocfg).
   An unknown key is refused with the keys its section takes.

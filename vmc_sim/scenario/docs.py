@@ -1,5 +1,6 @@
 """The scenario's documentation, generated from its schema so it cannot drift: the reference of
-every key (``scenarios/REFERENCE.md``) and the README's table of local-training defaults."""
+every key (``scenarios/REFERENCE.md``) and the table of local-training defaults in
+``docs/federated.md``."""
 
 from __future__ import annotations
 
@@ -121,7 +122,7 @@ def scenario_reference() -> str:
 
 
 def training_defaults() -> str:
-    """The README's table of local-training defaults: a scenario's (``vmc run``, the embedded city's
+    """The table of local-training defaults in ``docs/federated.md``: a scenario's (``vmc run``, the embedded city's
     quick setting) beside a one-shot configuration's (``vmc oneshot``, seed 000's setting, FedFisher's)."""
     from .config import OneShotConfig
 
