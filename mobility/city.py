@@ -13,7 +13,7 @@ roughly 100-200 vehicles running at once, and 30 minutes of traffic simulate in 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,18 +27,18 @@ CITY_BUILDER_VERSION = 1
 class CityConfig:
     """Parameters of the embedded grid city and its demand (all part of the cache key but ``cache_dir``)."""
 
-    junctions_x: int = 8
-    junctions_y: int = 8
-    spacing: float = 250.0
-    lanes: int = 2
-    max_speed: float = 13.89
-    traffic_lights: bool = True
-    period: float = 1.0
-    demand_scale: float = 1.0
-    duration: float = 1800.0
-    min_distance: float = 600.0
-    fringe_factor: float = 5.0
-    seed: int = 42
+    junctions_x: int = field(default=8, metadata={"doc": "grid junctions along x"})
+    junctions_y: int = field(default=8, metadata={"doc": "grid junctions along y"})
+    spacing: float = field(default=250.0, metadata={"doc": "metres between junctions"})
+    lanes: int = field(default=2, metadata={"doc": "lanes per direction"})
+    max_speed: float = field(default=13.89, metadata={"doc": "m/s"})
+    traffic_lights: bool = field(default=True, metadata={"doc": "signalised junctions"})
+    period: float = field(default=1.0, metadata={"doc": "seconds between departures (randomTrips period)"})
+    demand_scale: float = field(default=1.0, metadata={"doc": "departures x this factor ('density' in sweeps)"})
+    duration: float = field(default=1800.0, metadata={"doc": "seconds of generated demand"})
+    min_distance: float = field(default=600.0, metadata={"doc": "metres, shortest trip"})
+    fringe_factor: float = field(default=5.0, metadata={"doc": "preference for trips starting at the fringe"})
+    seed: int = field(default=42, metadata={"doc": "seed of the generated demand"})
     cache_dir: str | None = None
 
     def __post_init__(self) -> None:

@@ -33,7 +33,7 @@ on the backend.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping, Protocol, Sequence
 
 from mobility.events import MobilityEvent
@@ -54,11 +54,13 @@ class CoverageConfig:
     keeps only the positions carried by the events.
     """
 
-    membership: str = "union"
-    v2v_range: float | None = None
-    v2v_max_hops: int = 3
-    precision: int = 3
-    state_interval: float | None = 1.0
+    membership: str = field(default="union", metadata={"doc": "union: a vehicle in any RSU's range is covered"})
+    v2v_range: float | None = field(default=None, metadata={"doc": "metres of V2V relaying (null: none)"})
+    v2v_max_hops: int = field(default=3, metadata={"doc": "V2V hops"})
+    precision: int = field(default=3, metadata={"doc": "decimals kept for positions and speeds"})
+    state_interval: float | None = field(
+        default=1.0, metadata={"doc": "simulated seconds between recorded member positions"}
+    )
 
     def __post_init__(self) -> None:
         self.validate()

@@ -64,17 +64,26 @@ class Rsu:
 class RsuConfig:
     """How RSUs are placed (filled from the scenario YAML)."""
 
-    placement: str = "auto"
-    positions: list[Any] = field(default_factory=list)
-    count: int = 1
-    region: list[float] | None = None
-    polygon: list[list[float]] | None = None
-    central_fraction: float = 0.5
-    min_spacing: float | None = None
-    radius: float = 150.0
-    centrality_samples: int | None = 500
-    seed: int = 42
-    id_prefix: str = "rsu"
+    placement: str = field(default="auto", metadata={"doc": "auto (road-graph centrality) or explicit (positions)"})
+    positions: list[Any] = field(
+        default_factory=list, metadata={"doc": "explicit: [{id, x, y, radius}] in network metres, or {lon, lat}"}
+    )
+    count: int = field(default=1, metadata={"doc": "auto: how many RSUs"})
+    region: list[float] | None = field(default=None, metadata={"doc": "auto: [xmin, ymin, xmax, ymax] to place in"})
+    polygon: list[list[float]] | None = field(
+        default=None,
+        metadata={"doc": "auto: [[x, y], ...] of 3+ vertices (network metres) to place in, instead of region"},
+    )
+    central_fraction: float = field(
+        default=0.5, metadata={"doc": "auto: share of the network's central region considered"}
+    )
+    min_spacing: float | None = field(
+        default=None, metadata={"doc": "auto: metres between RSUs (null: twice the radius)"}
+    )
+    radius: float = field(default=150.0, metadata={"doc": "metres of coverage"})
+    centrality_samples: int | None = field(default=500, metadata={"doc": "auto: sampled sources for centrality"})
+    seed: int = field(default=42, metadata={"doc": "auto: sampling seed"})
+    id_prefix: str = field(default="rsu", metadata={"doc": "RSU ids are <prefix><k>"})
 
     def __post_init__(self) -> None:
         self.validate()

@@ -411,3 +411,13 @@ def test_the_route_files_of_an_fcd_source_can_raise_its_speed_limit(tmp_path):
         ConfigError, match=r"mobility.route_files\[0\]: .*f.xml is an XML file with root <fcd-export>, not a route file"
     ):
         check_inputs(sc)
+
+
+def test_every_key_of_a_scenario_documents_itself():
+    """The reference is generated from the fields alone: every key's meaning comes from its own
+    definition (a pydantic description, or a lower layer's dataclass field's ``metadata['doc']``)."""
+    from vmc_sim.scenario.docs import scenario_reference
+
+    rows = [line for line in scenario_reference().splitlines() if line.startswith("| `")]
+    bare = [row.split("|")[1].strip() for row in rows if not row.rstrip("| ").split("|")[-1].strip()]
+    assert rows and bare == []

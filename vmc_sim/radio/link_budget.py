@@ -35,7 +35,7 @@ distances of a few metres and more; every model clamps the ground distance to ``
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Hashable
 
 import numpy as np
@@ -73,29 +73,77 @@ def is_positive(v: Any) -> bool:
 class ChannelConfig:
     """Radio parameters of every RSU's channel (filled from the scenario's ``channel`` section)."""
 
-    path_loss_model: str = "tr37885_urban_los"
-    carrier_ghz: float = 5.9
-    tx_power_dbm_downlink: float = 23.0
-    tx_power_dbm_uplink: float = 23.0
-    antenna_gain_db: float = 0.0
-    rsu_height_m: float = 5.0
-    vehicle_height_m: float = 1.5
-    noise_figure_db: float = 9.0
-    noise_density_dbm_hz: float = -174.0
-    bandwidth_hz: float = IEEE80211P_BANDWIDTH_HZ
-    duplex: str = "separate"
-    rate_model: str = "ieee80211p"
-    rate_cap_bps: float | None = None
-    spectral_efficiency_cap: float | None = SHANNON_SPECTRAL_EFFICIENCY_CAP
-    msdu_bytes: int = 1500
-    transport: str = "tcp"
-    path_loss_exponent: float = 2.7
-    log_distance_ref_m: float = 1.0
-    shadowing_sigma_db: float = 0.0
-    shadowing_decorrelation_m: float = 10.0
-    update_interval: float = 1.0
-    min_distance_m: float = 1.0
-    outage_timeout_s: float = 3.0
+    path_loss_model: str = field(
+        default="tr37885_urban_los",
+        metadata={
+            "doc": "a path-loss model of vmc_sim.radio.path_loss.PATH_LOSS: tr37885_urban_los (TR 37.885 urban LOS), tr37885_highway_los, tr38901_umi_los (UMi street canyon LOS), free_space, log_distance"
+        },
+    )
+    carrier_ghz: float = field(default=5.9, metadata={"doc": "carrier frequency, GHz (5.9: the ITS band)"})
+    tx_power_dbm_downlink: float = field(default=23.0, metadata={"doc": "the RSU's transmit power, dBm"})
+    tx_power_dbm_uplink: float = field(default=23.0, metadata={"doc": "a vehicle's transmit power, dBm"})
+    antenna_gain_db: float = field(default=0.0, metadata={"doc": "the sum of both antennas' gains, dB"})
+    rsu_height_m: float = field(default=5.0, metadata={"doc": "the RSU antenna's height, m (3GPP V2X evaluation: 5)"})
+    vehicle_height_m: float = field(
+        default=1.5, metadata={"doc": "a vehicle antenna's height, m (3GPP V2X evaluation: 1.5)"}
+    )
+    noise_figure_db: float = field(default=9.0, metadata={"doc": "the receiver's noise figure, dB"})
+    noise_density_dbm_hz: float = field(default=-174.0, metadata={"doc": "the thermal noise density, dBm/Hz"})
+    bandwidth_hz: float = field(
+        default=IEEE80211P_BANDWIDTH_HZ, metadata={"doc": "each channel's bandwidth, Hz (ieee80211p: 10 MHz only)"}
+    )
+    duplex: str = field(
+        default="separate",
+        metadata={"doc": "separate (a channel per direction) or shared (one channel for both directions)"},
+    )
+    rate_model: str = field(
+        default="ieee80211p",
+        metadata={
+            "doc": "shannon (capped Shannon over the share), ieee80211p (802.11p MCS by SNR x MAC efficiency; 10 MHz), nr (TS 38.214 CQI table x TS 38.306 overhead); tables and sources in vmc_sim/radio/rates.py"
+        },
+    )
+    rate_cap_bps: float | None = field(
+        default=None, metadata={"doc": "a cap on any transfer's rate, bit/s (null: none)"}
+    )
+    spectral_efficiency_cap: float | None = field(
+        default=SHANNON_SPECTRAL_EFFICIENCY_CAP,
+        metadata={"doc": "shannon: the largest spectral efficiency, bit/s/Hz (null: uncapped)"},
+    )
+    msdu_bytes: int = field(
+        default=1500,
+        metadata={"doc": "IP packet per frame: the MAC efficiency of ieee80211p, the header share of transport"},
+    )
+    transport: str = field(
+        default="tcp",
+        metadata={
+            "doc": "tcp (IP/TCP headers; on ieee80211p one TCP ACK frame per two segments), udp (IP/UDP headers) or none (the whole MSDU is payload)"
+        },
+    )
+    path_loss_exponent: float = field(
+        default=2.7, metadata={"doc": "log_distance: the path-loss exponent beyond log_distance_ref_m"}
+    )
+    log_distance_ref_m: float = field(
+        default=1.0, metadata={"doc": "log_distance: the reference distance up to which the loss is free space, m"}
+    )
+    shadowing_sigma_db: float = field(
+        default=0.0, metadata={"doc": "log-normal shadowing's standard deviation, dB (0: none)"}
+    )
+    shadowing_decorrelation_m: float = field(
+        default=10.0, metadata={"doc": "the distance over which a link's shadowing decorrelates, m"}
+    )
+    update_interval: float = field(
+        default=1.0, metadata={"doc": "simulated seconds between recomputations of every active transfer's rate"}
+    )
+    min_distance_m: float = field(
+        default=1.0,
+        metadata={"doc": "ground distances are clamped to at least this, m (the 3GPP formulas hold from a few metres)"},
+    )
+    outage_timeout_s: float = field(
+        default=3.0,
+        metadata={
+            "doc": "seconds a transfer may stay in outage (its link below the lowest MCS or CQI: no progress) before it fails with reason outage; a broadcast drops a receiver in outage at once and sends it the rest by unicast (3 s: TCP's initial 1 s retransmission timeout, RFC 6298, doubled once)"
+        },
+    )
 
     def __post_init__(self) -> None:
         self.validate()

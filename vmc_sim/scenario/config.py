@@ -100,29 +100,29 @@ def dataclass_checker(cls: type, section: str) -> Callable[[dict[str, Any]], dic
 
 
 class TrainSection(Strict):
-    epochs: int = Field(50, gt=0)
-    lr: float = Field(0.01, gt=0)
-    batch_size: int = Field(64, gt=0)
+    epochs: int = Field(50, gt=0, description="local epochs K")
+    lr: float = Field(0.01, gt=0, description="local SGD learning rate")
+    batch_size: int = Field(64, gt=0, description="local mini-batch")
     momentum: float = Field(0.9, ge=0, lt=1, description="SGD momentum (seed 000 / FedFisher: 0.9)")
     augment: Augment = Field(
         Augment.NONE,
         description="none, or crop_flip (FedFisher's CIFAR recipe: random crop of "
         "the 4-pixel padded image, horizontal flip)",
     )
-    fisher: FisherKind = FisherKind.KFAC
-    fisher_batch: int = Field(128, gt=0)
+    fisher: FisherKind = Field(FisherKind.KFAC, description="diagonal, kfac, full or none")
+    fisher_batch: int = Field(128, gt=0, description="samples per Fisher batch")
     fisher_labels: FisherLabels = Field(
         FisherLabels.EXPECTED,
         description="sampled (one drawn label per input) or "
         "expected (every class at its probability, as FedFisher's code)",
     )
-    upload_dtype: str = "float32"
+    upload_dtype: str = Field("float32", description="float32, float16 or bfloat16")
     fisher_rank: int | None = Field(
         None,
         gt=0,
         description="K-FAC uploads as top-r eigenpairs per factor (seed 000's compression); null = whole factors",
     )
-    device: str = "cpu"
+    device: str = Field("cpu", description="cpu, cuda or auto")
     threads: int | None = Field(None, gt=0, description="torch threads; null = 1 for small models")
 
     @field_validator("upload_dtype")
@@ -145,9 +145,12 @@ class TrainSection(Strict):
 class ProjectionSection(Strict):
     """The merge (``fl_core.projection``): damping selected on the server's validation set."""
 
-    method: ProjectionMethod = ProjectionMethod.AUTO
-    tol: float = Field(1e-6, gt=0)
-    max_iter: int = Field(1000, gt=0)
+    method: ProjectionMethod = Field(
+        ProjectionMethod.AUTO,
+        description="auto (closed form for diagonal, else CG on F), closed_form, cg_f, cg_f2, adam",
+    )
+    tol: float = Field(1e-6, gt=0, description="relative residual at which a CG solve stops")
+    max_iter: int = Field(1000, gt=0, description="CG iterations at most (a solve stopped here is reported)")
     damping: float = Field(1e-4, ge=0, description="fixed relative damping when no validation set selects one")
     dampings: list[float | Literal["mean"]] = Field(
         default_factory=lambda: ["mean" if math.isinf(d) else d for d in DEFAULT_DAMPINGS],
@@ -155,11 +158,11 @@ class ProjectionSection(Strict):
         description="candidate relative dampings selected on the validation set ('mean': the weighted mean)",
     )
     weighting: Weighting = Field(Weighting.SAMPLES, description="members weighted by sample count, or uniformly")
-    precondition: bool = True
+    precondition: bool = Field(True, description="precondition CG on F (per layer)")
     preconditioner: Preconditioner = Field(Preconditioner.KRONECKER, description="per-layer CG preconditioner")
-    warm_start: bool = True
-    fast_products: bool = True
-    curvature_floor: float = Field(1e-12, ge=0)
+    warm_start: bool = Field(True, description="start CG from the previous solve")
+    fast_products: bool = Field(True, description="float32 K-FAC products, finished in float64")
+    curvature_floor: float = Field(1e-12, ge=0, description="curvature below this is zero")
     adam_lr: float = Field(1e-3, gt=0, description="method adam (FedFisher's server loop) only")
     check_every: int = Field(100, gt=0, description="method adam: validation check interval")
     iterates: list[Annotated[int, Field(gt=0)]] = Field(
@@ -198,16 +201,16 @@ class RoundsSection(Strict):
     """Multi-round strategies in the co-simulation: local training, sampling, the server, pacing."""
 
     rounds: int | None = Field(None, gt=0, description="stop after this many rounds; null = until traffic ends")
-    clients_per_round: int = Field(10, gt=0)
+    clients_per_round: int = Field(10, gt=0, description="participants drawn per round")
     min_available: int = Field(2, gt=0, description="vehicles in coverage needed to open a round")
     interval: float = Field(0.0, ge=0, description="simulated seconds from one round's start to the next (at least)")
-    local_epochs: int = Field(1, gt=0)
-    lr: float = Field(0.01, gt=0)
-    batch_size: int = Field(32, gt=0)
-    momentum: float = Field(0.0, ge=0, lt=1)
+    local_epochs: int = Field(1, gt=0, description="epochs per round")
+    lr: float = Field(0.01, gt=0, description="local learning rate")
+    batch_size: int = Field(32, gt=0, description="local mini-batch")
+    momentum: float = Field(0.0, ge=0, lt=1, description="local SGD momentum")
     prox_mu: float = Field(0.01, gt=0, description="FedProx proximal weight (fedprox only; 0 would be fedavg)")
-    server_lr: float = Field(1.0, gt=0)
-    weighted: bool = True
+    server_lr: float = Field(1.0, gt=0, description="server step size")
+    weighted: bool = Field(True, description="aggregate weighted by sample count")
     unlearn_on_departure: bool = Field(
         True, description="strategies that can unlearn (pdf) forget departing participants"
     )
@@ -239,8 +242,13 @@ class ShardAssignment(str, Enum):
 class FederatedSection(Strict):
     """Who holds which data, the model, local training and the methods to compare."""
 
-    dataset: str = "digits"
-    data_root: str | None = None
+    dataset: str = Field(
+        "digits",
+        description="digits (built in), mnist, fashion_mnist, femnist, cifar10, cifar100, svhn, emnist[-split]",
+    )
+    data_root: str | None = Field(
+        None, description="where dataset files are (null: $VMC_DATA, ../shared/data, torchvision folders)"
+    )
     num_clients: int = Field(12, gt=0, description="data shards; client i holds shard i")
     shard_assignment: ShardAssignment = Field(
         ShardAssignment.HASH,
@@ -258,8 +266,8 @@ class FederatedSection(Strict):
         "mlp",
         description="a model of fl_core.models.MODELS: mlp (one hidden layer of 32), cnn (the paper's), resnet18, or one of your own",
     )
-    max_train_samples: int | None = Field(None, gt=0)
-    max_test_samples: int | None = Field(None, gt=0)
+    max_train_samples: int | None = Field(None, gt=0, description="a random slice of the training set (null: all)")
+    max_test_samples: int | None = Field(None, gt=0, description="the first N test images (null: all)")
     rho: float | None = Field(None, gt=0, le=1, description="fixed ratio P_t = floor(rho M(t)); default 0.5")
     subset_size: int | None = Field(None, gt=0, description="fixed P (theory); excludes rho")
     methods: list[str] = Field(

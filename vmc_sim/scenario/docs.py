@@ -15,7 +15,7 @@ from ..compute.hardware import profile_table
 from ..radio.link_budget import ChannelConfig
 from .config import FederatedSection, ProjectionSection, RoundsSection, TrainSection
 from .mobility_section import MobilitySection, SumoSection
-from .schema import MEANINGS, CalibrationCosts, ComputeSection, CoordinatorSection, CustomProfile, Scenario
+from .schema import CalibrationCosts, ComputeSection, CoordinatorSection, CustomProfile, Scenario
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -97,8 +97,7 @@ def scenario_reference() -> str:
                     )
                 if name == "calibration" and path == "compute":
                     default, meaning = "`null`", (f.description or "") + "; see `compute.calibration` below"
-                key = (path + "." if path else "") + name
-                lines.append(f"| `{name}` | {default} | {meaning or MEANINGS.get(key, '')} |")
+                lines.append(f"| `{name}` | {default} | {meaning} |")
         else:  # a dataclass of a lower layer, given as a mapping
             for fld in dc_fields(cast("type[DataclassInstance]", cls)):
                 if fld.name == "cache_dir":
@@ -111,9 +110,7 @@ def scenario_reference() -> str:
                     value = fld.default_factory()
                 else:
                     value = None
-                meaning = MEANINGS.get(
-                    f"{path}.{fld.name}", "see vmc_sim/radio/link_budget.py" if path == "channel" else ""
-                )
+                meaning = fld.metadata.get("doc", "")
                 lines.append(f"| `{fld.name}` | {show(value)} | {meaning} |")
     lines += ["", "## device profiles", "", "Built in (`vmc_sim/compute/hardware.py`), for `compute.profile` and"]
     lines += ["`compute.coordinator_profile`; a job is charged its FLOPs over the charged FLOP/s.", ""]

@@ -86,27 +86,62 @@ def source_fields(section: "MobilitySection") -> "MobilitySection":
 
 
 class SumoSection(Strict):
-    backend: Literal["libsumo", "traci"] = "libsumo"
-    step_length: float = Field(1.0, gt=0)
-    seed: int = Field(42, ge=0)
-    begin: float | None = None
-    time_to_teleport: float | None = None
-    extra_args: list[str] = Field(default_factory=list)
+    backend: Literal["libsumo", "traci"] = Field(
+        "libsumo", description="libsumo (in process) or traci (a SUMO child process)"
+    )
+    step_length: float = Field(
+        1.0, gt=0, description="simulated seconds per SUMO step (source fcd: per step of its clock)"
+    )
+    seed: int = Field(42, ge=0, description="SUMO's random seed")
+    begin: float | None = Field(
+        None,
+        description="SUMO begin time in seconds (null: 0, or the LuST window's start; source fcd: the first sample's time)",
+    )
+    time_to_teleport: float | None = Field(None, description="SUMO --time-to-teleport (null: SUMO's default)")
+    extra_args: list[str] = Field(default_factory=list, description="more SUMO command-line options")
 
 
 class MobilitySection(Strict):
-    source: str = "city"
+    source: str = Field(
+        "city",
+        description="city (embedded grid), files (your SUMO network), lust (the LuST rebuild), trace (a recorded run), fcd (SUMO floating car data: coverage and events computed from its positions as a live run's)",
+    )
     city: dict[str, Any] = Field(default_factory=dict)
-    net_file: str | None = None
-    route_files: list[str] = Field(default_factory=list)
-    config_file: str | None = None
+    net_file: str | None = Field(
+        None,
+        description="source files: a SUMO network (<net>), relative to the scenario file; source fcd: optional, the network the FCD was recorded on (needed by rsus.placement auto, lon/lat positions and fcd_geo; a position more than 50 m outside its bounds is refused)",
+    )
+    route_files: list[str] = Field(
+        default_factory=list,
+        description="source files: route files (<routes>) for net_file; source fcd: optional route or additional files whose <vType> maxSpeed (or vClass default) can raise the default fcd_max_speed",
+    )
+    config_file: str | None = Field(
+        None, description="source files: a .sumocfg (instead of, or besides, net_file and route_files)"
+    )
     lust: dict[str, Any] = Field(default_factory=dict)
-    trace: str | None = None
-    fcd_file: str | None = None
-    fcd_step_length: float | None = Field(None, gt=0)
-    fcd_max_speed: float | None = Field(None, gt=0)
-    fcd_geo: bool = False
-    fcd_invalid: Literal["refuse", "drop"] = "refuse"
+    trace: str | None = Field(None, description="source trace: a trace.jsonl of an earlier run")
+    fcd_file: str | None = Field(
+        None,
+        description="source fcd: SUMO's --fcd-output (XML, or CSV when the name ends in .csv; .gz allowed), network x/y (lon/lat with fcd_geo), relative to the scenario file; checked whole before the run (a vehicle without x, y or speed, or breaking physics: fcd_max_speed, fcd_invalid, is refused). The clock steps by sumo.step_length from sumo.begin (null: the first sample); between samples further apart than a step positions are linear, within v_max * dt / 2 of the true ones for samples dt apart (mobility/fcd.py)",
+    )
+    fcd_step_length: float | None = Field(
+        None,
+        gt=0,
+        description="source fcd: the SUMO step length the FCD was recorded with (SUMO stamps a sample with the time its step began: a live run sees it at that time + this); null = sumo.step_length",
+    )
+    fcd_max_speed: float | None = Field(
+        None,
+        gt=0,
+        description="source fcd: m/s a vehicle may move between two samples (+ 5 m for a lane change); faster is a jump the replay would draw through every cell in between. null = 1.5 x the fastest vehicle type (SUMO's default car, 55.56 m/s, or a faster <vType> of route_files): 83.34 m/s",
+    )
+    fcd_geo: bool = Field(
+        False,
+        description="source fcd: true = positions are lon/lat (SUMO's --fcd-output.geo), converted to network x/y with net_file's projection (sumolib, pyproj); false = network x/y, and a file that looks like lon/lat is refused",
+    )
+    fcd_invalid: Literal["refuse", "drop"] = Field(
+        "refuse",
+        description="source fcd: refuse (the run, naming the vehicle, time and file) or drop (leave out every vehicle that breaks fcd_max_speed or the network's bounds, listed under mobility.fcd.dropped in manifest.json and in a note from vmc run)",
+    )
     density: float = Field(1.0, gt=0, description="demand factor for city, files and lust (SUMO's --scale)")
     sumo: SumoSection = SumoSection()
     rsus: dict[str, Any] = Field(default_factory=lambda: dict(MOBILITY_DEFAULTS["rsus"]))
@@ -119,8 +154,14 @@ class MobilitySection(Strict):
         "null = off (vmc sweep and tools/lust_case_study.py turn it on); unused by a run with outputs and by "
         "source fcd",
     )
-    outputs: list[SumoOutput] = Field(default_factory=list)
-    fcd_area: Literal["all", "coverage"] = "all"
+    outputs: list[SumoOutput] = Field(
+        default_factory=list,
+        description="SUMO's own outputs a run of city, files or lust writes into the run directory: fcd (sumo/fcd.xml), tripinfo (sumo/tripinfo.xml), summary (sumo/summary.xml); each is listed with its SHA-256 and size under sumo_outputs in manifest.json; refused for trace and fcd (no SUMO runs); [] = none",
+    )
+    fcd_area: Literal["all", "coverage"] = Field(
+        "all",
+        description="outputs fcd: all (every vehicle) or coverage (SUMO itself keeps the vehicles touching an RSU's coverage circle, given as a 64-gon around it in sumo/coverage.poly.xml: a superset by up to a vehicle length; V2V-relayed members further out are not kept)",
+    )
 
     _city = field_validator("city")(lambda cls, v: dataclass_checker(CityConfig, "mobility.city")(v))
     _rsus = field_validator("rsus")(lambda cls, v: dataclass_checker(RsuConfig, "mobility.rsus")(v))

@@ -75,7 +75,7 @@ class CoordinatorSection(Strict):
         "withdraws the model (kind: suspend) and the run goes on",
     )
     window: float = Field(0.0, ge=0, description="0: one request at a time; > 0: gather a batch over this window")
-    evaluate: bool = True
+    evaluate: bool = Field(True, description="record test accuracy and loss after every request")
     max_requests: int | None = Field(None, gt=0, description="stop after this many requests")
     withdrawal_grace: float = Field(
         30.0, ge=0, description="a departing member may still upload its contribution for this long"
@@ -125,10 +125,17 @@ class CalibrationCosts(Strict):
 class CustomProfile(Strict):
     """A device of the user's own (:mod:`vmc_sim.compute.hardware`): charged at ``flops_per_s`` as given."""
 
-    name: str = Field(min_length=1)
-    flops_per_s: float = Field(gt=0)
-    source: str = Field(min_length=1)
-    description: str = ""
+    name: str = Field(
+        min_length=1, description="a custom device's name (not a built-in one's), recorded in the manifest"
+    )
+    flops_per_s: float = Field(
+        gt=0,
+        description="its sustained FP32 FLOP/s, charged as given (a peak times the utilisation your models reach on it)",
+    )
+    source: str = Field(
+        min_length=1, description="where the figure comes from (a datasheet, a measurement), recorded in the manifest"
+    )
+    description: str = Field("", description="what the device is")
 
     @field_validator("name")
     @classmethod
@@ -157,15 +164,24 @@ class TimeModelKind(str, Enum):
 
 
 class ComputeSection(Strict):
-    mode: Literal["shared_gpu", "onboard"] = "shared_gpu"
+    mode: Literal["shared_gpu", "onboard"] = Field(
+        "shared_gpu",
+        description="shared_gpu: each method's jobs queue for one device; onboard: every vehicle trains on its own unit",
+    )
     time_model: TimeModelKind = Field(
         TimeModelKind.PROFILE,
         description="profile: each job's FLOPs over the simulated device's FLOP/s (the same on every host); "
         "calibrated: per-sample costs measured on this host once per process after a warm-up "
         "(deterministic); measured: each job's host time; device: the fixed model below",
     )
-    profile: ProfileSpec = None
-    coordinator_profile: ProfileSpec = None
+    profile: ProfileSpec = Field(
+        None,
+        description=f"profile time model: the device the clients' jobs run on, a built-in profile's name (table at the end) or a custom one (below); null: {ONBOARD_DEFAULT} for mode onboard, {EDGE_DEFAULT} for shared_gpu",
+    )
+    coordinator_profile: ProfileSpec = Field(
+        None,
+        description=f"profile time model: the device the coordinator's solves run on, a name or a custom profile as for profile; null: {EDGE_DEFAULT}",
+    )
     calibration: CalibrationCosts | None = Field(
         None,
         description="calibrated only: pin the costs (e.g. from a manifest's 'calibration'); null = measure "
@@ -208,8 +224,8 @@ def _spec(v: ProfileSpec) -> str | dict[str, Any] | None:
 
 
 class Scenario(Strict):
-    name: str = "default-city"
-    seed: int = Field(0, ge=0)
+    name: str = Field("default-city", description="names the run directory (<out>/<name>-<UTC stamp>)")
+    seed: int = Field(0, ge=0, description="the run seed: data partition, W0, subset sampling, local training")
     duration: float = Field(600.0, gt=0, description="simulated seconds of traffic after mobility begins")
     mobility: MobilitySection = MobilitySection()
     federated: FederatedSection = FederatedSection.model_validate(SCENARIO_DEFAULTS["federated"])
@@ -279,123 +295,3 @@ def _validate(data: dict[str, Any], path: str | Path) -> Scenario:
         return Scenario.model_validate(data)
     except ValidationError as e:
         raise ConfigError(format_errors(e, str(path), Scenario)) from None
-
-
-MEANINGS: dict[str, str] = {
-    "name": "names the run directory (<out>/<name>-<UTC stamp>)",
-    "seed": "the run seed: data partition, W0, subset sampling, local training",
-    "mobility.source": "city (embedded grid), files (your SUMO network), lust (the LuST rebuild), trace (a recorded "
-    "run), fcd (SUMO floating car data: coverage and events computed from its positions as a live run's)",
-    "mobility.net_file": "source files: a SUMO network (<net>), relative to the scenario file; source fcd: "
-    "optional, the network the FCD was recorded on (needed by rsus.placement auto, lon/lat positions and fcd_geo; "
-    "a position more than 50 m outside its bounds is refused)",
-    "mobility.fcd_file": "source fcd: SUMO's --fcd-output (XML, or CSV when the name ends in .csv; .gz allowed), "
-    "network x/y (lon/lat with fcd_geo), relative to the scenario file; checked whole before the run (a vehicle "
-    "without x, y or speed, or breaking physics: fcd_max_speed, fcd_invalid, is refused). The clock steps by "
-    "sumo.step_length from sumo.begin (null: the first sample); between samples further apart than a step "
-    "positions are linear, within v_max * dt / 2 of the true ones for samples dt apart (mobility/fcd.py)",
-    "mobility.route_files": "source files: route files (<routes>) for net_file; source fcd: optional route or "
-    "additional files whose <vType> maxSpeed (or vClass default) can raise the default fcd_max_speed",
-    "mobility.config_file": "source files: a .sumocfg (instead of, or besides, net_file and route_files)",
-    "mobility.fcd_step_length": "source fcd: the SUMO step length the FCD was recorded with (SUMO stamps a sample "
-    "with the time its step began: a live run sees it at that time + this); null = sumo.step_length",
-    "mobility.fcd_max_speed": "source fcd: m/s a vehicle may move between two samples (+ 5 m for a lane change); "
-    "faster is a jump the replay would draw through every cell in between. null = 1.5 x the fastest vehicle type "
-    "(SUMO's default car, 55.56 m/s, or a faster <vType> of route_files): 83.34 m/s",
-    "mobility.fcd_geo": "source fcd: true = positions are lon/lat (SUMO's --fcd-output.geo), converted to network "
-    "x/y with net_file's projection (sumolib, pyproj); false = network x/y, and a file that looks like lon/lat is "
-    "refused",
-    "mobility.fcd_invalid": "source fcd: refuse (the run, naming the vehicle, time and file) or drop (leave out every "
-    "vehicle that breaks fcd_max_speed or the network's bounds, listed under mobility.fcd.dropped in manifest.json "
-    "and in a note from vmc run)",
-    "mobility.trace": "source trace: a trace.jsonl of an earlier run",
-    "mobility.outputs": "SUMO's own outputs a run of city, files or lust writes into the run directory: fcd "
-    "(sumo/fcd.xml), tripinfo (sumo/tripinfo.xml), summary (sumo/summary.xml); each is listed with its SHA-256 "
-    "and size under sumo_outputs in manifest.json; refused for trace and fcd (no SUMO runs); [] = none",
-    "mobility.fcd_area": "outputs fcd: all (every vehicle) or coverage (SUMO itself keeps the vehicles touching an "
-    "RSU's coverage circle, given as a 64-gon around it in sumo/coverage.poly.xml: a superset by up to a "
-    "vehicle length; V2V-relayed members further out are not kept)",
-    "mobility.sumo.backend": "libsumo (in process) or traci (a SUMO child process)",
-    "mobility.sumo.step_length": "simulated seconds per SUMO step (source fcd: per step of its clock)",
-    "mobility.sumo.seed": "SUMO's random seed",
-    "mobility.sumo.begin": "SUMO begin time in seconds (null: 0, or the LuST window's start; source fcd: the first "
-    "sample's time)",
-    "mobility.sumo.time_to_teleport": "SUMO --time-to-teleport (null: SUMO's default)",
-    "mobility.sumo.extra_args": "more SUMO command-line options",
-    "mobility.city.junctions_x": "grid junctions along x",
-    "mobility.city.junctions_y": "grid junctions along y",
-    "mobility.city.spacing": "metres between junctions",
-    "mobility.city.lanes": "lanes per direction",
-    "mobility.city.max_speed": "m/s",
-    "mobility.city.traffic_lights": "signalised junctions",
-    "mobility.city.period": "seconds between departures (randomTrips period)",
-    "mobility.city.demand_scale": "departures x this factor ('density' in sweeps)",
-    "mobility.city.duration": "seconds of generated demand",
-    "mobility.city.min_distance": "metres, shortest trip",
-    "mobility.city.fringe_factor": "preference for trips starting at the fringe",
-    "mobility.city.seed": "seed of the generated demand",
-    "mobility.rsus.placement": "auto (road-graph centrality) or explicit (positions)",
-    "mobility.rsus.positions": "explicit: [{id, x, y, radius}] in network metres, or {lon, lat}",
-    "mobility.rsus.count": "auto: how many RSUs",
-    "mobility.rsus.region": "auto: [xmin, ymin, xmax, ymax] to place in",
-    "mobility.rsus.polygon": "auto: [[x, y], ...] of 3+ vertices (network metres) to place in, instead of region",
-    "mobility.rsus.central_fraction": "auto: share of the network's central region considered",
-    "mobility.rsus.min_spacing": "auto: metres between RSUs (null: twice the radius)",
-    "mobility.rsus.radius": "metres of coverage",
-    "mobility.rsus.centrality_samples": "auto: sampled sources for centrality",
-    "mobility.rsus.seed": "auto: sampling seed",
-    "mobility.rsus.id_prefix": "RSU ids are <prefix><k>",
-    "mobility.coverage.membership": "union: a vehicle in any RSU's range is covered",
-    "mobility.coverage.v2v_range": "metres of V2V relaying (null: none)",
-    "mobility.coverage.v2v_max_hops": "V2V hops",
-    "mobility.coverage.precision": "decimals kept for positions and speeds",
-    "mobility.coverage.state_interval": "simulated seconds between recorded member positions",
-    "federated.dataset": "digits (built in), mnist, fashion_mnist, femnist, cifar10, cifar100, svhn, emnist[-split]",
-    "federated.data_root": "where dataset files are (null: $VMC_DATA, ../shared/data, torchvision folders)",
-    "federated.model": "mlp (one hidden layer of 32), cnn (the paper's), resnet18",
-    "federated.max_train_samples": "a random slice of the training set (null: all)",
-    "federated.max_test_samples": "the first N test images (null: all)",
-    "federated.train.epochs": "local epochs K",
-    "federated.train.lr": "local SGD learning rate",
-    "federated.train.batch_size": "local mini-batch",
-    "federated.train.augment": "none or crop_flip (random crop of the 4-pixel padded image + horizontal flip)",
-    "federated.train.fisher": "diagonal, kfac, full or none",
-    "federated.train.fisher_batch": "samples per Fisher batch",
-    "federated.train.fisher_labels": "sampled or expected (labels the true Fisher averages over)",
-    "federated.train.upload_dtype": "float32, float16 or bfloat16",
-    "federated.train.device": "cpu, cuda or auto",
-    "federated.projection.method": "auto (closed form for diagonal, else CG on F), closed_form, cg_f, cg_f2, adam",
-    "federated.projection.tol": "relative residual at which a CG solve stops",
-    "federated.projection.max_iter": "CG iterations at most (a solve stopped here is reported)",
-    "federated.projection.precondition": "precondition CG on F (per layer)",
-    "federated.projection.preconditioner": "kronecker (default) or eigen_diagonal (EKFAC-style; measured slower)",
-    "federated.projection.warm_start": "start CG from the previous solve",
-    "federated.projection.fast_products": "float32 K-FAC products, finished in float64",
-    "federated.projection.curvature_floor": "curvature below this is zero",
-    "federated.rounds.clients_per_round": "participants drawn per round",
-    "federated.rounds.local_epochs": "epochs per round",
-    "federated.rounds.lr": "local learning rate",
-    "federated.rounds.batch_size": "local mini-batch",
-    "federated.rounds.momentum": "local SGD momentum",
-    "federated.rounds.server_lr": "server step size",
-    "federated.rounds.weighted": "aggregate weighted by sample count",
-    "coordinator.evaluate": "record test accuracy and loss after every request",
-    "channel.rate_model": "shannon (capped Shannon over the share), ieee80211p (802.11p MCS by SNR x MAC efficiency; "
-    "10 MHz), nr (TS 38.214 CQI table x TS 38.306 overhead); tables and sources in vmc_sim/radio/rates.py",
-    "channel.msdu_bytes": "IP packet per frame: the MAC efficiency of ieee80211p, the header share of transport",
-    "channel.outage_timeout_s": "seconds a transfer may stay in outage (its link below the lowest MCS or CQI: no "
-    "progress) before it fails with reason outage; a broadcast drops a receiver in outage at once and sends it the "
-    "rest by unicast (3 s: TCP's initial 1 s retransmission timeout, RFC 6298, doubled once)",
-    "channel.transport": "tcp (IP/TCP headers; on ieee80211p one TCP ACK frame per two segments), udp (IP/UDP "
-    "headers) or none (the whole MSDU is payload)",
-    "compute.mode": "shared_gpu: each method's jobs queue for one device; onboard: every vehicle trains on its own unit",
-    "compute.profile": "profile time model: the device the clients' jobs run on, a built-in profile's name (table "
-    f"at the end) or a custom one (below); null: {ONBOARD_DEFAULT} for mode onboard, {EDGE_DEFAULT} for shared_gpu",
-    "compute.coordinator_profile": "profile time model: the device the coordinator's solves run on, a name or a "
-    f"custom profile as for profile; null: {EDGE_DEFAULT}",
-    "compute.profile.name": "a custom device's name (not a built-in one's), recorded in the manifest",
-    "compute.profile.flops_per_s": "its sustained FP32 FLOP/s, charged as given (a peak times the utilisation "
-    "your models reach on it)",
-    "compute.profile.source": "where the figure comes from (a datasheet, a measurement), recorded in the manifest",
-    "compute.profile.description": "what the device is",
-}
