@@ -22,9 +22,9 @@ import argparse
 import platform
 import statistics
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import replace
-from typing import Iterator
 
 import torch
 from problem import add_problem_arguments, kfac_clients

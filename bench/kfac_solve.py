@@ -71,7 +71,7 @@ def build_problem(args: argparse.Namespace, out: Path) -> dict:
     tensors: dict[str, torch.Tensor] = {}
     for c in contributions:
         tensors[f"{c.client}.weights"] = c.weights.contiguous()
-        for s, (a, g) in zip(specs, c.fisher.factors):
+        for s, (a, g) in zip(specs, c.fisher.factors, strict=True):
             tensors[f"{c.client}.{s.name}.A"] = psd64(a)
             tensors[f"{c.client}.{s.name}.G"] = psd64(g)
     meta = {
@@ -131,11 +131,11 @@ def true_residuals(
     w = member_weights(meta, weighting)
     clients = meta["clients"]
     weights = [tensors[f"{c}.weights"].double() for c in clients]
-    wbar = sum(wi * wt for wi, wt in zip(w, weights)) / sum(w)
+    wbar = sum(wi * wt for wi, wt in zip(w, weights, strict=True)) / sum(w)
     blocks = []
     for s in meta["specs"]:
         a = torch.stack([tensors[f"{c}.{s['name']}.A"].double() for c in clients])
-        g = torch.stack([tensors[f"{c}.{s['name']}.G"].double() * wi for c, wi in zip(clients, w)])
+        g = torch.stack([tensors[f"{c}.{s['name']}.G"].double() * wi for c, wi in zip(clients, w, strict=True)])
         blocks.append((slice(s["offset"], s["offset"] + s["out_features"] * s["in_features"]), s, a, g))
 
     def block_f(v: torch.Tensor, s: dict, a: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
@@ -192,7 +192,7 @@ def worker(
     current = _is_current(S)
     calls: list[dict] = []  # the current version's CG calls, in order
     contributions = []
-    for c, n, wi in zip(meta["clients"], meta["num_samples"], w):
+    for c, n, wi in zip(meta["clients"], meta["num_samples"], w, strict=True):
         factors = []
         for s in specs:
             a, g = tensors[f"{c}.{s.name}.A"], tensors[f"{c}.{s.name}.G"]
@@ -204,8 +204,8 @@ def worker(
         psd_changed = any(
             not torch.equal(kept, given)
             for c in contributions
-            for kept_pair, given_pair in zip(stats.fisher_sum.members[c.client].factors, c.fisher.factors)
-            for kept, given in zip(kept_pair, given_pair)
+            for kept_pair, given_pair in zip(stats.fisher_sum.members[c.client].factors, c.fisher.factors, strict=True)
+            for kept, given in zip(kept_pair, given_pair, strict=True)
         )
         cfg = P.ProjectionConfig(
             method="cg_f",
@@ -238,7 +238,7 @@ def worker(
     else:
         stats = S.SufficientStatistics(meta["dim"], KFACSum(specs))
         stats.apply(joined=contributions)
-        wbar = sum(wi * c.weights.double() for wi, c in zip(w, contributions)) / sum(w)
+        wbar = sum(wi * c.weights.double() for wi, c in zip(w, contributions, strict=True)) / sum(w)
         stats.weight_sum = wbar * stats.count  # its mean is the plain mean: make it the weighted one
         psd_changed = False
         cfg = P.ProjectionConfig(method="cg_f", tol=tol, max_iter=max_iter, damping=damping, precondition=True)

@@ -134,7 +134,7 @@ def simulate(vehicles_xy: list[tuple[float, float]], manager: str, data_rate_bps
     after = [s.GetTotalRx() for s in sinks]
     ns.Simulator.Destroy()
     del keep
-    return [8.0 * (a - b) / MEASURE_S / 1e6 for a, b in zip(after, before)]
+    return [8.0 * (a - b) / MEASURE_S / 1e6 for a, b in zip(after, before, strict=True)]
 
 
 def run_link(distances_m: list[float]) -> list[dict]:

@@ -3,6 +3,7 @@ replays are identical, transfers fail when a vehicle leaves, and bad scenarios a
 
 from __future__ import annotations
 
+import itertools
 import sys
 
 import pytest
@@ -76,7 +77,7 @@ def test_every_request_reaches_every_method_and_replay_is_identical(tmp_path):
         rows = [r for r in ra if r["method"] == method]
         assert [r["kind"] for r in rows][0] == "fit"
         assert len(rows) == 1 + 4 + 3  # fit, 4 arrivals, 3 departures
-        for before, after in zip(rows, rows[1:]):  # an untriggered request releases the same model
+        for before, after in itertools.pairwise(rows):  # an untriggered request releases the same model
             if not after["triggered"]:
                 assert after["accuracy"] == before["accuracy"]
     retrain = [r for r in ra if r["method"] == "retrain" and r["kind"] != "fit"]
@@ -484,7 +485,7 @@ def test_cli_refuses_missing_and_damaged_inputs_without_creating_anything(tmp_pa
 
 
 @pytest.mark.parametrize(
-    "requests,message",
+    ("requests", "message"),
     [
         (["-10"], r"requests\[0\] \('-10'\): client 10 is not in the client set"),
         (["-2", "+3"], r"requests\[1\] \('\+3'\): client 3 is already in the client set"),

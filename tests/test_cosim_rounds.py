@@ -4,6 +4,8 @@ strategy runs in a short scenario (trace replay, no SUMO)."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from fl_core.rounds import STRATEGIES
@@ -71,7 +73,7 @@ def test_rounds_are_repeatable_and_time_advances(tmp_path):
     keep = ("index", "selected", "completed", "dropped", "bytes", "accuracy", "done_time")
     assert [{k: r[k] for k in keep} for r in rows(a, "fedavg")] == [{k: r[k] for k in keep} for r in rows(b, "fedavg")]
     starts = [r["request_time"] for r in rows(a, "fedavg")]
-    assert all(t2 - t1 >= 10.0 for t1, t2 in zip(starts, starts[1:]))
+    assert all(t2 - t1 >= 10.0 for t1, t2 in itertools.pairwise(starts))
 
 
 def test_participant_leaving_mid_round_is_a_dropout(tmp_path):

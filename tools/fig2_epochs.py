@@ -34,9 +34,10 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Hashable, Iterable, cast
+from typing import cast
 
 import matplotlib
 
@@ -141,7 +142,7 @@ class EpochLadder:
             losses[k] = evaluate(probe, weights, data)[1]
         self.contributions[client], self.local_loss[client] = out, losses
 
-    def trainer_at(self, k: int) -> "CheckpointTrainer":
+    def trainer_at(self, k: int) -> CheckpointTrainer:
         t = self.trainer
         return CheckpointTrainer(t.model_fn, t.w0, replace(t.config, epochs=k), t.streams, ladder=self)
 

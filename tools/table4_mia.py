@@ -75,7 +75,7 @@ def _paper(values: str) -> dict[str, tuple[float, ...]]:
     """``"48.99±0.78 ..."`` in the order Retrain, FedEraser, FedRR, FATS-CU, F-SOSA-U."""
     order = ("retrain", "federaser", "fedrr", "fats", "fsosa")
     pairs = [tuple(float(x) for x in v.split("±")) for v in values.split()]
-    return dict(zip(order, pairs))
+    return dict(zip(order, pairs, strict=True))
 
 
 # Seed 000, Table IV (mean ± sd, %). The seed text prints the same numbers in the accuracy and
@@ -313,7 +313,7 @@ def plot(summary: list[dict], path: Path) -> None:
     datasets = list(dict.fromkeys(r["dataset"] for r in summary))
     fig, axes = plt.subplots(1, len(datasets), figsize=(6 * len(datasets), 4), squeeze=False)
     attacks = [a.value for a in AttackKind]
-    for ax, dataset in zip(axes[0], datasets):
+    for ax, dataset in zip(axes[0], datasets, strict=True):
         rows = [r for r in summary if r["dataset"] == dataset]
         models = list(dict.fromkeys(r["model"] for r in rows))
         x = np.arange(len(models))

@@ -19,10 +19,12 @@ If the request cannot be applied without that client (a fixed subset size ``P`` 
 
 from __future__ import annotations
 
+import functools
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any, Hashable, Iterable, Sequence
+from typing import Any
 
 import torch
 
@@ -113,7 +115,7 @@ class Editor(ABC):
             if not clients:
                 raise EmptyPopulationError(f"{self.name}: every initial client was quarantined: {quarantined!r}")
             try:
-                report = self._timed(EditReport(self.name, "fit", added=request), lambda r: self._fit(clients, r))
+                report = self._timed(EditReport(self.name, "fit", added=request), functools.partial(self._fit, clients))
             except InvalidContributionError as e:
                 if e.client not in clients or e.client in quarantined:
                     raise

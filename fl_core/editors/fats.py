@@ -33,8 +33,8 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Hashable, Sequence
 
 import numpy as np
 import torch

@@ -31,8 +31,8 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Hashable
 from dataclasses import dataclass
-from typing import Hashable
 
 import torch
 import torch.nn.functional as F

@@ -25,7 +25,8 @@ strategies' own ``select`` (keyed by strategy name and round) and ``train`` (cli
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any
 
 import torch
 from torch import nn

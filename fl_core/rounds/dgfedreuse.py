@@ -43,10 +43,11 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from enum import Enum
-from typing import Any, Callable, Hashable, Iterable, Sequence, cast
+from typing import Any, cast
 
 import numpy as np
 import torch

@@ -46,9 +46,10 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Hashable, Iterable, Mapping, Sequence
+from typing import Any
 
 import torch
 from safetensors.torch import load_file, save_file

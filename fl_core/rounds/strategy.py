@@ -15,8 +15,9 @@ state in ``finish``). :meth:`RoundStrategy.run_round` chains the verbs for scrip
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Hashable, Iterable, Sequence
+from typing import Any
 
 import torch
 from torch import nn
@@ -150,7 +151,7 @@ class RoundStrategy:
         )
         weights = weights / weights.sum()
         out = torch.zeros_like(updates[0].delta, dtype=torch.float64)
-        for w, u in zip(weights, updates):
+        for w, u in zip(weights, updates, strict=True):
             out += w * u.delta.double()
         return out.float()
 

@@ -29,9 +29,10 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Callable, Hashable, Iterable, Mapping, Sequence, cast
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -129,7 +130,7 @@ class SparseTensor:
         return {f"{prefix}.values": self.values, f"{prefix}.bitmap": cast(torch.Tensor, self.bitmap)}
 
     @classmethod
-    def from_tensors(cls, prefix: str, tensors: Mapping[str, torch.Tensor], numel: int) -> "SparseTensor":
+    def from_tensors(cls, prefix: str, tensors: Mapping[str, torch.Tensor], numel: int) -> SparseTensor:
         """Rebuild tensor ``prefix`` of ``numel`` coordinates from received tensors (validated)."""
         values: torch.Tensor | None
         if f"{prefix}.dense" in tensors:
@@ -212,7 +213,7 @@ class SparseUpdate:
         return out
 
     @classmethod
-    def from_tensors(cls, tensors: Mapping[str, torch.Tensor], sizes: Sequence[int]) -> "SparseUpdate":
+    def from_tensors(cls, tensors: Mapping[str, torch.Tensor], sizes: Sequence[int]) -> SparseUpdate:
         """Rebuild a received payload given the receiver's tensor sizes."""
         known = {f"{i}.{f}" for i in range(len(sizes)) for f in ("dense", "values", "indices", "bitmap")}
         extra = sorted(set(tensors) - known)
@@ -243,7 +244,7 @@ class TopKCodec:
     @property
     def field_bytes(self) -> int:
         """B_{i,t} of any update under this codec (it depends on the shapes only)."""
-        return sum(field_bytes(d, k)[choose_representation(d, k)] for d, k in zip(self.sizes, self.kept))
+        return sum(field_bytes(d, k)[choose_representation(d, k)] for d, k in zip(self.sizes, self.kept, strict=True))
 
     def compress(self, flat: torch.Tensor) -> SparseUpdate:
         """Top-K of every tensor of ``flat``, each in its smallest representation."""
@@ -251,7 +252,7 @@ class TopKCodec:
         if flat.numel() != self.numel:
             raise ValueError(f"update has {flat.numel()} values, the codec's tensors have {self.numel}")
         parts, start = [], 0
-        for d, k in zip(self.sizes, self.kept):
+        for d, k in zip(self.sizes, self.kept, strict=True):
             parts.append(encode_tensor(flat[start : start + d], k))
             start += d
         return SparseUpdate(tuple(parts))

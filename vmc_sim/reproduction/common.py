@@ -429,7 +429,7 @@ def per_dataset(run_dataset, args: argparse.Namespace) -> tuple[list, ...]:
     for name in args.datasets:
         parts = run_dataset(name, args)
         out = out or tuple([] for _ in parts)
-        for acc, part in zip(out, parts):
+        for acc, part in zip(out, parts, strict=True):
             acc.extend(part) if isinstance(part, list) else acc.append(part)
     return out or ()
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 import argparse
 import sys
 import traceback
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence, TypedDict
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -120,7 +121,7 @@ def warm_up(setup: OneShotSetup) -> None:
         return
     first = next(iter(setup.client_data))
     LocalTrainer(setup.model_fn, setup.w0, setup.train, setup.streams).contribute("warm-up", setup.client_data[first])
-    setattr(setup, "_warm", True)  # OneShotSetup has no such field: a mark read back by getattr above
+    setattr(setup, "_warm", True)  # noqa: B010  OneShotSetup has no such field: a mark read back by getattr above
 
 
 def run_sequence(

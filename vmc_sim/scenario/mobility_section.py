@@ -112,7 +112,7 @@ class _SourceFields:
         return value
 
 
-def source_fields(section: "MobilitySection") -> "MobilitySection":
+def source_fields(section: MobilitySection) -> MobilitySection:
     """``section`` as its source may read it: a field :data:`SOURCE_READS` does not declare for the
     source raises :class:`UndeclaredReadError` when read, so the table cannot drift from the code."""
     return cast("MobilitySection", _SourceFields(section, section.source))
@@ -167,7 +167,7 @@ class MobilitySection(Strict):
         return v
 
     @model_validator(mode="after")
-    def _inputs(self) -> "MobilitySection":
+    def _inputs(self) -> MobilitySection:
         if self.source == "files" and not (self.config_file or (self.net_file and self.route_files)):
             raise ValueError("source 'files' needs config_file, or net_file and route_files")
         if self.source == "trace" and not self.trace:
