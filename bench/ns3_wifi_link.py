@@ -62,8 +62,16 @@ WARMUP_S = 1.0
 MEASURE_S = 3.0
 LINK_TOLERANCE = 0.10
 CONTENTION_TOLERANCE = 0.15
-LINK_FIELDS = ("distance", "snr_db", "mcs_mbps", "ns3_goodput_mbps", "ours_mbps", "ratio", "ns3_ideal_mbps")
-CONTENTION_FIELDS = (
+LINK_FIELDS: tuple[str, ...] = (
+    "distance",
+    "snr_db",
+    "mcs_mbps",
+    "ns3_goodput_mbps",
+    "ours_mbps",
+    "ratio",
+    "ns3_ideal_mbps",
+)
+CONTENTION_FIELDS: tuple[str, ...] = (
     "N",
     "ns3_total_mbps",
     "ns3_per_vehicle_mbps",
