@@ -7,6 +7,7 @@ import itertools
 import sys
 
 import pytest
+from conftest import small_scenario
 
 from mobility.events import MobilityEvent
 from mobility.trace import write_trace
@@ -40,25 +41,9 @@ def trace_file(tmp_path, n_initial=6, arrivals=4, departures=3):
 
 
 def scenario(trace, **over):
-    data = {
-        "name": "t",
-        "seed": 3,
-        "duration": 120.0,
-        "mobility": {"source": "trace", "trace": str(trace)},
-        "federated": {
-            "dataset": "digits",
-            "num_clients": 12,
-            "model": "mlp",
-            "rho": 0.5,
-            "methods": ["fsosa", "retrain"],
-            "train": {"epochs": 2, "lr": 0.05, "fisher": "diagonal"},
-        },
-        "coordinator": {"warmup": 5.0, "min_clients": 4},
-        "compute": {"time_model": "device"},
-    }
-    for k, v in over.items():
-        data[k] = {**data.get(k, {}), **v} if isinstance(v, dict) else v
-    return load_model(Scenario, None, data)
+    """``trace`` replayed with F-SOSA and Retrain (rho 0.5, two local epochs, diagonal Fisher)."""
+    one_shot = {"rho": 0.5, "methods": ["fsosa", "retrain"], "train": {"epochs": 2, "lr": 0.05, "fisher": "diagonal"}}
+    return small_scenario(trace, one_shot, **over)
 
 
 def sim_records(run: RunDir, host=HOST_KEYS):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
+from conftest import small_scenario
 
 from fl_core.rounds import STRATEGIES
 from mobility.events import MobilityEvent
@@ -30,23 +31,13 @@ def trace_file(tmp_path, leave_at=30.0):
 
 
 def scenario(trace, strategies, compute=None, **rounds):
-    data = {
-        "name": "rounds",
-        "seed": 1,
-        "duration": 80.0,
-        "mobility": {"source": "trace", "trace": str(trace)},
-        "federated": {
-            "dataset": "digits",
-            "num_clients": 8,
-            "model": "mlp",
-            "methods": [],
-            "strategies": strategies,
-            "rounds": {"clients_per_round": 4, "lr": 0.05, "interval": 10.0, **rounds},
-        },
-        "coordinator": {"warmup": 5.0, "min_clients": 4},
-        "compute": {"time_model": "device", **(compute or {})},
+    federated = {
+        "num_clients": 8,
+        "methods": [],
+        "strategies": strategies,
+        "rounds": {"clients_per_round": 4, "lr": 0.05, "interval": 10.0, **rounds},
     }
-    return load_model(Scenario, None, data)
+    return small_scenario(trace, federated, name="rounds", seed=1, duration=80.0, compute=compute or {})
 
 
 def rows(run, method):

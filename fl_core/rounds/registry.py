@@ -17,10 +17,10 @@ from .fedadam import build_fedadam
 from .fedavg import build_fedavg
 from .fedprox import build_fedprox
 from .pdf import build_pdf
-from .strategy import RoundStrategy
+from .strategy import RoundStrategy, StrategyInputs
 from .topk import build_topk
 
-StrategyFactory = Callable[..., RoundStrategy]
+StrategyFactory = Callable[..., RoundStrategy]  # (StrategyInputs, **options) -> the strategy
 
 STRATEGIES: Registry[StrategyFactory] = Registry(
     "multi-round strategy",
@@ -46,4 +46,4 @@ def build_strategy(
     **options: Any,
 ) -> RoundStrategy:
     """The multi-round strategy ``name`` (see :data:`STRATEGIES`) with its ``options``."""
-    return STRATEGIES[name](model_fn, w0, data, config, streams, **options)
+    return STRATEGIES[name](StrategyInputs(model_fn, w0, data, config, streams), **options)

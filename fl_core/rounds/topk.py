@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, cast
@@ -39,13 +39,10 @@ import torch
 from safetensors.torch import load as load_tensors
 from torch import nn
 
-from ..data import ClientData
 from ..payload import serialize
-from ..rng import Streams
 from ..sampler import ordered
-from .config import RoundConfig
 from .local import ClientUpdate
-from .strategy import Encoded, RoundReport, RoundStrategy
+from .strategy import Encoded, RoundReport, RoundStrategy, StrategyInputs
 
 #: Bytes of one transmitted value (float32) and of one coordinate (int32).
 VALUE_BYTES = 4
@@ -297,17 +294,8 @@ class TopKStrategy(RoundStrategy):
 
     name = "topk"
 
-    def __init__(
-        self,
-        model_fn: Callable[[], nn.Module],
-        w0: torch.Tensor,
-        data: ClientData,
-        config: RoundConfig,
-        streams: Streams,
-        topk: TopKConfig | None = None,
-        schedule: str | None = None,
-    ) -> None:
-        super().__init__(model_fn, w0, data, config, streams)
+    def __init__(self, inputs: StrategyInputs, topk: TopKConfig | None = None, schedule: str | None = None) -> None:
+        super().__init__(inputs)
         self.topk = topk or TopKConfig()
         self.schedule = schedule or self.name
         self.codec = TopKCodec(param_sizes(self.model()), self.topk.ratio)
@@ -364,7 +352,7 @@ def strategy_options(name: str, options: dict[str, Any], allowed: set[str]) -> d
     return opts
 
 
-def build_topk(model_fn, w0, data, config, streams, **options: Any) -> TopKStrategy:
+def build_topk(inputs: StrategyInputs, **options: Any) -> TopKStrategy:
     """Strategy ``topk`` (options: ``topk``, ``ratio``, ``error_feedback``, ``schedule``)."""
     opts = strategy_options("topk", options, {"topk", "ratio", "error_feedback", "schedule"})
-    return TopKStrategy(model_fn, w0, data, config, streams, **opts)
+    return TopKStrategy(inputs, **opts)

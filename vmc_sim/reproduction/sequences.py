@@ -20,7 +20,9 @@ from fl_core.experiment import OneShotSetup
 from fl_core.projection import ProjectionConfig
 from fl_core.rounds import RoundConfig
 from fl_core.store import MemoryStore
-from fl_core.training import LocalTrainer, TrainConfig, evaluate
+from fl_core.training import LocalTrainer, evaluate
+
+from .common import setup_from_args
 
 IL_METHODS = ("fsosa", "retrain", "finetune")
 UL_METHODS = ("fsosa", "retrain", "federaser", "fedrr", "fats")
@@ -237,18 +239,8 @@ def run_task(
 
 
 def build_setup(args: argparse.Namespace, num_clients: int) -> OneShotSetup:
-    return OneShotSetup(
-        dataset=args.dataset,
-        num_clients=num_clients,
-        alpha=args.alpha,
-        model=args.model,
-        seed=args.seed,
-        train=TrainConfig(
-            epochs=args.epochs, lr=args.lr, batch_size=args.batch_size, fisher=args.fisher, threads=args.threads
-        ),
-        max_train_samples=args.max_train,
-        max_test_samples=args.max_test,
-    )
+    """The sequences' set-up: ``--dataset`` with ``--alpha`` among ``num_clients`` clients."""
+    return setup_from_args(args, args.dataset, args.alpha, num_clients=num_clients)
 
 
 def add_common_args(p: argparse.ArgumentParser) -> None:
