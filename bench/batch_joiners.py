@@ -74,7 +74,7 @@ def old_batch(rule: SizeRule, m: int, d: int, a: int) -> Fraction:
     final = (set(range(m)) - set(removed)) | set(added)
     target = rule.target(len(final))
     n_pair = min(d, a)
-    pair = dict(zip(removed[:n_pair], added[:n_pair]))
+    pair = dict(zip(removed[:n_pair], added[:n_pair], strict=True))
     state = _spread(_start(m, rule.target(m)), lambda cur: [({pair.get(c, c) for c in cur}, Fraction(1))])
     hat = len(set(range(m)))  # pairing keeps the population size
     for c in added[n_pair:]:
@@ -136,7 +136,7 @@ def one_by_one(rule: SizeRule, m: int, d: int, a: int, paired: bool) -> Fraction
     state, clients = _start(m, rule.target(m)), set(range(m))
     if paired:
         n_pair = min(d, a)
-        pair = dict(zip(removed[:n_pair], added[:n_pair]))
+        pair = dict(zip(removed[:n_pair], added[:n_pair], strict=True))
         state = _spread(state, lambda cur: [({pair.get(c, c) for c in cur}, Fraction(1))])
         clients = (clients - set(pair)) | set(pair.values())
         removed, added = removed[n_pair:], added[n_pair:]

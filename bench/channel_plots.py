@@ -90,7 +90,9 @@ def driveby(d: Path) -> Path:
         cfg = ChannelConfig(rate_model="ieee80211p", bandwidth_hz=10e6, rate_cap_bps=None, transport=t)
         return rate_bps(50.0, 10e6, "uplink", cfg)
 
-    labels, tcp, udp = [], [], []
+    labels: list[str] = []
+    tcp: list[float] = []
+    udp: list[float] = []
     for r in read_floats(d / "driveby.csv"):
         scales = {t: rate("none") / rate(t) for t in ("tcp", "udp")}
         for t, col, out in (("tcp", "ns3", tcp), ("udp", "ns3_udp", udp)):

@@ -50,6 +50,7 @@ def child(kind: str, labels: str, samples: int, repeats: int, out: str) -> None:
         t0 = time.perf_counter()
         rep = compute_fisher(kind, model, x, torch.Generator().manual_seed(2), batch_size=128, labels=labels)
         best = min(best, time.perf_counter() - t0)
+    assert rep is not None  # repeats >= 1
     save_file({k: v.contiguous() for k, v in rep.tensors().items()}, out)
     print(json.dumps({"ms_per_sample": 1e3 * best / samples}))
 
@@ -98,8 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.samples = min(args.samples, 256)
         args.repeats, args.rounds = 1, 1
-    with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
-        tmp = Path(tmp)
+    with tempfile.TemporaryDirectory() as tmp_name, ExitStack() as stack:
+        tmp = Path(tmp_name)
         paths = {"after": ROOT}
         if "before" in args.versions:
             paths["before"] = stack.enter_context(worktree.checkout(ROOT, args.before))

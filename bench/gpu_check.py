@@ -41,7 +41,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -102,9 +101,9 @@ def case_study(dataset: str, device: str, epochs: int | None, trace: Path):
     from vmc_sim.scenario.config import load_model
     from vmc_sim.scenario.schema import Scenario
 
-    data = scenario_for(SimpleNamespace(quick=False, scenario=str(SCENARIO), epochs=epochs), dataset, trace).model_dump(
-        mode="json"
-    )
+    data = scenario_for(
+        argparse.Namespace(quick=False, scenario=str(SCENARIO), epochs=epochs), dataset, trace
+    ).model_dump(mode="json")
     data["federated"]["train"]["device"] = device
     data["name"] = f"gpu-check-{dataset}-{device}"
     return load_model(Scenario, None, data)
@@ -165,18 +164,20 @@ def kfac_solve(device: str, clients: int, samples: int) -> list[str]:
 
     from fl_core.fisher.capture import layer_specs
     from fl_core.fisher.kfac import KFACSum
-    from fl_core.projection import ProjectionConfig, project
+    from fl_core.projection import ProjectionConfig, ProjectionMethod, project
     from fl_core.stats import SufficientStatistics
 
     setup, contributions, train_s = kfac_clients(
-        SimpleNamespace(dataset="mnist", clients=clients, samples_per_client=samples, epochs=1, seed=0)
+        argparse.Namespace(dataset="mnist", clients=clients, samples_per_client=samples, epochs=1, seed=0)
     )
     stats = SufficientStatistics(int(setup.w0.numel()), KFACSum(layer_specs(setup.model_fn())), weighting="samples")
     stats.apply(joined=contributions)
     rows = [f"one K-FAC solve: {clients} MNIST CNN clients x ~{samples} (trained on the CPU in {train_s:.1f} s)"]
     solved = {}
     for dev in ("cpu",) if device == "cpu" else ("cpu", device):
-        cfg = ProjectionConfig(method="cg_f", tol=1e-6, max_iter=1000, damping=1e-4, precondition=True, device=dev)
+        cfg = ProjectionConfig(
+            method=ProjectionMethod.CG_F, tol=1e-6, max_iter=1000, damping=1e-4, precondition=True, device=dev
+        )
         solved[dev] = x, info = project(stats, cfg)
         rows.append(
             f"- {dev}: {info.iterations} iterations, {info.seconds:.1f} s, residual {info.residual:.2e}, "

@@ -22,16 +22,17 @@ import argparse
 import platform
 import statistics
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import replace
-from typing import Iterator
+from typing import Any, cast
 
 import torch
 from problem import add_problem_arguments, kfac_clients
 
-from fl_core.fisher import kfac
+from fl_core.fisher import FisherRep, kfac
 from fl_core.fisher.kfac import KFACSum
-from fl_core.projection import ProjectionConfig, project
+from fl_core.projection import ProjectionConfig, ProjectionMethod, project
 from fl_core.stats import SufficientStatistics
 from fl_core.training import evaluate
 from vmc_sim.compute.host import cpu_model
@@ -57,6 +58,7 @@ def statistics_of(contributions: list, dim: int) -> SufficientStatistics:
 def fc1_product_seconds(stats: SufficientStatistics, repeats: int = 10) -> float:
     """Seconds of one float32 product of the largest layer block (best of ``repeats``)."""
     fsum = stats.fisher_sum
+    assert fsum is not None  # a K-FAC sum (statistics_of)
     blocks = fsum.blocks(stats.dim)
     b = max(range(len(blocks)), key=lambda i: blocks[i].stop - blocks[i].start)
     v = torch.randn(blocks[b].stop - blocks[b].start, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
@@ -83,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         args.clients, args.samples_per_client, args.rank, args.repeats = 3, 200, 16, 1
 
     setup, contributions, train_s = kfac_clients(args)
-    uploads = [replace(c, fisher=c.fisher.compress(args.rank), _digest=None) for c in contributions]
+    uploads = [replace(c, fisher=cast(FisherRep, c.fisher).compress(args.rank), _digest=None) for c in contributions]
     dim = int(setup.w0.numel())
     print(
         f"problem: {args.dataset} CNN ({dim} params), {args.clients} clients, K-FAC uploads at rank {args.rank}, "
@@ -91,8 +93,9 @@ def main(argv: list[str] | None = None) -> int:
         f"{torch.get_num_threads()} thread(s), torch {torch.__version__}",
         flush=True,
     )
-    config = ProjectionConfig(method="cg_f", tol=args.tol, max_iter=args.max_iter, damping=args.damping)
-    rows, models = [], {}
+    config = ProjectionConfig(method=ProjectionMethod.CG_F, tol=args.tol, max_iter=args.max_iter, damping=args.damping)
+    rows: list[dict[str, Any]] = []
+    models = {}
     for k in range(1, args.repeats + 1):
         for variant in ("low rank", "rebuilt"):
             with rebuilt_factors() if variant == "rebuilt" else nullcontext():

@@ -37,6 +37,7 @@ the Kronecker one.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import platform
@@ -46,6 +47,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any, cast
 
 import torch
 from safetensors.torch import load_file, save_file
@@ -66,12 +68,14 @@ def build_problem(args: argparse.Namespace, out: Path) -> dict:
     """Train the clients with the current code and save the members' statistics to ``out``."""
     from problem import kfac_clients
 
+    from fl_core.fisher.kfac import KFACFisher
+
     setup, contributions, train_s = kfac_clients(args)
-    specs = contributions[0].fisher.specs
+    specs = cast(KFACFisher, contributions[0].fisher).specs
     tensors: dict[str, torch.Tensor] = {}
     for c in contributions:
         tensors[f"{c.client}.weights"] = c.weights.contiguous()
-        for s, (a, g) in zip(specs, c.fisher.factors):
+        for s, (a, g) in zip(specs, cast(KFACFisher, c.fisher).factors, strict=True):
             tensors[f"{c.client}.{s.name}.A"] = psd64(a)
             tensors[f"{c.client}.{s.name}.G"] = psd64(g)
     meta = {
@@ -131,11 +135,11 @@ def true_residuals(
     w = member_weights(meta, weighting)
     clients = meta["clients"]
     weights = [tensors[f"{c}.weights"].double() for c in clients]
-    wbar = sum(wi * wt for wi, wt in zip(w, weights)) / sum(w)
+    wbar = cast(torch.Tensor, sum(wi * wt for wi, wt in zip(w, weights, strict=True)) / sum(w))
     blocks = []
     for s in meta["specs"]:
         a = torch.stack([tensors[f"{c}.{s['name']}.A"].double() for c in clients])
-        g = torch.stack([tensors[f"{c}.{s['name']}.G"].double() * wi for c, wi in zip(clients, w)])
+        g = torch.stack([tensors[f"{c}.{s['name']}.G"].double() * wi for c, wi in zip(clients, w, strict=True)])
         blocks.append((slice(s["offset"], s["offset"] + s["out_features"] * s["in_features"]), s, a, g))
 
     def block_f(v: torch.Tensor, s: dict, a: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
@@ -180,8 +184,10 @@ def worker(
     record to ``directory`` (``x_<tag>.safetensors``, ``result_<tag>.json``). ``preconditioner``
     (current version only; None: the library's default) picks the block preconditioner."""
     import fl_core
-    import fl_core.projection as P
-    import fl_core.stats as S
+
+    # whichever version is importable: its modules are typed as any (their names differ by version)
+    P: Any = importlib.import_module("fl_core.projection")
+    S: Any = importlib.import_module("fl_core.stats")
     from fl_core.contribution import Contribution
     from fl_core.fisher.capture import LayerSpec
     from fl_core.fisher.kfac import KFACFisher, KFACSum
@@ -192,7 +198,7 @@ def worker(
     current = _is_current(S)
     calls: list[dict] = []  # the current version's CG calls, in order
     contributions = []
-    for c, n, wi in zip(meta["clients"], meta["num_samples"], w):
+    for c, n, wi in zip(meta["clients"], meta["num_samples"], w, strict=True):
         factors = []
         for s in specs:
             a, g = tensors[f"{c}.{s.name}.A"], tensors[f"{c}.{s.name}.G"]
@@ -204,8 +210,10 @@ def worker(
         psd_changed = any(
             not torch.equal(kept, given)
             for c in contributions
-            for kept_pair, given_pair in zip(stats.fisher_sum.members[c.client].factors, c.fisher.factors)
-            for kept, given in zip(kept_pair, given_pair)
+            for kept_pair, given_pair in zip(
+                stats.fisher_sum.members[c.client].factors, cast(KFACFisher, c.fisher).factors, strict=True
+            )
+            for kept, given in zip(kept_pair, given_pair, strict=True)
         )
         cfg = P.ProjectionConfig(
             method="cg_f",
@@ -238,7 +246,7 @@ def worker(
     else:
         stats = S.SufficientStatistics(meta["dim"], KFACSum(specs))
         stats.apply(joined=contributions)
-        wbar = sum(wi * c.weights.double() for wi, c in zip(w, contributions)) / sum(w)
+        wbar = sum(wi * c.weights.double() for wi, c in zip(w, contributions, strict=True)) / sum(w)
         stats.weight_sum = wbar * stats.count  # its mean is the plain mean: make it the weighted one
         psd_changed = False
         cfg = P.ProjectionConfig(method="cg_f", tol=tol, max_iter=max_iter, damping=damping, precondition=True)

@@ -12,8 +12,9 @@ in a sweep.
 from __future__ import annotations
 
 import csv
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from vmc_sim.radio.link_budget import ChannelConfig
 

@@ -36,6 +36,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import cast
 
 import simpy
 from ns3_common import (
@@ -54,6 +55,7 @@ from ns3_common import (
 
 from vmc_sim.radio.channel import RsuChannel
 from vmc_sim.radio.link_budget import ChannelConfig
+from vmc_sim.radio.link_results import TransferResult
 
 SPEEDS_MPS = (8.3, 13.9, 25.0)
 BYTES = 2_600_000
@@ -114,7 +116,7 @@ def ours(speed: float, nbytes: int = BYTES) -> tuple[float, int]:
 
     env.process(leave())
     env.run(until=proc)
-    result = proc.value
+    result = cast(TransferResult, proc.value)  # the process returns its transfer's result
     done = result.end - result.start if result.ok else math.nan
     return done, int(result.bytes_sent)
 

@@ -83,7 +83,7 @@ def ns3_version() -> str:
 def compare(distances_m: list[float]) -> list[dict]:
     rows = []
     for model in NS3_MODELS:
-        for d, theirs in zip(distances_m, ns3_db(model, distances_m)):
+        for d, theirs in zip(distances_m, ns3_db(model, distances_m), strict=True):
             mine = ours_db(model, d)
             rows.append({"distance": d, "model": model, "ns3_db": theirs, "ours_db": mine, "diff_db": mine - theirs})
     return rows

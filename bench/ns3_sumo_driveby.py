@@ -29,6 +29,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import cast
 
 import simpy
 from ns3_common import OUT_DIR, fmt, markdown, our_80211p, read_floats, write_csv
@@ -36,6 +37,7 @@ from ns3_driveby import RADIUS_M, TOLERANCE, UPDATE_INTERVAL_S, simulate_trace
 from sumo_pass import SumoPass, coverage_interval, make_pass, position_at
 
 from vmc_sim.radio.channel import RsuChannel
+from vmc_sim.radio.link_results import TransferResult
 
 BYTES = 2_600_000
 LARGE_BYTES = 120_000_000
@@ -91,7 +93,7 @@ def ours(p: SumoPass, nbytes: int, transport: str) -> tuple[float, int]:
 
     env.process(leave())
     env.run(until=proc)
-    result = proc.value
+    result = cast(TransferResult, proc.value)  # the process returns its transfer's result
     done = result.end - result.start if result.ok else math.nan
     return done, int(result.bytes_sent)
 

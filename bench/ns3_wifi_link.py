@@ -62,8 +62,16 @@ WARMUP_S = 1.0
 MEASURE_S = 3.0
 LINK_TOLERANCE = 0.10
 CONTENTION_TOLERANCE = 0.15
-LINK_FIELDS = ("distance", "snr_db", "mcs_mbps", "ns3_goodput_mbps", "ours_mbps", "ratio", "ns3_ideal_mbps")
-CONTENTION_FIELDS = (
+LINK_FIELDS: tuple[str, ...] = (
+    "distance",
+    "snr_db",
+    "mcs_mbps",
+    "ns3_goodput_mbps",
+    "ours_mbps",
+    "ratio",
+    "ns3_ideal_mbps",
+)
+CONTENTION_FIELDS: tuple[str, ...] = (
     "N",
     "ns3_total_mbps",
     "ns3_per_vehicle_mbps",
@@ -134,7 +142,7 @@ def simulate(vehicles_xy: list[tuple[float, float]], manager: str, data_rate_bps
     after = [s.GetTotalRx() for s in sinks]
     ns.Simulator.Destroy()
     del keep
-    return [8.0 * (a - b) / MEASURE_S / 1e6 for a, b in zip(after, before)]
+    return [8.0 * (a - b) / MEASURE_S / 1e6 for a, b in zip(after, before, strict=True)]
 
 
 def run_link(distances_m: list[float]) -> list[dict]:

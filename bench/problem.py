@@ -27,6 +27,7 @@ def kfac_clients(args: argparse.Namespace) -> tuple[OneShotSetup, list[Contribut
     """The setup, every client's contribution and the seconds their training + K-FAC took, for
     ``args.dataset``, ``args.clients`` x ``args.samples_per_client`` samples, ``args.epochs``."""
     from fl_core.experiment import OneShotSetup
+    from fl_core.fisher import FisherKind
     from fl_core.training import TrainConfig
 
     setup = OneShotSetup(
@@ -35,7 +36,7 @@ def kfac_clients(args: argparse.Namespace) -> tuple[OneShotSetup, list[Contribut
         alpha=0.5,
         model="cnn",
         seed=args.seed,
-        train=TrainConfig(epochs=args.epochs, fisher="kfac"),
+        train=TrainConfig(epochs=args.epochs, fisher=FisherKind.KFAC),
         max_train_samples=args.samples_per_client * args.clients,
     )
     pool = setup.pool()

@@ -16,15 +16,17 @@ from __future__ import annotations
 import argparse
 import platform
 import time
+from typing import cast
 
 import numpy as np
 import torch
 from problem import add_problem_arguments, kfac_clients
 
-from fl_core.editors import FixedRatio, build_editor
+from fl_core.editors import FixedRatio, FSOSAEditor, build_editor
 from fl_core.experiment import OneShotSetup
-from fl_core.fisher import new_sum
+from fl_core.fisher import FisherKind, new_sum
 from fl_core.projection import ProjectionConfig, ProjectionMethod, project
+from fl_core.sampler import ordered
 from fl_core.stats import SufficientStatistics
 from fl_core.training import TrainConfig
 from vmc_sim.compute.host import cpu_model
@@ -47,10 +49,12 @@ def solvers(args: argparse.Namespace) -> None:
     )
     stats = SufficientStatistics(setup.w0.numel(), new_sum("kfac", setup.model_fn()))
     stats.apply(joined=contributions)
+    fsum = stats.fisher_sum
+    assert fsum is not None  # a K-FAC sum was given above
     v = torch.randn(stats.dim, dtype=torch.float64)
     t0 = time.perf_counter()
     for _ in range(3):
-        stats.fisher_sum.matvec(v)
+        fsum.matvec(v)
     print(f"one K-FAC matvec over {args.clients} members: {(time.perf_counter() - t0) / 3:.3f} s")
     print(
         f"\n| solver | damping | precond | iterations | seconds | rel. residual | constraint residual | reached {args.tol:g} |"
@@ -96,19 +100,19 @@ def state_growth(args: argparse.Namespace) -> None:
         alpha=0.5,
         model="mlp",
         seed=args.seed,
-        train=TrainConfig(epochs=1, lr=0.05, fisher="kfac"),
+        train=TrainConfig(epochs=1, lr=0.05, fisher=FisherKind.KFAC),
     )
     shards = setup.client_data
     from fl_core.clients import ClientPool
     from fl_core.training import LocalTrainer
 
     pool = ClientPool(LocalTrainer(setup.model_fn, setup.w0, setup.train, setup.streams), lambda c: shards[c % 12])
-    editor = build_editor("fsosa", pool, setup.streams.numpy("subset", "bench"), FixedRatio(0.5))
+    editor = cast(FSOSAEditor, build_editor("fsosa", pool, setup.streams.numpy("subset", "bench"), FixedRatio(0.5)))
     editor.fit(range(12))
     rng = np.random.default_rng(args.seed)
     nxt, sizes, ever = 12, {}, set(range(12))
     for step in range(1, args.edits + 1):
-        present = sorted(editor.clients)
+        present = ordered(editor.clients)
         if len(present) > 16 or (len(present) > 8 and rng.random() < 0.5):
             editor.remove(present[rng.integers(len(present))])
         else:

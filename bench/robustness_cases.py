@@ -23,9 +23,10 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import yaml
 
@@ -199,7 +200,7 @@ def markdown_row(stdout: str, method: str) -> dict[str, str]:
     split = [[c.strip() for c in s.strip().strip("|").split("|")] for s in stdout.splitlines() if s.startswith("|")]
     head = next((c for c in split if "method" in c and "requests" in c), [])
     row = next((c for c in split if head and len(c) == len(head) and c[head.index("method")] == method), [])
-    return dict(zip(head, row))
+    return dict(zip(head, row, strict=False))
 
 
 def cell(text: str, limit: int = 260) -> str:

@@ -5,11 +5,13 @@ rho = 0.5, FedFisher's per-client split), per alpha; no training.
 """
 
 import sys
+from typing import cast
 
 import numpy as np
 
-from fl_core.editors import FixedRatio, build_editor
+from fl_core.editors import FixedRatio, FSOSAEditor, build_editor
 from fl_core.experiment import OneShotSetup
+from fl_core.fisher import FisherKind
 from fl_core.projection import ProjectionConfig
 from fl_core.training import TrainConfig
 
@@ -21,14 +23,17 @@ for alpha in (0.1, 0.5, 0.8):
         alpha=alpha,
         model="cnn",
         seed=seed,
-        train=TrainConfig(epochs=50, lr=0.01, batch_size=64, momentum=0.9, fisher="kfac", threads=1),
+        train=TrainConfig(epochs=50, lr=0.01, batch_size=64, momentum=0.9, fisher=FisherKind.KFAC, threads=1),
         scheme="per_client",
         validation_samples=500,
     )
     pool = setup.pool()
-    ed = build_editor("fsosa", pool, setup.streams.numpy("subset", "fsosa"), FixedRatio(0.5), ProjectionConfig())
+    ed = cast(
+        FSOSAEditor,
+        build_editor("fsosa", pool, setup.streams.numpy("subset", "fsosa"), FixedRatio(0.5), ProjectionConfig()),
+    )
     ed.sampler.initialize(list(range(20)))  # the same draw as tools/table2.py's F-SOSA fit
-    members = sorted(ed.sampler.members)
+    members = sorted(cast(set[int], ed.sampler.members))
     ys = {c: setup.client_data[c].y.numpy() for c in range(20)}
     tot = np.bincount(np.concatenate(list(ys.values())), minlength=10)
     sub = np.bincount(np.concatenate([ys[c] for c in members]), minlength=10)

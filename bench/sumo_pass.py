@@ -132,7 +132,7 @@ def make_pass(workdir: Path, *, seed: int = 1, step_s: float = 0.1) -> SumoPass:
         raise RuntimeError(f"{EGO_ID} has {len(times)} FCD samples in {fcd}, not one every {step_s} s")
     node = _node_index(act)
     head = [line.split() for line in ns2.read_text().splitlines()[:2]]
-    expected = [[f"$node_({node})", "set", k, v] for k, v in zip(("X_", "Y_"), xy[0])]
+    expected = [[f"$node_({node})", "set", k, v] for k, v in zip(("X_", "Y_"), xy[0], strict=True)]
     if [[*h[:3], float(h[3])] for h in head] != expected:
         raise RuntimeError(f"ns-2 start {head} is not the FCD start {xy[0]} of $node_({node})")
     junction = next(j for j in ET.parse(net).getroot().iter("junction") if j.get("id") == RSU_JUNCTION)

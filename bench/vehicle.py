@@ -55,8 +55,14 @@ def child(epochs: int, samples: int, out: str) -> None:
 
     torch.manual_seed(0)
     w0 = flat_params(model_fn())
-    config = TrainConfig(
-        epochs=epochs, lr=0.01, batch_size=64, momentum=0.9, fisher="diagonal", upload_dtype="float32", threads=1
+    config = TrainConfig(  # fisher as a string: the older fl_core this child may import takes one too
+        epochs=epochs,
+        lr=0.01,
+        batch_size=64,
+        momentum=0.9,
+        fisher="diagonal",  # type: ignore[arg-type]
+        upload_dtype="float32",
+        threads=1,
     )
     c = LocalTrainer(model_fn, w0, config, Streams(0)).contribute(0, data)
     # a library older than ``fisher_labels`` (637fb6d among them) drew one label per input

@@ -75,7 +75,7 @@ def report(times: dict[str, list[dict]], labels: dict[str, str], same: bool) -> 
     for name, label in labels.items():
         t = times[name]
 
-        def cell(k):
+        def cell(k: str, t: list[dict] = t) -> str:
             return " / ".join(f"{x[k]:.2f}" for x in t)
 
         print(

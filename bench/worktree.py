@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 
 def add(root: Path, commit: str, path: Path) -> bool:

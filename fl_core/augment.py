@@ -9,8 +9,8 @@ function of its seeds. ``none`` (the default) draws nothing: training is unchang
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import Enum
-from typing import Callable
 
 import torch
 
@@ -34,7 +34,7 @@ def black_level(data: ArrayDataset) -> torch.Tensor:
     channels = data.x.shape[1]
     if spec is None or len(spec.mean) != channels:
         return torch.zeros(channels, dtype=data.x.dtype)
-    return torch.tensor([-m / s for m, s in zip(spec.mean, spec.std)], dtype=data.x.dtype)
+    return torch.tensor([-m / s for m, s in zip(spec.mean, spec.std, strict=True)], dtype=data.x.dtype)
 
 
 def crop_flip(

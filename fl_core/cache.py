@@ -29,10 +29,9 @@ import os
 import shutil
 import tempfile
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Hashable
 
 import torch
 from safetensors import SafetensorError, safe_open

@@ -3,7 +3,7 @@ matrix-vector product (the Fisher merges' solves, :mod:`fl_core.projection`, Fed
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 

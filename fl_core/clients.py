@@ -11,8 +11,9 @@ or sweep point trained the same way, or their trained weights when only the Fish
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Callable, Hashable
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -32,9 +33,9 @@ class ClientPool:
         trainer: LocalTrainer,
         data: ClientData,
         reuse: bool = True,
-        store: "ContributionSource | None" = None,
+        store: ContributionSource | None = None,
         validator: Callable[[torch.Tensor], tuple[float, float]] | None = None,
-        cache: "ContributionCache | None" = None,
+        cache: ContributionCache | None = None,
     ) -> None:
         self.trainer = trainer
         self.validator = validator  # the server's held-out scorer, shared by the editors on this pool

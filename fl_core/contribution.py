@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass, field
-from typing import Hashable
 
 import torch
 
@@ -51,7 +51,7 @@ class Contribution:
             self._digest = digest(t)
         return self._digest
 
-    def model_only(self) -> "Contribution":
+    def model_only(self) -> Contribution:
         """The same contribution without its Fisher (for methods that upload models only)."""
         if self.fisher is None:
             return self

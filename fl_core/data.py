@@ -32,7 +32,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 import torch
@@ -163,7 +163,7 @@ class ArrayDataset:
         return ArrayDataset(x=self.x[t], y=self.y[t], num_classes=self.num_classes, name=self.name, groups=groups)
 
 
-ClientData = Union[Mapping[Any, ArrayDataset], Callable[[Any], ArrayDataset]]
+ClientData = Mapping[Any, ArrayDataset] | Callable[[Any], ArrayDataset]
 """Every client's data: a mapping from client id to its samples, or a function of the client id."""
 
 

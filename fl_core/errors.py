@@ -1,7 +1,7 @@
 """Errors of the federated core. Each names the client or field at fault; an operation that
 raises leaves the state it was called on unchanged."""
 
-from typing import Hashable
+from collections.abc import Hashable
 
 
 class EditError(ValueError):

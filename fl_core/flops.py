@@ -38,9 +38,10 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable, Hashable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable, Hashable
+from typing import Any
 
 import torch
 import torch.nn.functional as F

@@ -44,9 +44,10 @@ Random draws come from the stream purpose ``"mia"`` (:mod:`fl_core.rng`) with ke
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import Any, Callable, cast
+from typing import Any, cast
 
 import numpy as np
 import torch

@@ -9,7 +9,9 @@ belongs to a Linear or Conv2d layer (what the Fisher representations support).
 
 from __future__ import annotations
 
-from typing import Callable, cast
+import itertools
+from collections.abc import Callable
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -49,7 +51,7 @@ class MLP(nn.Module):
     def __init__(self, input_shape: tuple[int, int, int], num_classes: int, hidden: tuple[int, ...] = (32,)) -> None:
         super().__init__()
         dims = [int(torch.tensor(input_shape).prod()), *hidden, num_classes]
-        self.layers = nn.ModuleList(nn.Linear(a, b, bias=False) for a, b in zip(dims, dims[1:]))
+        self.layers = nn.ModuleList(nn.Linear(a, b, bias=False) for a, b in itertools.pairwise(dims))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = torch.flatten(x, 1)

@@ -8,7 +8,7 @@ study worker, every quick-size script a test starts)."""
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import torch
 

@@ -174,7 +174,7 @@ def dirichlet_split(
 
     best: np.ndarray | None = None
     best_shortfall = -1
-    for attempts in range(1, DIRICHLET_MAX_ATTEMPTS + 1):
+    for attempts in range(1, DIRICHLET_MAX_ATTEMPTS + 1):  # noqa: B007  the count is reported after the loop
         counts = _class_counts(class_sizes, num_clients, float(alpha), rng, scheme)
         shortfall = int(np.maximum(min_size - counts.sum(axis=0), 0).sum())
         if best is None or shortfall < best_shortfall:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Hashable
 from enum import Enum
+from typing import Any
 
 import torch
 from safetensors.torch import save
@@ -16,6 +18,29 @@ class ByteKind(str, Enum):
     MODEL_UPLOAD = "model_upload"
     FISHER_UPLOAD = "fisher_upload"
     CONTROL = "control"  # requests and decisions (small JSON messages)
+
+
+def zero_bytes() -> dict[str, int]:
+    """No bytes yet of any :class:`ByteKind`: where a report's ``bytes`` starts."""
+    return {k.value: 0 for k in ByteKind}
+
+
+class ByteAccount:
+    """A report's byte accounting: ``bytes`` by :class:`ByteKind` (starting at :func:`zero_bytes`)
+    and the ``transfers`` behind them, one entry per transfer. The editors' and the rounds'
+    reports (``EditReport``, ``RoundReport``) hold the two fields and charge through here."""
+
+    bytes: dict[str, int]
+    transfers: list[dict[str, Any]]
+
+    def charge(self, kind: ByteKind, nbytes: int, client: Hashable | None = None) -> None:
+        """Account one transfer of ``nbytes`` of ``kind`` to or from ``client`` (None: all)."""
+        self.bytes[kind.value] += int(nbytes)
+        self.transfers.append({"kind": kind.value, "bytes": int(nbytes), "client": client})
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(self.bytes.values())
 
 
 def serialize(tensors: dict[str, torch.Tensor]) -> bytes:

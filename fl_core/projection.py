@@ -54,16 +54,19 @@ before its tolerance also raises a :class:`SolveWarning` naming the residual it 
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, cast
+from typing import cast
 
 import torch
 
 from .cg import conjugate_gradient
 from .devices import resolve_device
+from .fisher.base import RotatedBlock
 from .projection_config import (
     DEFAULT_DAMPINGS,
     FAST_TOL,
@@ -134,17 +137,9 @@ def _solve_cg_f(
             start = xb if (x0 is not None or it_total) else None
             tol = max(config.tol, FAST_TOL) if fast else config.tol
             if fast and rotated is not None:  # the same PCG in the preconditioner's eigenbasis
-                yb, it, _ = conjugate_gradient(
-                    lambda y: rotated.matvec(y).add_(y, alpha=lam),
-                    rotated.rotate(rb),
-                    tol,
-                    budget,
-                    lambda y: y / rotated.denom,
-                    None if start is None else rotated.rotate(start),
-                )
-                xb = rotated.unrotate(yb)
+                xb, it = _rotated_cg(rotated, lam, rb, tol, budget, start)
             else:
-                xb, it, _ = conjugate_gradient(lambda v: op(v, fast), rb, tol, budget, pre, start)
+                xb, it, _ = conjugate_gradient(functools.partial(op, fast=fast), rb, tol, budget, pre, start)
             it_total += it
             true_res = _norm(rb - op(xb, False)) / nb
             products += (it + 2) * share
@@ -157,6 +152,21 @@ def _solve_cg_f(
         worst_res, worst_it = max(worst_res, true_res), max(worst_it, it_total)
     reason = next((r_ for r_ in STOPPED_SHORT if r_ in reasons), "converged")
     return _Solve(x, worst_it, worst_res, round(products), reason, used_pre)
+
+
+def _rotated_cg(
+    rotated: RotatedBlock, lam: float, rb: torch.Tensor, tol: float, budget: int, start: torch.Tensor | None
+) -> tuple[torch.Tensor, int]:
+    """PCG on one block in its preconditioner's eigenbasis: the solution (rotated back) and the iterations."""
+    yb, it, _ = conjugate_gradient(
+        lambda y: rotated.matvec(y).add_(y, alpha=lam),
+        rotated.rotate(rb),
+        tol,
+        budget,
+        lambda y: y / rotated.denom,
+        None if start is None else rotated.rotate(start),
+    )
+    return rotated.unrotate(yb), it
 
 
 def _damped_operator(stats: SufficientStatistics, lam: float, fast: bool) -> Callable[[torch.Tensor], torch.Tensor]:

@@ -8,7 +8,8 @@ an unknown name is refused with the kind and the names that exist.
 
 from __future__ import annotations
 
-from typing import Generic, Iterator, Mapping, TypeVar
+from collections.abc import Iterator, Mapping
+from typing import Generic, TypeVar
 
 T = TypeVar("T")
 

@@ -55,9 +55,10 @@ from __future__ import annotations
 import bisect
 import functools
 import math
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Hashable, Iterable, Sequence, cast
+from typing import Any, cast
 
 import numpy as np
 

@@ -14,8 +14,8 @@ fresh fit's statistics to float tolerance.
 
 from __future__ import annotations
 
+from collections.abc import Hashable, Sequence
 from enum import Enum
-from typing import Hashable, Sequence
 
 import torch
 

@@ -16,8 +16,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Hashable
 from pathlib import Path
-from typing import Hashable, Protocol
+from typing import Protocol
 
 from safetensors.torch import load, save_file
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable, Hashable
 from dataclasses import asdict, dataclass, field
-from typing import Callable, Hashable
 
 import torch
 import torch.nn.functional as F
@@ -177,7 +177,7 @@ def evaluate(model: nn.Module, flat: torch.Tensor, data: ArrayDataset, batch_siz
     image = data.x.dim() == 4
     if image and not getattr(model, "_channels_last", False):  # once per model: 0.1 ms a call adds up
         model.to(memory_format=torch.channels_last)
-        setattr(model, "_channels_last", True)  # a plain flag (nn.Module's attribute types are tensors and modules)
+        setattr(model, "_channels_last", True)  # noqa: B010  a plain flag (nn.Module's attribute types are tensors and modules)
     correct, loss = 0, 0.0
     with torch.inference_mode():
         for start in range(0, len(data), batch_size):

@@ -7,8 +7,8 @@ training set before the split (no client has them) and hands every editor the sa
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import torch
 from torch import nn

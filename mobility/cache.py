@@ -17,8 +17,9 @@ import re
 import shutil
 import tempfile
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 MANIFEST = "build.json"
 

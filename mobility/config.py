@@ -65,7 +65,7 @@ class MobilityConfig:
             part.validate()
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], path: str = "mobility") -> "MobilityConfig":
+    def from_dict(cls, data: dict[str, Any], path: str = "mobility") -> MobilityConfig:
         """Build from plain data (e.g. parsed YAML); unknown keys raise ValueError with their path."""
         if not isinstance(data, dict):
             raise ValueError(f"{path} must be a mapping, got {type(data).__name__}")

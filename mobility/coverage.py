@@ -33,8 +33,9 @@ on the backend.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping, Protocol, Sequence
+from typing import Any, Protocol
 
 from mobility.events import MobilityEvent
 from mobility.rsu import Rsu
@@ -69,16 +70,13 @@ class CoverageConfig:
         """Raise ValueError naming the first bad field."""
         if self.membership not in MEMBERSHIPS:
             raise ValueError(f"coverage.membership must be one of {MEMBERSHIPS}, got {self.membership!r}")
-        if self.v2v_range is not None:
-            if (
-                isinstance(self.v2v_range, bool)
-                or not isinstance(self.v2v_range, (int, float))
-                or not math.isfinite(self.v2v_range)
-                or self.v2v_range <= 0
-            ):
-                raise ValueError(
-                    f"coverage.v2v_range must be a positive number of metres or null, got {self.v2v_range!r}"
-                )
+        if self.v2v_range is not None and (
+            isinstance(self.v2v_range, bool)
+            or not isinstance(self.v2v_range, (int, float))
+            or not math.isfinite(self.v2v_range)
+            or self.v2v_range <= 0
+        ):
+            raise ValueError(f"coverage.v2v_range must be a positive number of metres or null, got {self.v2v_range!r}")
         if isinstance(self.v2v_max_hops, bool) or not isinstance(self.v2v_max_hops, int) or self.v2v_max_hops < 1:
             raise ValueError(f"coverage.v2v_max_hops must be a positive integer, got {self.v2v_max_hops!r}")
         if self.state_interval is not None and (

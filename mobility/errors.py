@@ -24,7 +24,7 @@ class SumoError(MobilityError):
     before re-raising).
     """
 
-    def __init__(self, message: str, events: list["MobilityEvent"] | None = None) -> None:
+    def __init__(self, message: str, events: list[MobilityEvent] | None = None) -> None:
         super().__init__(message)
         self.events: list[MobilityEvent] = list(events or [])
 

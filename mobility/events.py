@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
-from typing import Any, Iterable, Literal
+from typing import Any, Literal
 
 EventKind = Literal["join", "leave"]
 EVENT_KINDS: tuple[str, ...] = ("join", "leave")
@@ -53,7 +54,7 @@ class MobilityEvent:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "MobilityEvent":
+    def from_dict(cls, data: dict[str, Any]) -> MobilityEvent:
         """Inverse of :meth:`to_dict`; raises ValueError naming a missing or unknown field."""
         if not isinstance(data, dict):
             raise ValueError(f"a MobilityEvent must be a JSON object, got {type(data).__name__}")
@@ -70,7 +71,7 @@ class MobilityEvent:
         return json.dumps(self.to_dict(), separators=(",", ":"), allow_nan=False)
 
     @classmethod
-    def from_json(cls, text: str) -> "MobilityEvent":
+    def from_json(cls, text: str) -> MobilityEvent:
         """Parse the output of :meth:`to_json`."""
         try:
             data = json.loads(text)

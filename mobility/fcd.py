@@ -44,9 +44,10 @@ import io
 import math
 import os
 import xml.etree.ElementTree as ET
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import IO, Any, Iterable, Iterator
+from typing import IO, Any
 
 import numpy as np
 
@@ -236,7 +237,7 @@ def _csv_rows(text: io.TextIOWrapper, path: Path) -> Iterator[Sample]:
         try:
             rows.append((float(row[ix]), float(row[iy]), float(row[isp])))
         except (IndexError, ValueError):
-            for i, c in zip((ix, iy, isp), CSV_COLUMNS[2:]):
+            for i, c in zip((ix, iy, isp), CSV_COLUMNS[2:], strict=True):
                 why = "an empty cell" if i < len(row) else "the row ends before it"
                 lacking = f"line {line}: time step {cell}: vehicle {vid!r} has no {c} ({why})"
                 _number(row[i] if i < len(row) else None, path, f"line {line}: {c}", lacking)
@@ -247,7 +248,7 @@ def _csv_rows(text: io.TextIOWrapper, path: Path) -> Iterator[Sample]:
 def _open(path: Path) -> tuple[IO[bytes], _Hashing]:
     if not path.is_file():
         raise FcdError(f"FCD file {path} does not exist")
-    hashing = _Hashing(open(path, "rb"))
+    hashing = _Hashing(open(path, "rb"))  # noqa: SIM115  closed by _stream, which reads it to the end
     stream: IO[bytes] = io.BufferedReader(hashing, 1 << 20)
     if path.name.lower().endswith(".gz"):
         stream = gzip.GzipFile(fileobj=stream)  # type: ignore[assignment]
@@ -300,7 +301,7 @@ def inspect_fcd(path: str | os.PathLike[str], rules: FcdRules | None = None) -> 
     vehicles: set[str] = set()
     hashing = None
     check = RuleCheck(p, rules)
-    for (t, ids, states), hashing in _stream(p, rules):
+    for (t, ids, states), hashing in _stream(p, rules):  # noqa: B007  the file's digest is read after the loop
         check.feed(t, ids, states)
         if samples:
             period = min(period, t - last)

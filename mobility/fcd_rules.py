@@ -40,9 +40,10 @@ import gzip
 import math
 import os
 import xml.etree.ElementTree as ET
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -133,7 +134,7 @@ class GeoProjection:
     offset: tuple[float, float]
 
     @classmethod
-    def from_net(cls, net_file: str | os.PathLike[str]) -> "GeoProjection | None":
+    def from_net(cls, net_file: str | os.PathLike[str]) -> GeoProjection | None:
         """The projection of a SUMO network, read from its ``<location>`` without loading it;
         None when it has none (``projParameter="!"``)."""
         path = Path(net_file)

@@ -18,8 +18,9 @@ run; a recording cut earlier ends with its vehicles still members, as a live run
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -130,7 +131,7 @@ class FcdSource(SteppedSource):
             self._abandon_trace()
             self._positions.close()
 
-    def __enter__(self) -> "FcdSource":
+    def __enter__(self) -> FcdSource:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -45,7 +45,7 @@ class Rsu:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Rsu":
+    def from_dict(cls, data: dict[str, Any]) -> Rsu:
         """Inverse of :meth:`to_dict`."""
         return cls(
             id=str(data["id"]),

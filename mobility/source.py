@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Iterator, Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from mobility.coverage import CoverageConfig, CoverageTracker, MemberState
 from mobility.errors import SumoError, TraceError
@@ -258,7 +259,7 @@ class SumoSource(SteppedSource):
             self._abandon_trace()
             self.session.close()
 
-    def __enter__(self) -> "SumoSource":
+    def __enter__(self) -> SumoSource:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -366,7 +367,7 @@ class TraceSource:
                 close()
             self._records = None
 
-    def __enter__(self) -> "TraceSource":
+    def __enter__(self) -> TraceSource:
         return self
 
     def __exit__(self, *exc: object) -> None:

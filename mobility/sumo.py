@@ -17,13 +17,15 @@ the exit status and the tail of SUMO's own log.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import socket
 import subprocess
 import tempfile
 import time as _time
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from mobility.errors import SumoError
 from mobility.sumo_config import (
@@ -49,7 +51,7 @@ from mobility.sumo_install import (
 VehicleState = tuple[float, float, float]
 """(x, y, speed) of a vehicle: network coordinates in m, speed in m/s."""
 
-_libsumo_owner: "SumoSession | None" = None
+_libsumo_owner: SumoSession | None = None
 
 
 __all__ = [
@@ -113,7 +115,7 @@ class SumoSession:
 
     # -- lifecycle -----------------------------------------------------------------------
 
-    def __enter__(self) -> "SumoSession":
+    def __enter__(self) -> SumoSession:
         self.start()
         return self
 
@@ -252,10 +254,8 @@ class SumoSession:
                 _libsumo_owner = None
         else:
             if was_open:
-                try:
+                with contextlib.suppress(Exception):  # the connection may already be gone; the process is reaped below
                     api.close(wait=False)
-                except Exception:  # the connection may already be gone; the process is reaped below
-                    pass
             if self._proc is not None:
                 try:
                     self._proc.wait(timeout=10)
@@ -266,10 +266,8 @@ class SumoSession:
 
     @staticmethod
     def _safe_libsumo_close(libsumo: Any) -> None:
-        try:
+        with contextlib.suppress(Exception):  # nothing left to close after a failed start or a fatal error
             libsumo.close()
-        except Exception:  # nothing left to close after a failed start or a fatal error
-            pass
 
     def _kill_proc(self) -> None:
         if self._proc is not None and self._proc.poll() is None:

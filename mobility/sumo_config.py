@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from enum import Enum
-from typing import Any, Sequence
+from typing import Any
 
 
 def sumo_name_problem(path: str | os.PathLike[str]) -> str | None:

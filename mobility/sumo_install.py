@@ -14,8 +14,8 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from mobility.errors import SumoError
 

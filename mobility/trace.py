@@ -21,9 +21,10 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 from mobility.coverage import MemberState
 from mobility.errors import TraceError
@@ -44,7 +45,7 @@ class TraceWriter:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            self._f = open(self.path, "w" if overwrite else "x", encoding="utf-8", newline="\n")
+            self._f = open(self.path, "w" if overwrite else "x", encoding="utf-8", newline="\n")  # noqa: SIM115  the writer owns it: close() closes it
         except FileExistsError:
             raise FileExistsError(
                 f"trace file {self.path} already exists (pass overwrite=True to replace it)"
@@ -149,7 +150,7 @@ def iter_records(path: str | os.PathLike[str]) -> Iterator[tuple[int, dict[str, 
     last_time = -math.inf
     ended_at = 0
     joined: dict[str, int] = {}  # vehicle -> coverage areas it is in (a leave needs a join first)
-    with open(p, "r", encoding="utf-8", newline="") as f:
+    with open(p, encoding="utf-8", newline="") as f:
         f.readline()
         lineno = 1
         for line in f:
@@ -217,7 +218,7 @@ def read_header(path: str | os.PathLike[str]) -> dict[str, Any]:
     p = Path(path)
     if not p.is_file():
         raise TraceError(f"trace file {p} does not exist")
-    with open(p, "r", encoding="utf-8", newline="") as f:
+    with open(p, encoding="utf-8", newline="") as f:
         line = f.readline()
     where = f"{p}:1"
     if not line:

@@ -23,9 +23,10 @@ import os
 import shutil
 import tempfile
 import warnings
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from mobility.cache import cache_root, file_sha256
 from mobility.coverage import CoverageConfig

@@ -1,4 +1,5 @@
-"""Shared fixtures: a tiny federated setup on scikit-learn's digits (no files needed)."""
+"""Shared fixtures: a tiny federated setup on scikit-learn's digits (no files needed), and the
+short co-simulation scenario the engine's tests build on."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import sys
 import tempfile
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import torch
@@ -19,6 +21,9 @@ from fl_core.models import build_model, flat_params
 from fl_core.partition import dirichlet_partition
 from fl_core.rng import Streams
 from fl_core.training import LocalTrainer, TrainConfig
+
+if TYPE_CHECKING:
+    from vmc_sim.scenario.schema import Scenario
 
 
 class TinySetup:
@@ -38,6 +43,31 @@ class TinySetup:
     def pool(self, fisher: str = "diagonal", epochs: int = 2, reuse: bool = True, **kw) -> ClientPool:
         cfg = TrainConfig(epochs=epochs, lr=0.05, batch_size=32, fisher=fisher, **kw)
         return ClientPool(LocalTrainer(self.model_fn, self.w0, cfg, self.streams), self.data, reuse=reuse)
+
+
+def small_scenario(
+    mobility: dict[str, Any] | str | os.PathLike[str], federated: dict[str, Any], /, **over: Any
+) -> Scenario:
+    """A short co-simulation scenario on digits with the small MLP: ``mobility`` (a trace file to
+    replay, or the whole section) and ``federated`` (laid over dataset, model and 12 clients) as
+    given, named ``t``, seed 3, 120 s, a 5 s warm-up and 4 clients at least, the device time model;
+    each section in ``over`` (``federated`` too) is laid over its default one level deep (a value
+    that is not a dict replaces it)."""
+    from vmc_sim.scenario.config import load_model
+    from vmc_sim.scenario.schema import Scenario
+
+    data: dict[str, Any] = {
+        "name": "t",
+        "seed": 3,
+        "duration": 120.0,
+        "mobility": mobility if isinstance(mobility, dict) else {"source": "trace", "trace": str(mobility)},
+        "federated": {"dataset": "digits", "num_clients": 12, "model": "mlp", **federated},
+        "coordinator": {"warmup": 5.0, "min_clients": 4},
+        "compute": {"time_model": "device"},
+    }
+    for k, v in over.items():
+        data[k] = {**data.get(k, {}), **v} if isinstance(v, dict) else v
+    return load_model(Scenario, None, data)
 
 
 torch.set_num_threads(1)  # the tiny test models lose to thread synchronisation

@@ -37,7 +37,7 @@ def test_every_image_is_a_crop_of_its_padded_self_flipped_or_not():
 def test_the_border_is_a_black_pixel_in_the_datasets_normalisation():
     data = cifar_like(8)
     mean, std = CIFAR10_STATS
-    assert torch.allclose(black_level(data), torch.tensor([-m / s for m, s in zip(mean, std)]))
+    assert torch.allclose(black_level(data), torch.tensor([-m / s for m, s in zip(mean, std, strict=True)]))
     unknown = ArrayDataset(data.x, data.y, 10, "noise")
     assert torch.equal(black_level(unknown), torch.zeros(3))
     out = crop_flip(data.x, torch.Generator().manual_seed(0), black_level(data), padding=4)

@@ -43,7 +43,7 @@ def _library_residuals(directory: Path, x: torch.Tensor, damping: float) -> tupl
                 KFACFisher(specs, [(tensors[f"{c}.{s.name}.A"], tensors[f"{c}.{s.name}.G"]) for s in specs]),
                 n,
             )
-            for c, n in zip(meta["clients"], meta["num_samples"])
+            for c, n in zip(meta["clients"], meta["num_samples"], strict=True)
         ]
     )
     fsum = stats.fisher_sum

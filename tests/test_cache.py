@@ -39,7 +39,7 @@ def test_a_second_run_trains_nothing_and_gets_identical_contributions(tmp_path):
     second = _pool(_setup(), ContributionCache(tmp_path))  # a new process would build the same setup
     again = [second.train(c) for c in range(4)]
     assert second.trainings == 0 and second.cache.stats.hits == 4 and second.cache.stats.hit_rate == 1.0
-    assert all(_same(a, b) for a, b in zip(trained, again))
+    assert all(_same(a, b) for a, b in zip(trained, again, strict=True))
     assert [c.client for c in again] == [0, 1, 2, 3]
     assert again[0].num_samples == trained[0].num_samples
 
@@ -126,7 +126,7 @@ def test_runs_that_differ_only_in_the_fisher_share_the_training(tmp_path):
         shared = [pool.train(c) for c in range(4)]
         assert pool.trainings == 0 and pool.cache.stats.weights_reused == 4, variant
         fresh = [_setup(**variant).pool().train(c) for c in range(4)]
-        assert all(_same(a, b) for a, b in zip(shared, fresh)), variant
+        assert all(_same(a, b) for a, b in zip(shared, fresh, strict=True)), variant
     other = _pool(_setup(lr=0.01), ContributionCache(tmp_path))  # training itself differs: trained
     [other.train(c) for c in range(4)]
     assert other.trainings == 4 and other.cache.stats.weights_reused == 0
@@ -241,10 +241,10 @@ def test_a_client_trained_on_one_machine_is_loaded_on_another_through_a_peer(tmp
     second = _pool(_setup(), ContributionCache(tmp_path / "node_b", peer=keeper))
     again = [second.train(c) for c in range(4)]
     assert second.trainings == 0 and second.cache.stats.hits == 4
-    assert all(_same(a, b) for a, b in zip(trained, again))
+    assert all(_same(a, b) for a, b in zip(trained, again, strict=True))
     for f in (tmp_path / "driver").rglob("*.safetensors"):  # every copy on the peer damaged
         f.write_bytes(f.read_bytes()[:-8] + b"\0" * 8)
     third = _pool(_setup(), ContributionCache(tmp_path / "node_c", peer=keeper))
     fresh = [third.train(c) for c in range(4)]
     assert third.trainings == 4 and third.cache.stats.hits == 0
-    assert all(_same(a, b) for a, b in zip(trained, fresh))
+    assert all(_same(a, b) for a, b in zip(trained, fresh, strict=True))

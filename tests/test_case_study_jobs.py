@@ -76,7 +76,7 @@ def test_jobs_two_gives_the_records_of_jobs_one(tmp_path: Path):
     for d in DATASETS:
         serial, parallel = records(serial_runs, d), records(parallel_runs, d)
         assert serial and len(serial) == len(parallel), d
-        for a, b in zip(serial, parallel):
+        for a, b in zip(serial, parallel, strict=True):
             assert a == b, (d, {k: (a.get(k), b.get(k)) for k in a.keys() | b.keys() if a.get(k) != b.get(k)})
     for name in ("trace.jsonl", "summary.csv", "requests.csv"):
         assert (serial_out / name).read_text() == (parallel_out / name).read_text(), name

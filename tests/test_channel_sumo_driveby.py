@@ -53,7 +53,7 @@ def test_csv_covers_every_seed_and_size(bench, committed):
 
 def test_passes_and_ours_are_the_committed_ones(committed, recomputed):
     """SUMO gives the same passes and RsuChannel the same figures (else re-run the bench and the report)."""
-    for r, ((entry, exit_), ours) in zip(committed, recomputed):
+    for r, ((entry, exit_), ours) in zip(committed, recomputed, strict=True):
         assert (entry, exit_) == (pytest.approx(r["entry_s"], abs=1e-4), pytest.approx(r["exit_s"], abs=1e-4)), r
         for t, (done, delivered) in ours.items():
             if math.isnan(r[f"ours_{t}_completion_s"]):
@@ -73,7 +73,7 @@ def test_some_upload_outlasts_its_pass(committed):
 def test_ours_matches_ns3_on_sumo_passes(bench, committed, recomputed, transport):
     """Completion time (or bytes delivered when the vehicle leaves first) within 10 % of ns-3's."""
     off = []
-    for r, (_window, ours) in zip(committed, recomputed):
+    for r, (_window, ours) in zip(committed, recomputed, strict=True):
         ns3 = (r[f"ns3_{transport}_completion_s"], int(r[f"ns3_{transport}_bytes_delivered"]))
         ratio = bench.ratio(ns3, ours[transport])
         if not abs(ratio - 1.0) <= bench.TOLERANCE:

@@ -6,13 +6,13 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import small_scenario
 
 from mobility.events import MobilityEvent
 from mobility.trace import write_trace
 from vmc_sim.cosim import run_scenario
 from vmc_sim.rundir.audit import client_sets
 from vmc_sim.rundir.directory import RunDir
-from vmc_sim.scenario.config import load_model
 from vmc_sim.scenario.schema import Scenario
 from vmc_sim.scenario.shards import ShardAssignment, recorded_shards, vehicle_shard
 
@@ -38,26 +38,16 @@ def churn_trace(tmp_path, initial: int = 6, arrivals: int = 6, dwell: float = 7.
 
 
 def scenario(trace, num_clients: int = 16, federated: dict | None = None, **over) -> Scenario:
-    data = {
-        "name": "shards",
-        "seed": 5,
-        "duration": 120.0,
-        "mobility": {"source": "trace", "trace": str(trace)},
-        "federated": {
-            "dataset": "digits",
-            "num_clients": num_clients,
-            "shard_assignment": "arrival",
-            "model": "mlp",
-            "rho": 0.5,
-            "methods": ["fsosa", "retrain"],
-            "train": {"epochs": 1, "lr": 0.05, "fisher": "diagonal"},
-            **(federated or {}),
-        },
-        "coordinator": {"warmup": 3.0, "min_clients": 4},
-        "compute": {"time_model": "device"},
-        **over,
+    fed = {
+        "num_clients": num_clients,
+        "shard_assignment": "arrival",
+        "rho": 0.5,
+        "methods": ["fsosa", "retrain"],
+        "train": {"epochs": 1, "lr": 0.05, "fisher": "diagonal"},
+        **(federated or {}),
     }
-    return load_model(Scenario, None, data)
+    over.setdefault("coordinator", {"warmup": 3.0, "min_clients": 4})
+    return small_scenario(trace, fed, name="shards", seed=5, **over)
 
 
 def test_arrival_gives_the_kth_client_shard_k_and_never_two_clients_one_shard(tmp_path):

@@ -3,9 +3,11 @@ replays are identical, transfers fail when a vehicle leaves, and bad scenarios a
 
 from __future__ import annotations
 
+import itertools
 import sys
 
 import pytest
+from conftest import small_scenario
 
 from mobility.events import MobilityEvent
 from mobility.trace import write_trace
@@ -39,25 +41,9 @@ def trace_file(tmp_path, n_initial=6, arrivals=4, departures=3):
 
 
 def scenario(trace, **over):
-    data = {
-        "name": "t",
-        "seed": 3,
-        "duration": 120.0,
-        "mobility": {"source": "trace", "trace": str(trace)},
-        "federated": {
-            "dataset": "digits",
-            "num_clients": 12,
-            "model": "mlp",
-            "rho": 0.5,
-            "methods": ["fsosa", "retrain"],
-            "train": {"epochs": 2, "lr": 0.05, "fisher": "diagonal"},
-        },
-        "coordinator": {"warmup": 5.0, "min_clients": 4},
-        "compute": {"time_model": "device"},
-    }
-    for k, v in over.items():
-        data[k] = {**data.get(k, {}), **v} if isinstance(v, dict) else v
-    return load_model(Scenario, None, data)
+    """``trace`` replayed with F-SOSA and Retrain (rho 0.5, two local epochs, diagonal Fisher)."""
+    one_shot = {"rho": 0.5, "methods": ["fsosa", "retrain"], "train": {"epochs": 2, "lr": 0.05, "fisher": "diagonal"}}
+    return small_scenario(trace, one_shot, **over)
 
 
 def sim_records(run: RunDir, host=HOST_KEYS):
@@ -76,7 +62,7 @@ def test_every_request_reaches_every_method_and_replay_is_identical(tmp_path):
         rows = [r for r in ra if r["method"] == method]
         assert [r["kind"] for r in rows][0] == "fit"
         assert len(rows) == 1 + 4 + 3  # fit, 4 arrivals, 3 departures
-        for before, after in zip(rows, rows[1:]):  # an untriggered request releases the same model
+        for before, after in itertools.pairwise(rows):  # an untriggered request releases the same model
             if not after["triggered"]:
                 assert after["accuracy"] == before["accuracy"]
     retrain = [r for r in ra if r["method"] == "retrain" and r["kind"] != "fit"]
@@ -484,7 +470,7 @@ def test_cli_refuses_missing_and_damaged_inputs_without_creating_anything(tmp_pa
 
 
 @pytest.mark.parametrize(
-    "requests,message",
+    ("requests", "message"),
     [
         (["-10"], r"requests\[0\] \('-10'\): client 10 is not in the client set"),
         (["-2", "+3"], r"requests\[1\] \('\+3'\): client 3 is already in the client set"),

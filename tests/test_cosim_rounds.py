@@ -4,7 +4,10 @@ strategy runs in a short scenario (trace replay, no SUMO)."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
+from conftest import small_scenario
 
 from fl_core.rounds import STRATEGIES
 from mobility.events import MobilityEvent
@@ -28,23 +31,13 @@ def trace_file(tmp_path, leave_at=30.0):
 
 
 def scenario(trace, strategies, compute=None, **rounds):
-    data = {
-        "name": "rounds",
-        "seed": 1,
-        "duration": 80.0,
-        "mobility": {"source": "trace", "trace": str(trace)},
-        "federated": {
-            "dataset": "digits",
-            "num_clients": 8,
-            "model": "mlp",
-            "methods": [],
-            "strategies": strategies,
-            "rounds": {"clients_per_round": 4, "lr": 0.05, "interval": 10.0, **rounds},
-        },
-        "coordinator": {"warmup": 5.0, "min_clients": 4},
-        "compute": {"time_model": "device", **(compute or {})},
+    federated = {
+        "num_clients": 8,
+        "methods": [],
+        "strategies": strategies,
+        "rounds": {"clients_per_round": 4, "lr": 0.05, "interval": 10.0, **rounds},
     }
-    return load_model(Scenario, None, data)
+    return small_scenario(trace, federated, name="rounds", seed=1, duration=80.0, compute=compute or {})
 
 
 def rows(run, method):
@@ -71,7 +64,7 @@ def test_rounds_are_repeatable_and_time_advances(tmp_path):
     keep = ("index", "selected", "completed", "dropped", "bytes", "accuracy", "done_time")
     assert [{k: r[k] for k in keep} for r in rows(a, "fedavg")] == [{k: r[k] for k in keep} for r in rows(b, "fedavg")]
     starts = [r["request_time"] for r in rows(a, "fedavg")]
-    assert all(t2 - t1 >= 10.0 for t1, t2 in zip(starts, starts[1:]))
+    assert all(t2 - t1 >= 10.0 for t1, t2 in itertools.pairwise(starts))
 
 
 def test_participant_leaving_mid_round_is_a_dropout(tmp_path):

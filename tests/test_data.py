@@ -172,7 +172,8 @@ def test_cifar100_train_from_shared_data() -> None:
     train = load_dataset("cifar100")
     assert len(train) == 5000 and train.input_shape == (3, 32, 32) and train.num_classes == 100
     assert train.y[:10].tolist() == [19, 29, 0, 11, 1, 86, 90, 28, 23, 31]
-    raw = np.load(lzma.open(SHARED / "cifar100" / "x_train.npy.xz"))
+    with lzma.open(SHARED / "cifar100" / "x_train.npy.xz") as f:
+        raw = np.load(f)
     np.testing.assert_allclose(_unnormalise(train.subset([0, 1])), raw[:2].transpose(0, 3, 1, 2), atol=1e-3)
 
 

@@ -93,7 +93,7 @@ def test_the_docs_exist_and_the_index_lists_every_page():
     assert "](docs/README.md)" in _prose(README.read_text())
 
 
-@pytest.mark.parametrize("page,target", _links(), ids=lambda v: v if isinstance(v, str) else _rel(v))
+@pytest.mark.parametrize(("page", "target"), _links(), ids=lambda v: v if isinstance(v, str) else _rel(v))
 def test_every_relative_link_resolves(page, target):
     if re.match(r"^[a-z][a-z0-9+.-]*:", target):  # https:, mailto:: not ours to check here
         return
@@ -109,7 +109,7 @@ def test_the_docs_show_vmc_commands():
     assert len(_vmc_commands()) >= 30
 
 
-@pytest.mark.parametrize("page,line", _vmc_commands(), ids=lambda v: v[:60])
+@pytest.mark.parametrize(("page", "line"), _vmc_commands(), ids=lambda v: v[:60])
 def test_every_vmc_command_shown_parses(page, line):
     from vmc_sim.cli import build_parser
 

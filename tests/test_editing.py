@@ -47,7 +47,7 @@ def edit_sequence(editor, rng, first_new=8, steps=10):
 
 
 @pytest.mark.parametrize(
-    "fisher,rule",
+    ("fisher", "rule"),
     [
         ("diagonal", FixedSize(3)),
         ("diagonal", FixedRatio(0.5)),
@@ -287,7 +287,7 @@ def test_coordinator_state_does_not_grow_with_history(tiny):
     editor.fit(range(6))
     sizes = []
     nxt, rng = 6, np.random.default_rng(4)
-    for step in range(40):
+    for _ in range(40):
         present = sorted(editor.clients)
         if len(present) > 6 or (len(present) > 4 and rng.random() < 0.5):
             editor.remove(present[rng.integers(len(present))])

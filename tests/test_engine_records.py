@@ -146,7 +146,7 @@ def _same(a: Any, b: Any, exact_learned: bool, path: str = "") -> str | None:
     if isinstance(a, list) and isinstance(b, list):
         if len(a) != len(b):
             return f"{path}: {len(a)} items against {len(b)}"
-        for i, (x, y) in enumerate(zip(a, b)):
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
             d = _same(x, y, exact_learned, f"{path}[{i}]")
             if d:
                 return d

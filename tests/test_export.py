@@ -150,10 +150,10 @@ def test_fedscale_fields_and_the_flower_schedule_hold_the_csv_intervals(request,
         assert t["finish_time"] == end - begin and t["model"] == "vehicle"
         active, inactive = t["active"], t["inactive"]
         assert len(active) == len(inactive) >= 1
-        flat = [x for pair in zip(active, inactive) for x in pair]
-        assert flat == sorted(flat) and 0 <= flat[0] and flat[-1] <= t["finish_time"]
-        assert [[a + begin, i + begin] for a, i in zip(active, inactive)] == by_vehicle[vehicle]
-        assert t["duration"] == pytest.approx(sum(i - a for a, i in zip(active, inactive)))
+        flat = [x for pair in zip(active, inactive, strict=True) for x in pair]
+        assert flat == sorted(flat) and flat[0] >= 0 and flat[-1] <= t["finish_time"]
+        assert [[a + begin, i + begin] for a, i in zip(active, inactive, strict=True)] == by_vehicle[vehicle]
+        assert t["duration"] == pytest.approx(sum(i - a for a, i in zip(active, inactive, strict=True)))
 
     flower = json.loads((tmp_path / "w.json").read_text())
     assert flower["duration"] == end - begin and flower["meta"]["seeds"] == meta["seeds"]

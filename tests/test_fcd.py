@@ -111,10 +111,10 @@ def test_fcd_recorded_by_sumo_gives_the_requests_of_the_live_run(city, tmp_path)
     assert [{k: r.get(k) for k in fields} for r in rec] == [{k: r.get(k) for k in fields} for r in live]
     period = inspect_fcd(fcd).period
     assert period == 1.0
-    assert all(abs(a["request_time"] - b["request_time"]) <= period for a, b in zip(rec, live))
+    assert all(abs(a["request_time"] - b["request_time"]) <= period for a, b in zip(rec, live, strict=True))
     live_events, fcd_events = (read_trace(runs[s].path / "trace.jsonl").events for s in ("files", "fcd"))
     assert [key(e) for e in fcd_events] == [key(e) for e in live_events]
-    assert all(abs(a.time - b.time) <= period for a, b in zip(fcd_events, live_events))
+    assert all(abs(a.time - b.time) <= period for a, b in zip(fcd_events, live_events, strict=True))
     assert len(fcd_events) > 40
     assert not (runs["files"].path / "sumo").exists() and "sumo_outputs" not in runs["files"].manifest()
     manifest = runs["fcd"].manifest()
@@ -132,7 +132,9 @@ def test_csv_and_xml_of_one_run_give_identical_events_and_those_of_sumo(city, rs
     assert from_xml == from_csv and len(from_xml) > 40
     live = drain(SumoSource(city.sumo_config(step_length=step, end=250.0), rsus, cov))
     assert [(e.time, *key(e)) for e in from_xml] == [(e.time, *key(e)) for e in live]
-    assert max(abs(a.x - b.x) + abs(a.y - b.y) for a, b in zip(from_xml, live)) <= 0.011  # FCD keeps 2 decimals
+    assert (
+        max(abs(a.x - b.x) + abs(a.y - b.y) for a, b in zip(from_xml, live, strict=True)) <= 0.011
+    )  # FCD keeps 2 decimals
 
 
 def test_a_coarser_recording_stays_within_the_stated_bound(city, rsus, tmp_path):
@@ -272,7 +274,7 @@ BAD_FILES = [
 ]
 
 
-@pytest.mark.parametrize("name,text,pattern", BAD_FILES, ids=[b[0] for b in BAD_FILES])
+@pytest.mark.parametrize(("name", "text", "pattern"), BAD_FILES, ids=[b[0] for b in BAD_FILES])
 def test_a_bad_fcd_file_is_refused_naming_the_file_and_what_is_wrong(tmp_path, name, text, pattern):
     path = tmp_path / name
     if text is not None:
@@ -417,7 +419,9 @@ def test_sumo_lon_lat_fcd_is_converted_with_the_network_projection_or_refused_wi
     xy = drain(FcdSource(geo / "xy.xml", rsus, step_length=1.0))
     lonlat = drain(FcdSource(geo / "geo.xml", rsus, step_length=1.0, rules=FcdRules(geo=projection)))
     assert len(xy) > 10 and [(e.time, *key(e)) for e in lonlat] == [(e.time, *key(e)) for e in xy]
-    assert max(abs(a.x - b.x) + abs(a.y - b.y) for a, b in zip(lonlat, xy)) < 0.2  # SUMO writes 6 decimals of a degree
+    assert (
+        max(abs(a.x - b.x) + abs(a.y - b.y) for a, b in zip(lonlat, xy, strict=True)) < 0.2
+    )  # SUMO writes 6 decimals of a degree
     with pytest.raises(FcdRuleError, match=r"geo.xml: its positions look like lon/lat, not network metres: x 6.1"):
         inspect_fcd(geo / "geo.xml")  # the network's bounds (0..810 m) hold lon 6.1, lat 49.6: told by the speeds
     to_net = FcdRules(geo=projection, bounds=net_bounds(net), net_file=str(net))

@@ -64,7 +64,7 @@ def test_gate_invariants_quota_age_cap_and_decay(setup):
         assert set(gate) == set(report.selected)
         active = [c for c, g in gate.items() if g["active"]]
         assert len(active) >= math.ceil(0.5 * len(report.selected)) == report.extra["quota"]
-        for c, g in gate.items():
+        for g in gate.values():
             reasons.add(g["reason"])
             if g["age"] is not None and g["age"] >= cfg.max_age:
                 assert g["active"] and g["reason"] == "age"

@@ -16,7 +16,7 @@ from fl_core.models import build_model, flat_params
 from fl_core.training import TrainConfig, key_settings
 
 
-@pytest.fixture()
+@pytest.fixture
 def mlp():
     torch.manual_seed(0)
     return build_model("mlp", (1, 6, 6), 5, hidden=(7,))
@@ -156,7 +156,7 @@ class _LayerTwice(torch.nn.Module):
         return self.fc(torch.relu(self.fc(x.flatten(1))))
 
 
-@pytest.mark.parametrize("model, message", [(_InplaceAfterLayer, "in place"), (_LayerTwice, "twice")])
+@pytest.mark.parametrize(("model", "message"), [(_InplaceAfterLayer, "in place"), (_LayerTwice, "twice")])
 def test_a_model_whose_layer_outputs_the_fisher_cannot_see_is_refused(model, message):
     """An in-place op on a layer's output, or a layer applied twice, would give the gradient of
     another function: refused with the layer's name instead of a wrong Fisher."""
@@ -168,8 +168,8 @@ def test_expected_labels_use_no_random_draw(mlp):
     x = torch.randn(5, 1, 6, 6)
     a = compute_fisher("kfac", mlp, x, torch.Generator().manual_seed(1), labels="expected")
     b = compute_fisher("kfac", mlp, x, torch.Generator().manual_seed(2), labels="expected")
-    for fa, fb in zip(a.factors, b.factors):
-        for ma, mb in zip(fa, fb):
+    for fa, fb in zip(a.factors, b.factors, strict=True):
+        for ma, mb in zip(fa, fb, strict=True):
             assert torch.equal(ma, mb)
 
 
@@ -187,7 +187,7 @@ def test_store_keys_keep_sampled_labels_keys_and_change_with_expected_labels():
     assert "fisher_labels" not in sampled and "device" not in sampled
     assert expected["fisher_labels"] is FisherLabels.EXPECTED
     assert {k: v for k, v in expected.items() if k != "fisher_labels"} == sampled
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="not a valid FisherLabels"):
         TrainConfig(fisher_labels="argmax")
 
 

@@ -23,7 +23,7 @@ def gen(seed=3):
     return torch.Generator().manual_seed(seed)
 
 
-@pytest.fixture()
+@pytest.fixture
 def mlp():
     torch.manual_seed(0)
     return build_model("mlp", (1, 8, 8), 10, hidden=(12,))
@@ -54,7 +54,7 @@ def test_conv_kfac_and_diag_shapes_and_psd():
     kfac = compute_fisher("kfac", cnn, x, gen())
     diag = compute_fisher("diagonal", cnn, x, gen())
     assert kfac.dim == diag.dim == num_params(cnn) == 643_104
-    for (a, g), s in zip(kfac.factors, kfac.specs):
+    for (a, g), s in zip(kfac.factors, kfac.specs, strict=True):
         assert a.shape == (s.in_features, s.in_features) and g.shape == (s.out_features, s.out_features)
         assert torch.linalg.eigvalsh(a.double()).min() > -1e-5 and torch.linalg.eigvalsh(g.double()).min() > -1e-5
     assert (diag.diag >= 0).all()
@@ -71,9 +71,9 @@ def test_float32_capture_matches_a_float64_capture(kind):
     ref_model = build_model("cnn", (1, 28, 28), 10).double()
     ref_model.load_state_dict({k: v.double() for k, v in cnn.state_dict().items()})
     ref = compute_fisher(kind, ref_model, x.double(), gen(), batch_size=16)
-    pairs = zip(fast.factors, ref.factors) if kind == "kfac" else [((fast.diag,), (ref.diag,))]
+    pairs = zip(fast.factors, ref.factors, strict=True) if kind == "kfac" else [((fast.diag,), (ref.diag,))]
     for got, want in pairs:
-        for g, w in zip(got, want):
+        for g, w in zip(got, want, strict=True):
             w = w.double()
             assert float((g.double() - w).norm() / w.norm()) < 1e-5
 
@@ -94,7 +94,7 @@ def test_layer_with_bias_is_refused():
 def test_kfac_upload_roundtrip_and_measured_size(mlp):
     kfac = compute_fisher("kfac", mlp, torch.randn(8, 1, 8, 8), gen())
     again = KFACFisher.from_tensors(kfac.tensors(), kfac)
-    for (a, g), (a2, g2) in zip(kfac.factors, again.factors):
+    for (a, g), (a2, g2) in zip(kfac.factors, again.factors, strict=True):
         assert torch.equal(a, a2) and torch.equal(g, g2)
     tensors = kfac.tensors()
     assert serialized_size(tensors) == len(serialize(tensors))
@@ -126,7 +126,7 @@ def test_a_float16_kfac_upload_keeps_a_trained_models_tiny_factors(mlp):
     assert all(t.dtype == torch.float16 for t in half.tensors().values())
     assert error(half) < 2e-3
     assert error(tiny.cast_as_is(torch.float16)) > 0.5  # what the unbalanced cast did
-    for (a, g), (a2, g2) in zip(tiny.factors, half.factors):  # both factors well inside float16's range
+    for _, (a2, g2) in zip(tiny.factors, half.factors, strict=True):  # both factors well inside float16's range
         assert 1e-3 < float(a2.abs().max()) / float(g2.abs().max()) < 1e3
     assert torch.equal(tiny.cast(torch.float32).factors[0][0], tiny.factors[0][0].float())  # wider types: as is
 
@@ -199,7 +199,7 @@ def dense_fisher(stats: SufficientStatistics) -> torch.Tensor:
 def test_eigen_diagonal_is_the_diagonal_of_f_in_the_kronecker_eigenbasis():
     stats = heterogeneous_kfac_stats()
     fsum, f = stats.fisher_sum, dense_fisher(stats)
-    for b, (s, sl) in enumerate(zip(fsum.specs, fsum.blocks(stats.dim))):
+    for b, (s, sl) in enumerate(zip(fsum.specs, fsum.blocks(stats.dim), strict=True)):
         qa, qg, _, _ = fsum._eigenbasis(b)
         q = torch.kron(qg, qa)  # row-major vec(V) of an (out, in) block
         expected = torch.diagonal(q.T @ f[sl, sl] @ q).reshape(s.out_features, s.in_features)
@@ -304,7 +304,7 @@ def test_config_errors_name_the_field():
         ProjectionConfig(tol=0)
     with pytest.raises(ValueError, match="projection.damping"):
         ProjectionConfig(damping=-1)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="not a valid ProjectionMethod"):
         ProjectionConfig(method="newton")
     assert ProjectionMethod("cg_f2") is ProjectionMethod.CG_F2
     assert FisherKind("kfac") is FisherKind.KFAC
@@ -316,11 +316,11 @@ def test_low_rank_upload_is_smaller_exact_on_low_rank_factors_and_rebuilt_from_i
     tensors = low.tensors()
     assert any(k.endswith(".U") for k in tensors)
     assert serialized_size(tensors) < 0.5 * serialized_size(kfac.tensors())
-    for (a, g), (a2, g2) in zip(kfac.factors, low.factors):
+    for (a, _g), (a2, _g2) in zip(kfac.factors, low.factors, strict=True):
         torch.testing.assert_close(a2, a, rtol=0, atol=1e-5 * float(a.abs().max()))
     again = KFACFisher.from_tensors(tensors, kfac)  # what the coordinator (or a store) rebuilds
     assert again.tensors().keys() == tensors.keys()
-    for (a, g), (a2, g2) in zip(low.factors, again.factors):
+    for (a, g), (a2, g2) in zip(low.factors, again.factors, strict=True):
         assert torch.equal(a, a2) and torch.equal(g, g2)
     half = low.cast(torch.float16)
     assert half.tensors().keys() == tensors.keys() and all(t.dtype == torch.float16 for t in half.tensors().values())

@@ -64,7 +64,7 @@ def test_flower_matches_vmc_run_records(runs):
     assert [r["bytes"] for r in flower["records"]] == [r["bytes"] for r in cosim]
     setup = sc.federated.setup(sc.seed)
     model = setup.model_fn()
-    for r, c in zip(flower["records"], cosim):
+    for r, c in zip(flower["records"], cosim, strict=True):
         assert evaluate(model, f_models[r["index"]], setup.test_set)[0] == c["accuracy"]
 
 

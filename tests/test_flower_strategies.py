@@ -103,9 +103,9 @@ def test_runs_are_reproducible(runs):
 def test_strategy_names_and_refusals(tmp_path: Path):
     from vmc_sim.flower.cli import STRATEGY_NAMES
     from vmc_sim.flower.rounds import RoundClock, coverage
-    from vmc_sim.flower.strategies import STRATEGIES, build_strategy
+    from vmc_sim.flower.strategies import FLOWER_STRATEGIES, build_strategy
 
-    assert tuple(STRATEGIES) == STRATEGY_NAMES
+    assert tuple(FLOWER_STRATEGIES) == STRATEGY_NAMES
     with pytest.raises(ValueError, match="unknown strategy"):
         build_strategy("nope", 1.0)
     clock = RoundClock(0.0, ROUND_S, coverage(synthetic_schedule()))

@@ -90,7 +90,7 @@ def put(data: dict, dotted: str, value) -> None:
     data[last] = value
 
 
-@pytest.mark.parametrize("field,value", SCENARIO_CASES, ids=[f"{f}={v!r}" for f, v in SCENARIO_CASES])
+@pytest.mark.parametrize(("field", "value"), SCENARIO_CASES, ids=[f"{f}={v!r}" for f, v in SCENARIO_CASES])
 def test_bad_scenario_field(tmp_path, capsys, field, value):
     data = base_scenario(trace_file(tmp_path))
     put(data, field, value)
@@ -355,7 +355,7 @@ REQUEST_CASES = [
 ]
 
 
-@pytest.mark.parametrize("name,removed,added", REQUEST_CASES, ids=[c[0] for c in REQUEST_CASES])
+@pytest.mark.parametrize(("name", "removed", "added"), REQUEST_CASES, ids=[c[0] for c in REQUEST_CASES])
 def test_bad_request_names_the_client_and_changes_nothing(tiny, name, removed, added):
     editor = build_editor("fsosa", tiny.pool("diagonal"), np.random.default_rng(0), FixedRatio(0.5))
     editor.fit(range(6))
@@ -570,7 +570,9 @@ def test_the_numeric_keys_are_generated_from_the_schema():
     assert len(NUMERIC_KEYS) > 60
 
 
-@pytest.mark.parametrize("key,shape,value", NON_FINITE_CASES, ids=[f"{k}={v!r}" for k, _, v in NON_FINITE_CASES])
+@pytest.mark.parametrize(
+    ("key", "shape", "value"), NON_FINITE_CASES, ids=[f"{k}={v!r}" for k, _, v in NON_FINITE_CASES]
+)
 def test_a_non_finite_number_is_refused_naming_its_key(tmp_path, capsys, key, shape, value):
     data = base_scenario(trace_file(tmp_path))
     bad = [value] if shape == "list" else [[value, 0.0]] if shape == "pairs" else value

@@ -30,7 +30,7 @@ def test_patch_repeats_the_approach_connections_and_adds_one_left_turn(tmp_path)
 
 
 @pytest.mark.parametrize(
-    "kwargs, field",
+    ("kwargs", "field"),
     [
         ({"dual_lefts": 1}, "lust.dual_lefts"),
         ({"dual_left_ways": []}, "lust.dual_left_ways"),

@@ -34,7 +34,7 @@ def test_patch_splits_each_edge_before_its_end_and_adds_one_lane(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "kwargs, field",
+    ("kwargs", "field"),
     [
         ({"turn_bays": "yes"}, "lust.turn_bays"),
         ({"turn_bay_ways": []}, "lust.turn_bay_ways"),

@@ -36,7 +36,7 @@ def test_event_json_round_trip_is_exact():
 
 
 @pytest.mark.parametrize(
-    "kwargs, field",
+    ("kwargs", "field"),
     [
         ({"kind": "enter"}, "kind"),
         ({"vehicle": ""}, "vehicle"),
@@ -65,7 +65,7 @@ def test_event_from_dict_names_missing_and_unknown_fields():
 
 
 @pytest.mark.parametrize(
-    "factory, field",
+    ("factory", "field"),
     [
         (lambda: SumoConfig(backend="veins", net_file="a"), "sumo.backend"),
         (lambda: SumoConfig(net_file="a", step_length=0), "sumo.step_length"),
@@ -221,7 +221,7 @@ def test_incomplete_trace_without_end_is_readable(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "mutate, line, message",
+    ("mutate", "line", "message"),
     [
         (lambda lines: lines[:-1] + [lines[-1][:20]], 7, "truncated"),
         (lambda lines: lines[:2] + ["{not json\n"] + lines[3:], 3, "invalid JSON"),

@@ -69,7 +69,7 @@ def test_insertion_rate_inverts_the_running_curve():
 
 
 @pytest.mark.parametrize(
-    "kwargs, field",
+    ("kwargs", "field"),
     [
         ({"begin": 100, "end": 50}, "lust.end"),
         ({"delay_factor": 0}, "lust.delay_factor"),
@@ -83,8 +83,7 @@ def test_insertion_rate_inverts_the_running_curve():
 )
 def test_lust_config_errors_name_the_field(kwargs, field):
     with pytest.raises(ValueError, match=field):
-        cfg = LustConfig(**kwargs)
-        cfg.resolve_osm()
+        LustConfig(**kwargs).resolve_osm()
 
 
 def test_default_window_is_the_morning_rush():

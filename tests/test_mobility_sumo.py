@@ -5,6 +5,7 @@ Every test that starts libsumo closes it before returning (one libsumo simulatio
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import signal
@@ -156,7 +157,7 @@ def test_coverage_alternates_and_matches_brute_force(city, centre_rsu, v2v):
         by_vehicle.setdefault(e.vehicle, []).append(e.kind)
     for kinds in by_vehicle.values():
         assert kinds[0] == "join"
-        assert all(a != b for a, b in zip(kinds, kinds[1:])), kinds
+        assert all(a != b for a, b in itertools.pairwise(kinds)), kinds
     times = [e.time for e in events]
     assert times == sorted(times)
 

@@ -97,9 +97,9 @@ def test_fedlpa_kfac_mean_equals_dense_product_of_gaussians():
         w
         / sum(n)
         * torch.kron(gk + s * torch.eye(out_f, dtype=torch.float64), ak + s * torch.eye(in_f, dtype=torch.float64))
-        for w, ak, gk in zip(n, a, gg)
+        for w, ak, gk in zip(n, a, gg, strict=True)
     ]
-    rhs = sum(p @ m.reshape(-1) for p, m in zip(prec, means))
+    rhs = sum(p @ m.reshape(-1) for p, m in zip(prec, means, strict=True))
     want = torch.linalg.solve(sum(prec), rhs).view(out_f, in_f)
     assert residual <= 1e-12
     torch.testing.assert_close(got, want, rtol=0, atol=1e-10)

@@ -227,7 +227,7 @@ def test_the_default_city_under_a_poor_radio_runs_to_its_end(tmp_path):
     assert summary["sim_end"] - (sc.duration + 0) < sc.coordinator.drain_s + 1e-6
     reasons = {f["reason"] for r in rows for f in r.get("failed") or []}
     assert "outage" in reasons  # the case this radio makes: links that cannot hold at the edge
-    check_only_what_arrived(rows, sc.channel["outage_timeout_s"] if "outage_timeout_s" in sc.channel else 3.0)
+    check_only_what_arrived(rows, sc.channel.get("outage_timeout_s", 3.0))
     assert any(f["tag"] == "upload" for r in rows for f in r.get("failed") or [])
     causes = {r.get("cause") for r in rows if r["kind"] == "suspend"}
     assert causes <= {"coverage", "not_arrived", "population"}

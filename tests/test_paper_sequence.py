@@ -4,6 +4,7 @@ transcription, and an end-to-end smoke run (digits + MLP, seconds) writing the C
 from __future__ import annotations
 
 import csv
+import itertools
 from pathlib import Path
 
 import pytest
@@ -40,7 +41,7 @@ def test_trace_has_12_initial_joins_then_the_31_requests(tmp_path):
     assert [(e.kind, e.vehicle, e.time) for e in ev[:12]] == [("join", str(i), float(i)) for i in range(12)]
     assert [(e.kind, e.vehicle) for e in ev[12:]] == paper.parse_sequence()
     times = [e.time for e in ev[12:]]
-    assert times[0] == paper.fit_time() + 60.0 and all(b - a == 60.0 for a, b in zip(times, times[1:]))
+    assert times[0] == paper.fit_time() + 60.0 and all(b - a == 60.0 for a, b in itertools.pairwise(times))
     assert sum(e.kind == "join" for e in ev) == 28 and sum(e.kind == "leave" for e in ev) == 15
     assert {e.vehicle for e in ev} == {str(i) for i in range(28)}
     rsu = trace.meta["rsus"][0]
@@ -91,7 +92,7 @@ def test_quick_run_end_to_end_writes_csv_and_report(tmp_path):
     total = {m: sum(int(r["total_bytes"]) for r in rs) for m, rs in by.items()}
     assert total["fsosa"] < total["fsosa_paper"] <= total["retrain"]
     assert all(r["triggered"] == "1" for r in by["retrain"])
-    for a, b in zip(by["fsosa"], by["fsosa_paper"]):
+    for a, b in zip(by["fsosa"], by["fsosa_paper"], strict=True):
         assert a["triggered"] == b["triggered"]
         assert (int(b["total_bytes"]) == int(b["control_bytes"])) == (b["triggered"] == "0")
     assert all(r["failed_transfers"] == "0" for m in ("fsosa", "retrain") for r in by[m])

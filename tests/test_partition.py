@@ -51,8 +51,8 @@ def test_iid_is_deterministic_for_a_seed() -> None:
     a = iid_partition(500, 7, np.random.default_rng(3))
     b = iid_partition(500, 7, np.random.default_rng(3))
     c = iid_partition(500, 7, np.random.default_rng(4))
-    assert all(np.array_equal(x, y) for x, y in zip(a, b))
-    assert not all(np.array_equal(x, y) for x, y in zip(a, c))
+    assert all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
+    assert not all(np.array_equal(x, y) for x, y in zip(a, c, strict=True))
 
 
 def test_iid_errors_name_the_argument() -> None:
@@ -82,8 +82,8 @@ def test_dirichlet_is_deterministic_for_a_seed() -> None:
     a = dirichlet_partition(labels, 15, 0.3, np.random.default_rng(11))
     b = dirichlet_partition(labels, 15, 0.3, np.random.default_rng(11))
     c = dirichlet_partition(labels, 15, 0.3, np.random.default_rng(12))
-    assert all(np.array_equal(x, y) for x, y in zip(a, b))
-    assert not all(np.array_equal(x, y) for x, y in zip(a, c))
+    assert all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
+    assert not all(np.array_equal(x, y) for x, y in zip(a, c, strict=True))
 
 
 def test_dirichlet_skew_grows_as_alpha_falls() -> None:
@@ -143,7 +143,7 @@ def test_a_split_used_as_drawn_reports_no_repair(recwarn) -> None:
     assert split.moved == 0 and 1 <= split.attempts <= DIRICHLET_MAX_ATTEMPTS
     assert not [w for w in recwarn if issubclass(w.category, PartitionWarning)]
     same = dirichlet_partition(_labels(), 20, 0.5, np.random.default_rng(7))
-    assert all(np.array_equal(a, b) for a, b in zip(split.parts, same))
+    assert all(np.array_equal(a, b) for a, b in zip(split.parts, same, strict=True))
 
 
 def test_dirichlet_handles_sparse_label_values() -> None:
@@ -204,8 +204,8 @@ def test_group_partition_is_deterministic_and_seed_dependent() -> None:
     a = group_partition(groups, 5, np.random.default_rng(9))
     b = group_partition(groups, 5, np.random.default_rng(9))
     c = group_partition(groups, 5, np.random.default_rng(10))
-    assert all(np.array_equal(x, y) for x, y in zip(a, b))
-    assert not all(np.array_equal(x, y) for x, y in zip(a, c))
+    assert all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
+    assert not all(np.array_equal(x, y) for x, y in zip(a, c, strict=True))
 
 
 def test_group_partition_one_group_per_client() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 
@@ -43,7 +44,7 @@ def test_80211p_rate_falls_with_distance_and_takes_only_mcs_goodputs(direction):
     cfg = ChannelConfig(**P80211, rate_cap_bps=None)
     allowed = {0.0} | {r * mac_efficiency(1500, r, 1) for r, _, _ in IEEE80211P_MCS}
     rates = [rate_bps(d, cfg.bandwidth_hz, direction, cfg) for d in DISTANCES]
-    assert all(b <= a for a, b in zip(rates, rates[1:]))
+    assert all(b <= a for a, b in itertools.pairwise(rates))
     assert set(rates) <= allowed and len(set(rates)) >= 4 and rates[-1] == 0.0
     assert rates[0] == max(allowed)
 
@@ -82,7 +83,7 @@ def test_80211p_contention_and_sharing():
     separate = ChannelConfig(**P80211)
     assert rate_bps(20.0, 10e6 / 3, "downlink", separate) == pytest.approx(alone / 3, rel=1e-12)
     effs = [mac_efficiency(1500, 27e6, n) for n in (1, 5, 10, 30)]
-    assert all(b < a for a, b in zip(effs, effs[1:])) and effs[-1] > 0.3
+    assert all(b < a for a, b in itertools.pairwise(effs)) and effs[-1] > 0.3
     small = mac_efficiency(200, 27e6, 1)
     assert small < effs[0] and mac_efficiency(1500, 3e6, 1) > effs[0]
     assert rate_bps(20.0, 0.0, "uplink", cfg) == 0.0
@@ -104,7 +105,7 @@ def test_80211p_needs_10mhz_and_a_valid_msdu():
 @pytest.mark.parametrize(("direction", "overhead"), [("downlink", 0.14), ("uplink", 0.08)])
 def test_nr_rate_is_cqi_efficiency_times_bandwidth_times_overhead(direction, overhead):
     edges = [*NR_CQI_SNR_DB, 40.0]
-    for (cqi, _, code_rate, eff), lo, hi in zip(NR_CQI_TABLE, edges, edges[1:]):
+    for (cqi, _, code_rate, eff), lo, hi in zip(NR_CQI_TABLE, edges, edges[1:], strict=False):
         snr = 0.5 * (lo + hi)
         cfg = with_snr(snr, direction, **NR, rate_cap_bps=None)
         assert snr_db(50.0, direction, cfg) == pytest.approx(snr) and nr_cqi(snr) == cqi
@@ -119,7 +120,7 @@ def test_nr_rate_is_cqi_efficiency_times_bandwidth_times_overhead(direction, ove
 def test_nr_rate_falls_with_distance_and_fr2_takes_its_overhead():
     cfg = ChannelConfig(**NR, rate_cap_bps=None)
     rates = [rate_bps(d, 20e6, "downlink", cfg) for d in DISTANCES]
-    assert all(b <= a for a, b in zip(rates, rates[1:])) and rates[0] == pytest.approx(5.5547 * 20e6 * 0.86)
+    assert all(b <= a for a, b in itertools.pairwise(rates)) and rates[0] == pytest.approx(5.5547 * 20e6 * 0.86)
     mmw = ChannelConfig(**NR, rate_cap_bps=None, carrier_ghz=28.0)
     assert rate_bps(5.0, 20e6, "downlink", mmw) == pytest.approx(5.5547 * 20e6 * 0.82)
 
@@ -134,10 +135,10 @@ def test_capped_shannon_saturates_at_the_cap():
     capped_far = ChannelConfig(**SHANNON, rate_cap_bps=None, tx_power_dbm_downlink=-20.0)
     rates = [rate_bps(d, 20e6, "downlink", cfg) for d in DISTANCES]
     assert max(rates) == SHANNON_SPECTRAL_EFFICIENCY_CAP * 20e6 and rates[0] == max(rates)
-    assert all(b <= a for a, b in zip(rates, rates[1:]))
+    assert all(b <= a for a, b in itertools.pairwise(rates))
     low = [d for d in DISTANCES if rate_bps(d, 20e6, "downlink", plain) < SHANNON_SPECTRAL_EFFICIENCY_CAP * 20e6]
     assert low and all(rate_bps(d, 20e6, "downlink", capped_far) == rate_bps(d, 20e6, "downlink", plain) for d in low)
-    assert SHANNON_SPECTRAL_EFFICIENCY_CAP == NR_CQI_TABLE[-1][3]
+    assert NR_CQI_TABLE[-1][3] == SHANNON_SPECTRAL_EFFICIENCY_CAP
 
 
 def test_default_channel_is_80211p_over_tcp():
@@ -154,7 +155,7 @@ def test_default_channel_is_80211p_over_tcp():
     msdus = rate_bps(50.0, 10e6, "uplink", ChannelConfig(**P80211))
     assert near == pytest.approx(msdus * tcp_data_share(1500, 27e6, 1) * payload_fraction(1500, "tcp"), rel=1e-12)
     rates = [rate_bps(d, cfg.bandwidth_hz, "uplink", cfg) for d in (10.0, 50.0, 100.0, 200.0, 500.0)]
-    assert rates[0] == near and all(b <= a for a, b in zip(rates, rates[1:])) and 0 < rates[-1] < near
+    assert rates[0] == near and all(b <= a for a, b in itertools.pairwise(rates)) and 0 < rates[-1] < near
 
 
 def test_unknown_rate_model_is_refused_naming_the_allowed_values():

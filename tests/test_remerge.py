@@ -117,12 +117,14 @@ def test_an_interrupted_remerge_keeps_the_requests_it_finished(run_dir, tmp_path
     monkeypatch.setattr(remerge, "project", stop_on_second)
     with pytest.raises(KeyboardInterrupt):
         remerge.main([str(run_dir), "--requests", "0", str(last), "--out", str(tmp_path)])
-    rows = list(csv.DictReader(open(tmp_path / "remerge.csv")))
+    with open(tmp_path / "remerge.csv") as f:
+        rows = list(csv.DictReader(f))
     assert rows and {r["request"] for r in rows} == {"0"} and {r["check"] for r in rows} == {"reproduced"}
     assert "Partial: 1 of the 2 requests asked" in (tmp_path / "remerge.md").read_text()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["remerge.csv", "remerge.md"]
     monkeypatch.setattr(remerge, "project", real)
     assert remerge.main([str(run_dir), "--requests", "0", str(last), "--out", str(tmp_path)]) == 0
-    rows = list(csv.DictReader(open(tmp_path / "remerge.csv")))
+    with open(tmp_path / "remerge.csv") as f:
+        rows = list(csv.DictReader(f))
     assert {r["request"] for r in rows} == {"0", str(last)} and {r["check"] for r in rows} == {"reproduced"}
     assert "Partial" not in (tmp_path / "remerge.md").read_text()

@@ -8,7 +8,7 @@ import pytest
 from fl_core.projection import SolveInfo
 
 
-@pytest.fixture()
+@pytest.fixture
 def repro():
     from vmc_sim.reproduction import common
 

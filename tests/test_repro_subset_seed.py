@@ -14,7 +14,7 @@ from fl_core.projection import ProjectionConfig
 from fl_core.training import TrainConfig
 
 
-@pytest.fixture()
+@pytest.fixture
 def repro():
     from vmc_sim.reproduction import common
 

@@ -99,7 +99,7 @@ def random_ops(rng, initial, n_ops, min_pop, max_pop, batch=False):
 
 
 @pytest.mark.parametrize(
-    "rule,m0,seq_seed,batch",
+    ("rule", "m0", "seq_seed", "batch"),
     [
         (FixedSize(3), 7, 1, False),
         (FixedSize(2), 6, 2, False),
@@ -169,7 +169,7 @@ def lp_min_joiners(m: int, p: int, d: int, a: int, p_new: int) -> float:
     return res.fun
 
 
-@pytest.mark.parametrize("rule,m,d,a", EDITS, ids=EDIT_IDS)
+@pytest.mark.parametrize(("rule", "m", "d", "a"), EDITS, ids=EDIT_IDS)
 def test_edit_is_exact_and_at_the_transport_minimum(rule, m, d, a):
     p, p_new = rule.target(m), rule.target(m - d + a)
     counts, final, joiners = run_many(rule, range(m), edit_ops(m, d, a), seed=7 * m + 11 * d + 13 * a)
@@ -203,7 +203,7 @@ def test_count_coupling_has_the_hypergeometric_marginals_and_is_monotone():
         mass = sum(q for (_, ll), q in law.items() if ll == l)
         assert mass * math.comb(m_new, p_new) == math.comb(r, l) * math.comb(m_new - r, p_new - l)
     support = sorted(law)
-    assert all(l1 <= l2 for (_, l1), (_, l2) in zip(support, support[1:])), "not comonotone"
+    assert all(l1 <= l2 for (_, l1), (_, l2) in itertools.pairwise(support)), "not comonotone"
 
 
 def test_large_population_batch_keeps_the_arrivals_law():
@@ -235,7 +235,7 @@ def trigger_rate(rule, m, op):
     return hits
 
 
-@pytest.mark.parametrize("m,p", [(6, 2), (9, 4)])
+@pytest.mark.parametrize(("m", "p"), [(6, 2), (9, 4)])
 def test_trigger_rates_match_theory(m, p):
     rule = FixedSize(p)
     for op, prob in (("-", p / m), ("+", p / (m + 1))):

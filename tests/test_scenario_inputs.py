@@ -58,7 +58,7 @@ def test_an_unknown_key_lists_the_keys_of_its_section(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "text, pattern",
+    ("text", "pattern"),
     [
         (
             "mobility:\n  source: files\n  net_file: nowhere.net.xml\n  route_files: [nowhere.rou.xml]\n",
@@ -210,7 +210,7 @@ def test_an_explicit_empty_mapping_means_every_default(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "text, pattern",
+    ("text", "pattern"),
     [
         ("federated:\n  train:\n    lr: .inf\n", r"federated.train.lr: must be a finite number, got inf"),
         ("duration: .inf\n", r"duration: must be a finite number, got inf"),
@@ -244,7 +244,7 @@ FAR = "rsus: {placement: explicit, positions: [[100, 100], {id: far, x: 1000000,
 
 
 @pytest.mark.parametrize(
-    "text, bounds",
+    ("text", "bounds"),
     [
         (f"mobility:\n  {FAR}\n", r"the embedded city's network \(x 0..1750, y 0..1750 m\)"),
         (
@@ -349,7 +349,7 @@ def test_a_lon_lat_rsu_off_a_geo_referenced_network_is_refused_before_the_run(tm
 
 
 @pytest.mark.parametrize(
-    "name, what",
+    ("name", "what"),
     [("a,b.rou.xml", "it has a ',' in its path"), ("town.rou.xml ", "its name begins or ends with white space")],
 )
 def test_a_file_name_sumo_cannot_take_is_refused_before_sumo_runs(tmp_path, capsys, name, what):

@@ -95,7 +95,7 @@ def test_subset_size_axis_replaces_the_base_rho():
 
 
 @pytest.mark.parametrize(
-    "grid, pattern",
+    ("grid", "pattern"),
     [
         ({"rho": [0.3, 1.5]}, r"grid key 'rho' = 1\.5: federated\.rho"),
         ({"seed": [0], "federated.rhoo": [0.2]}, r"grid key 'federated.rhoo' = 0\.2: federated\.rhoo"),
@@ -116,7 +116,7 @@ def test_axes_without_effect_on_the_mobility_source_are_noted(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "grid, pattern",
+    ("grid", "pattern"),
     [
         ({"rho": 0.3}, r"grid\.rho"),
         ({"rho": []}, "grid key 'rho' has no values"),
@@ -311,7 +311,7 @@ def test_replicates_run_every_point_once_per_seed_and_set_its_seeds():
         assert sc.seed == sc.mobility.sumo.seed == sc.mobility.city["seed"] == r.replicate
     only_run_seed = spec({"rho": [0.3]}, replicates=[7, 9], replicate_sets=["seed"])
     default = Scenario()
-    for r, seed in zip(replicate_runs(only_run_seed, expand(only_run_seed)), (7, 9)):
+    for r, seed in zip(replicate_runs(only_run_seed, expand(only_run_seed)), (7, 9), strict=True):
         assert r.scenario.seed == seed and r.scenario.mobility.sumo.seed == default.mobility.sumo.seed
         assert r.scenario.mobility.city_config().seed == default.mobility.city_config().seed
     single = spec({"rho": [0.3, 0.5]}, replicates=[5])  # one seed: set, and the runs keep the points' ids
@@ -322,7 +322,7 @@ def test_replicates_run_every_point_once_per_seed_and_set_its_seeds():
 
 
 @pytest.mark.parametrize(
-    "kw, pattern",
+    ("kw", "pattern"),
     [
         (
             {"grid": {"seed": [0, 1]}, "replicates": 3},
@@ -415,7 +415,7 @@ def test_two_points_by_three_replicates_give_six_runs_and_their_summary(tmp_path
         (rows[0]["point"], "0.3", "fsosa", "3", "3"),
         (rows[3]["point"], "0.5", "fsosa", "3", "3"),
     ]
-    for agg, mine in zip(summary, (rows[:3], rows[3:])):
+    for agg, mine in zip(summary, (rows[:3], rows[3:]), strict=True):
         for figure in FIGURES:
             xs = np.array([float(r[figure]) for r in mine])
             assert int(agg[f"{figure}_n"]) == 3
@@ -518,7 +518,7 @@ def test_the_accuracy_band_is_clipped_to_0_100_and_the_title_says_so_and_n(tmp_p
     (band,) = accuracy.collections
     ys = band.get_paths()[0].vertices[:, 1]
     assert ys.min() == 0.0 and ys.max() == 100.0  # mean 62.5 ± 413 at rho 0.3, clipped
-    assert 0.0 < sorted(set(ys))[1] and sorted(set(ys))[-2] < 100.0  # rho 0.5's band, narrower, unclipped
+    assert sorted(set(ys))[1] > 0.0 and sorted(set(ys))[-2] < 100.0  # rho 0.5's band, narrower, unclipped
     assert mb.collections[0].get_paths()[0].vertices[:, 1].min() == 1.0  # the same MB in every run: no width
     title = fig._suptitle.get_text()
     assert "clipped to the figure's range (accuracy 0-100 %" in title and "n=2 replicates" in title

@@ -167,7 +167,7 @@ def test_a_field_noted_without_effect_changes_no_record(source, tmp_path):
 
 
 @pytest.mark.parametrize(
-    "source, field, pair",
+    ("source", "field", "pair"),
     [
         ("fcd", "rsus.radius", (100.0, 200.0)),
         ("fcd", "sumo.step_length", (1.0, 2.0)),

@@ -3,6 +3,7 @@ same whatever the host's calibration; the other time models stay options."""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import pytest
@@ -65,7 +66,7 @@ def test_mlp_flops_are_the_hand_count():
     squared-gradient product per layer (the labels summed first for linear layers)."""
     for shape in ((1, 8, 8), (1, 28, 28)):
         n_in, h, out = shape[1] * shape[2], 32, 10
-        fn = lambda: build_model("mlp", shape, out, hidden=(h,))  # noqa: E731
+        fn = functools.partial(build_model, "mlp", shape, out, hidden=(h,))
         f = count_flops(fn, shape, "diagonal", "sampled")
         forward = 2 * n_in * h + 2 * h * out
         assert f.forward == forward and f.params == n_in * h + h * out
@@ -84,7 +85,9 @@ def test_cnn_forward_flops_are_the_hand_count():
         s1 = size - 4
         s2 = s1 // 2 - 4
         hand = 2 * (c * 25 * 32 * s1 * s1 + 800 * 64 * s2 * s2 + 64 * (s2 // 2) ** 2 * 512 + 512 * 128 + 128 * 10)
-        f = model_flops(("cnn", "test"), lambda: build_model("cnn", (c, size, size), 10), (c, size, size), 10)
+        f = model_flops(
+            ("cnn", "test"), functools.partial(build_model, "cnn", (c, size, size), 10), (c, size, size), 10
+        )
         assert f.forward == hand
         assert 2.5 * hand < f.train < 3 * hand  # forward + backward, less the first layer's input gradient
 

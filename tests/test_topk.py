@@ -39,7 +39,7 @@ DENSE, PAIRS, BITMAP = Representation.DENSE, Representation.PAIRS, Representatio
 
 
 @pytest.mark.parametrize(
-    "d, ratio, k, sizes, chosen",
+    ("d", "ratio", "k", "sizes", "chosen"),
     [
         (10, 0.2, 2, (40, 16, 10), BITMAP),  # 2*4 + ceil(10/8) = 10
         (1, 0.2, 1, (4, 8, 5), DENSE),  # k = max(1, 0) = 1
@@ -76,7 +76,7 @@ def test_round_accounting_equations():
         modelled_round_bytes([1], reused=-1)
 
 
-@pytest.mark.parametrize("d, ratio", [(7, 0.2), (64, 0.2), (300, 0.05), (2000, 0.01), (50, 0.9), (5, 1.0)])
+@pytest.mark.parametrize(("d", "ratio"), [(7, 0.2), (64, 0.2), (300, 0.05), (2000, 0.01), (50, 0.9), (5, 1.0)])
 def test_smallest_representation_is_chosen_and_all_forms_decode_exactly(d, ratio):
     x = torch.randn(d, generator=torch.Generator().manual_seed(d))
     k = keep_count(d, ratio)

@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from conftest import small_scenario
 
 import mobility.source
 from mobility.errors import TraceError
@@ -31,32 +32,16 @@ TINY_CITY = {
 
 
 def scenario(tmp_path: Path, duration: float = 80.0, **mobility) -> Scenario:
-    return load_model(
-        Scenario,
-        None,
-        {
-            "name": "tc",
-            "seed": 1,
-            "duration": duration,
-            "mobility": {
-                "source": "city",
-                "city": {**TINY_CITY, "cache_dir": str(tmp_path / "sumo")},
-                "rsus": {"radius": 250.0},
-                "trace_cache": str(tmp_path / "traces"),
-                **mobility,
-            },
-            "federated": {
-                "dataset": "digits",
-                "num_clients": 12,
-                "model": "mlp",
-                "rho": 0.5,
-                "methods": ["fsosa", "retrain"],
-                "train": {"epochs": 1, "lr": 0.05, "fisher": "diagonal"},
-            },
-            "coordinator": {"warmup": 20.0, "min_clients": 3},
-            "compute": {"time_model": "device"},
-        },
-    )
+    city = {
+        "source": "city",
+        "city": {**TINY_CITY, "cache_dir": str(tmp_path / "sumo")},
+        "rsus": {"radius": 250.0},
+        "trace_cache": str(tmp_path / "traces"),
+        **mobility,
+    }
+    one_shot = {"rho": 0.5, "methods": ["fsosa", "retrain"], "train": {"epochs": 1, "lr": 0.05, "fisher": "diagonal"}}
+    coordinator = {"warmup": 20.0, "min_clients": 3}
+    return small_scenario(city, one_shot, name="tc", seed=1, duration=duration, coordinator=coordinator)
 
 
 def records(run: RunDir) -> list[dict]:

@@ -56,10 +56,10 @@ from fl_core.editors import EditReport, FixedRatio, build_editor
 from fl_core.experiment import OneShotSetup
 from fl_core.projection import ProjectionConfig
 from fl_core.store import MemoryStore
-from fl_core.training import LocalTrainer, TrainConfig, evaluate
+from fl_core.training import LocalTrainer, evaluate
 from vmc_sim.reproduction import common as repro
 from vmc_sim.reproduction import report
-from vmc_sim.reproduction.common import alpha_for, warm_up
+from vmc_sim.reproduction.common import alpha_for, setup_from_args, warm_up
 from vmc_sim.reproduction.rho import MB, markdown, plot_fig1, plot_fig4, summarize
 
 SMOKE_ARGS = "--datasets digits --model mlp"  # extra arguments of the CI smoke run (tests/test_reproductions.py)
@@ -99,18 +99,7 @@ def costs(reports: list[EditReport]) -> dict:
 
 
 def run_dataset(dataset: str, args: argparse.Namespace) -> tuple[list[dict], list[dict], dict]:
-    setup = OneShotSetup(
-        dataset=dataset,
-        num_clients=args.clients,
-        alpha=alpha_for(dataset, args.alpha),
-        model=args.model,
-        seed=args.seed,
-        train=TrainConfig(
-            epochs=args.epochs, lr=args.lr, batch_size=args.batch_size, fisher=args.fisher, threads=args.threads
-        ),
-        max_train_samples=args.max_train,
-        max_test_samples=args.max_test,
-    )
+    setup = setup_from_args(args, dataset, alpha_for(dataset, args.alpha))
     trainer: LocalTrainer = setup.pool().trainer
     warm_up(trainer, setup)
     store = MemoryStore()

@@ -34,9 +34,10 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Hashable, Iterable, cast
+from typing import cast
 
 import matplotlib
 
@@ -49,14 +50,12 @@ from fl_core.clients import ClientPool
 from fl_core.contribution import Contribution
 from fl_core.data import ArrayDataset
 from fl_core.editors import FixedRatio, build_editor
-from fl_core.experiment import OneShotSetup
 from fl_core.fisher import compute_fisher
 from fl_core.models import flat_params, load_flat
 from fl_core.projection import ProjectionConfig
 from fl_core.training import (
     DTYPES,
     LocalTrainer,
-    TrainConfig,
     Trained,
     evaluate,
     resolve_device,
@@ -65,7 +64,7 @@ from fl_core.training import (
 )
 from vmc_sim.reproduction import common as repro
 from vmc_sim.reproduction import report
-from vmc_sim.reproduction.common import alpha_for, members_of, warm_up
+from vmc_sim.reproduction.common import alpha_for, members_of, setup_from_args, warm_up
 
 SMOKE_ARGS = "--datasets digits --model mlp"  # extra arguments of the CI smoke run (tests/test_reproductions.py)
 
@@ -141,7 +140,7 @@ class EpochLadder:
             losses[k] = evaluate(probe, weights, data)[1]
         self.contributions[client], self.local_loss[client] = out, losses
 
-    def trainer_at(self, k: int) -> "CheckpointTrainer":
+    def trainer_at(self, k: int) -> CheckpointTrainer:
         t = self.trainer
         return CheckpointTrainer(t.model_fn, t.w0, replace(t.config, epochs=k), t.streams, ladder=self)
 
@@ -162,18 +161,7 @@ class CheckpointTrainer(LocalTrainer):
 
 
 def run_dataset(dataset: str, args: argparse.Namespace) -> tuple[list[dict], dict]:
-    setup = OneShotSetup(
-        dataset=dataset,
-        num_clients=args.clients,
-        alpha=alpha_for(dataset, args.alpha),
-        model=args.model,
-        seed=args.seed,
-        train=TrainConfig(
-            epochs=max(args.ks), lr=args.lr, batch_size=args.batch_size, fisher=args.fisher, threads=args.threads
-        ),
-        max_train_samples=args.max_train,
-        max_test_samples=args.max_test,
-    )
+    setup = setup_from_args(args, dataset, alpha_for(dataset, args.alpha), repro.train_config(args, max(args.ks)))
     trainer = setup.pool().trainer
     warm_up(trainer, setup)
     ladder = EpochLadder(trainer, tuple(args.ks))

@@ -264,10 +264,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.from_runs:
         finished = [RunDir(r) for r in args.from_runs]
         datasets = [r.manifest()["config"]["federated"]["dataset"] for r in finished]
-        done = [(r.path, plot_run(r.path, out / f"fig6_{d}.png", force=True)) for r, d in zip(finished, datasets)]
+        done = [
+            (r.path, plot_run(r.path, out / f"fig6_{d}.png", force=True))
+            for r, d in zip(finished, datasets, strict=True)
+        ]
     else:
         done = run_datasets(args, datasets)
-    for d, (path, plot) in zip(datasets, done):
+    for d, (path, plot) in zip(datasets, done, strict=True):
         run = RunDir(path)
         if traffic is None:
             traffic = setting(run)

@@ -179,12 +179,22 @@ def run_all(args: argparse.Namespace, index: Path) -> list[dict[str, Any]]:
         trace_s = time.perf_counter() - t0
         tasks = [task(data, s, d, trace) for s, d in wanted]
         resume = [unfinished(Path(args.runs), t) for t in tasks]
-        for (s, d), run in zip(wanted, resume):
+        for (s, d), run in zip(wanted, resume, strict=True):
             if run is not None:
                 print(f"replicate {r}, {s}, {d}: continuing {run}", flush=True)
         started = time.perf_counter()
 
-        def done(i: int, run: Path, plot: Path, r: int = r, started: float = started, trace_s: float = trace_s) -> None:
+        def done(
+            i: int,
+            run: Path,
+            plot: Path,
+            r: int = r,
+            started: float = started,
+            trace_s: float = trace_s,
+            wanted: list[tuple[str, str]] = wanted,
+            tasks: list[dict[str, Any]] = tasks,
+            data: dict[str, Any] = data,
+        ) -> None:
             s, d = wanted[i]
             entries.append(
                 {

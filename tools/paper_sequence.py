@@ -34,8 +34,9 @@ import argparse
 import csv
 import shutil
 import time
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable, TypedDict
+from typing import Any, TypedDict
 
 from fl_core.models import MODELS
 from mobility.events import MobilityEvent
@@ -151,7 +152,7 @@ def collect(records: Iterable[dict[str, Any]]) -> dict[str, list[dict[str, Any]]
         rows.sort(key=lambda r: r["index"])
         if [r["index"] for r in rows] != list(range(n)):
             raise RuntimeError(f"{m}: expected records for requests 0..{n - 1}, got {[r['index'] for r in rows]}")
-        for r, (label, parsed) in zip(rows[1:], zip(SEQUENCE.split(), parse_sequence())):
+        for r, (label, parsed) in zip(rows[1:], zip(SEQUENCE.split(), parse_sequence(), strict=True), strict=True):
             kind, v = parsed
             got = r.get("removed") if kind == "leave" else r.get("added")
             if list(got or []) != [v]:
@@ -191,7 +192,7 @@ def write_csv(path: Path, runs: dict[str, list[dict[str, Any]]], paper: list[dic
         for m in METHODS:
             cum = 0
             side = 1 if m == "retrain" else 0
-            for r, p in zip(runs[m], paper):
+            for r, p in zip(runs[m], paper, strict=False):
                 cum += r["total_bytes"]
                 w.writerow(
                     {

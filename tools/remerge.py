@@ -28,9 +28,10 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -182,7 +183,7 @@ def remerge(
         t0 = time.perf_counter()
         scores: dict[str, float] = {}
 
-        def scorer(w: torch.Tensor) -> tuple[float, float]:
+        def scorer(w: torch.Tensor, scores: dict[str, float] = scores) -> tuple[float, float]:
             score = validator(w)
             scores[_key(len(scores))] = test(w)[0]
             return score

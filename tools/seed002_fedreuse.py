@@ -38,7 +38,6 @@ from typing import cast
 
 import torch
 
-from fl_core.experiment import OneShotSetup
 from fl_core.rounds import RoundConfig, build_strategy
 from fl_core.rounds.accounting import Ledger
 from fl_core.rounds.dgfedreuse import DGFedReuseStrategy, FedReuseConfig
@@ -64,16 +63,7 @@ LABELS = {"fedavg": "FedAvg (dense)", "topk": "Top-K FedAvg", "dgfedreuse": "DG-
 
 def run_dataset(name: str, args: argparse.Namespace) -> tuple[list[dict], list[dict], dict]:
     """All methods on one dataset: summary rows, per-round rows, gate repeatability."""
-    setup = OneShotSetup(
-        dataset=name,
-        num_clients=args.clients,
-        alpha=args.alpha,
-        model=args.model,
-        seed=args.seed,
-        train=TrainConfig(threads=1),
-        max_train_samples=args.max_train,
-        max_test_samples=args.max_test,
-    )
+    setup = repro.setup_from_args(args, name, args.alpha, TrainConfig(threads=1))
     eval_set = setup.test_set.subset(range(min(args.eval_samples, len(setup.test_set))))
     cfg = RoundConfig(
         rounds=args.rounds,

@@ -29,9 +29,10 @@ import copy
 import json
 import sys
 import time
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -39,12 +40,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from fl_core.data import ArrayDataset
-from fl_core.experiment import OneShotSetup
 from fl_core.models import MODELS, build_model, flat_params, load_flat
-from fl_core.rounds import RoundConfig, RoundReport
+from fl_core.rounds import RoundConfig, RoundReport, StrategyInputs
 from fl_core.rounds.pdf import PDFConfig, PDFStrategy, retrain_reference
 from fl_core.sampler import ordered
+from fl_core.training import TrainConfig
 from vmc_sim.reproduction import report
+from vmc_sim.reproduction.common import setup_from_args
 
 # Seed 003, FMNIST, Dirichlet alpha = 0.1 (k = 25): RA % by beta, Retrain RA, efficiency vs Retrain.
 PAPER: dict[str, Any] = {
@@ -117,15 +119,7 @@ def mia_sets(target: ArrayDataset, test: ArrayDataset, rng: np.random.Generator)
 
 
 def run(args: argparse.Namespace) -> dict:
-    setup = OneShotSetup(
-        dataset=args.dataset,
-        num_clients=args.clients,
-        alpha=args.alpha,
-        model=args.model,
-        seed=args.seed,
-        max_train_samples=args.max_train,
-        max_test_samples=args.max_test,
-    )
+    setup = setup_from_args(args, args.dataset, args.alpha, TrainConfig())
     shape, classes = setup.train_set.input_shape, setup.train_set.num_classes
     model_fn: Callable[[], torch.nn.Module]
     if args.model == "mlp":
@@ -179,7 +173,7 @@ def run(args: argparse.Namespace) -> dict:
         return on_round
 
     t0 = time.perf_counter()
-    pdf = PDFStrategy(model_fn, w0, data, cfg, setup.streams, pdf_cfg)
+    pdf = PDFStrategy(StrategyInputs(model_fn, w0, data, cfg, setup.streams), pdf_cfg)
     train_reports = []
     on_train = tracker("training", 0)
     for _ in range(args.rounds):

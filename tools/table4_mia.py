@@ -49,14 +49,13 @@ import numpy as np
 
 from fl_core.data import DatasetNotFoundError
 from fl_core.editors import EDITORS, FixedRatio, build_editor
-from fl_core.experiment import OneShotSetup
 from fl_core.mia import AttackKind, train_shadow_attacker
 from fl_core.mia_audit import AuditConfig, audit
 from fl_core.projection import ProjectionConfig
 from fl_core.rounds import RoundConfig
-from fl_core.training import TrainConfig, evaluate
+from fl_core.training import evaluate
 from vmc_sim.reproduction import report
-from vmc_sim.reproduction.common import members_of
+from vmc_sim.reproduction.common import alpha_for, members_of, setup_from_args
 
 LABELS = {
     "retrain": "Retrain",
@@ -75,7 +74,7 @@ def _paper(values: str) -> dict[str, tuple[float, ...]]:
     """``"48.99±0.78 ..."`` in the order Retrain, FedEraser, FedRR, FATS-CU, F-SOSA-U."""
     order = ("retrain", "federaser", "fedrr", "fats", "fsosa")
     pairs = [tuple(float(x) for x in v.split("±")) for v in values.split()]
-    return dict(zip(order, pairs))
+    return dict(zip(order, pairs, strict=True))
 
 
 # Seed 000, Table IV (mean ± sd, %). The seed text prints the same numbers in the accuracy and
@@ -92,25 +91,13 @@ PAPER = {
         "auc": _paper("50.01±0.02 50.45±0.49 50.47±0.25 50.45±0.21 50.92±0.33"),
     },
 }
-ALPHA = {"femnist": None}  # by writer; every other dataset uses --alpha
 
 
 def run_dataset(dataset: str, args: argparse.Namespace, notes: list[str]) -> tuple[list[dict], list[dict]]:
     """Audit rows (one per request, model, attack) and per-method fit/final rows for ``dataset``."""
     t0 = time.perf_counter()
     try:
-        setup = OneShotSetup(
-            dataset=dataset,
-            num_clients=args.clients,
-            alpha=ALPHA.get(dataset, args.alpha),
-            model=args.model,
-            seed=args.seed,
-            train=TrainConfig(
-                epochs=args.epochs, lr=args.lr, batch_size=args.batch_size, fisher=args.fisher, threads=args.threads
-            ),
-            max_train_samples=args.max_train,
-            max_test_samples=args.max_test,
-        )
+        setup = setup_from_args(args, dataset, alpha_for(dataset, args.alpha))
     except DatasetNotFoundError as e:
         notes.append(f"{dataset}: skipped, the data set is not present ({str(e).splitlines()[0]})")
         return [], []
@@ -313,7 +300,7 @@ def plot(summary: list[dict], path: Path) -> None:
     datasets = list(dict.fromkeys(r["dataset"] for r in summary))
     fig, axes = plt.subplots(1, len(datasets), figsize=(6 * len(datasets), 4), squeeze=False)
     attacks = [a.value for a in AttackKind]
-    for ax, dataset in zip(axes[0], datasets):
+    for ax, dataset in zip(axes[0], datasets, strict=True):
         rows = [r for r in summary if r["dataset"] == dataset]
         models = list(dict.fromkeys(r["model"] for r in rows))
         x = np.arange(len(models))

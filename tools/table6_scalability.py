@@ -174,7 +174,13 @@ def plot(rows: list[dict[str, Any]], path: Path, title: str) -> Path:
                 )
                 pts = [(r["population"], r[pkey]) for r in rs if r[pkey] is not None]
                 if pts:
-                    ax.plot(*zip(*pts), ls=":", marker="x", color=color, label=f"{rs[0]['label']} (paper MNIST)")
+                    ax.plot(
+                        *zip(*pts, strict=True),
+                        ls=":",
+                        marker="x",
+                        color=color,
+                        label=f"{rs[0]['label']} (paper MNIST)",
+                    )
                 if key == "comm_x" and m == "fsosa":
                     ax.plot(
                         [r["population"] for r in rs],

@@ -3,8 +3,9 @@ editing sequence against each, and record accuracy, bytes and time per request."
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Protocol, cast
+from typing import TYPE_CHECKING, Protocol, cast
 
 from fl_core.editors import build_editor
 from fl_core.training import evaluate

@@ -52,9 +52,9 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Hashable, Sequence
 
 import torch
 import torch.nn.functional as F

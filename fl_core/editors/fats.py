@@ -33,14 +33,14 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Hashable, Sequence
 
 import numpy as np
 import torch
 
 from ..payload import serialized_size
-from ..rounds import ClientUpdate, RoundStrategy, local_update
+from ..rounds import ClientUpdate, RoundStrategy, StrategyInputs, local_update
 from ..sampler import ordered
 from .base import EditReport
 from .multiround import MultiRoundEditor, RoundHook
@@ -62,8 +62,8 @@ class FATSStrategy(RoundStrategy):
 
     name = "fats"
 
-    def __init__(self, *args, options: FATSConfig) -> None:
-        super().__init__(*args)
+    def __init__(self, inputs: StrategyInputs, *, options: FATSConfig) -> None:
+        super().__init__(inputs)
         self.options = options
 
     def select(self, available: Sequence[Hashable]) -> list[Hashable]:
@@ -97,7 +97,7 @@ class FATSEditor(MultiRoundEditor):
         self._pending: tuple[list, list] = ([], [])
 
     def new_strategy(self, weights: torch.Tensor | None = None, start_round: int = 0) -> RoundStrategy:
-        strategy = FATSStrategy(self.model_fn, self.w0, self.data, self.config, self.streams, options=self.options)
+        strategy = FATSStrategy(self.strategy_inputs(), options=self.options)
         return self._position(strategy, weights, start_round)
 
     def _recorder(self, checkpoints: list, selected: list) -> RoundHook:

@@ -33,8 +33,8 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Hashable, Sequence
 
 import torch
 
@@ -140,7 +140,7 @@ class FedEraserEditor(MultiRoundEditor):
         if self._sizes is None:
             self._sizes = layer_sizes(self.model_fn())
         out = []
-        for old, new in zip(torch.split(stored, self._sizes), torch.split(fresh, self._sizes)):
+        for old, new in zip(torch.split(stored, self._sizes), torch.split(fresh, self._sizes), strict=True):
             norm = new.norm()
             out.append(new * (old.norm() / norm) if norm > 0 else torch.zeros_like(new))
         return torch.cat(out)

@@ -54,8 +54,9 @@ from __future__ import annotations
 import math
 import time
 import warnings
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Hashable, Sequence, cast
+from typing import cast
 
 import torch
 

@@ -31,8 +31,8 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Hashable
 from dataclasses import dataclass
-from typing import Hashable
 
 import torch
 import torch.nn.functional as F
@@ -40,7 +40,7 @@ from torch.func import functional_call, grad, vmap
 
 from ..errors import InvalidContributionError
 from ..models import flat_params, load_flat
-from ..rounds import ClientUpdate, RoundStrategy
+from ..rounds import ClientUpdate, RoundStrategy, StrategyInputs
 from .base import EditReport
 from .multiround import MultiRoundEditor
 
@@ -69,8 +69,8 @@ class FedRRStrategy(RoundStrategy):
 
     name = "fedrr"
 
-    def __init__(self, *args, options: FedRRConfig) -> None:
-        super().__init__(*args)
+    def __init__(self, inputs: StrategyInputs, *, options: FedRRConfig) -> None:
+        super().__init__(inputs)
         self.options = options
 
     def train(self, client: Hashable) -> ClientUpdate:
@@ -131,6 +131,6 @@ class FedRREditor(MultiRoundEditor):
         self.reject(removed, added, removals=True, additions=False)
         self.charge_request(report, removed, added)
         remaining = self.clients - set(removed)
-        strategy = FedRRStrategy(self.model_fn, self.w0, self.data, self.config, self.streams, options=self.options)
+        strategy = FedRRStrategy(self.strategy_inputs(), options=self.options)
         weights = self.run_rounds(strategy, list(remaining), self.retrain_rounds, report)
         self.model, self.clients = weights.clone(), remaining

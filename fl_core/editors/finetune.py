@@ -28,8 +28,8 @@ to overfit new clients (the behaviour seed 000 reports).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Callable, Hashable
 
 import torch
 import torch.nn.functional as F

@@ -19,7 +19,7 @@ model is the plain mean of the members' weights) are this editor with other sett
 
 from __future__ import annotations
 
-from typing import Hashable
+from collections.abc import Hashable
 
 import numpy as np
 import torch
@@ -28,7 +28,8 @@ from ..clients import ClientPool
 from ..errors import EditError, InvalidContributionError
 from ..fisher import FisherSum
 from ..payload import ByteKind, control_size
-from ..projection import ProjectionConfig, SolveInfo, project
+from ..projection import SolveInfo, project
+from ..projection_config import ProjectionConfig
 from ..sampler import SizeRule, SubsetChange, SubsetSampler, ordered
 from ..stats import SufficientStatistics
 from .base import Editor, EditReport

@@ -25,7 +25,8 @@ strategies' own ``select`` (keyed by strategy name and round) and ``train`` (cli
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any
 
 import torch
 from torch import nn
@@ -34,7 +35,7 @@ from ..data import ArrayDataset, ClientData
 from ..errors import EditError, InvalidContributionError, UnknownClientError
 from ..payload import ByteKind, control_size, serialized_size
 from ..rng import Streams
-from ..rounds import ClientUpdate, RoundConfig, RoundReport, RoundStrategy, ServerOpt
+from ..rounds import ClientUpdate, RoundConfig, RoundReport, RoundStrategy, ServerOpt, StrategyInputs
 from ..sampler import ordered
 from .base import Editor, EditReport
 
@@ -114,9 +115,13 @@ class MultiRoundEditor(Editor):
                 raise InvalidContributionError(f"{self.name}: client {c!r} has no training samples")
 
     # -- rounds --------------------------------------------------------------------------------
+    def strategy_inputs(self) -> StrategyInputs:
+        """What this editor's round strategies are built from: its model, W0, data, rounds and streams."""
+        return StrategyInputs(self.model_fn, self.w0, self.data, self.config, self.streams)
+
     def new_strategy(self, weights: torch.Tensor | None = None, start_round: int = 0) -> RoundStrategy:
         """A fresh FedAvg strategy at ``weights`` (default W0) and round ``start_round``."""
-        strategy = RoundStrategy(self.model_fn, self.w0, self.data, self.config, self.streams)
+        strategy = RoundStrategy(self.strategy_inputs())
         strategy.name = self.strategy_name
         return self._position(strategy, weights, start_round)
 

@@ -8,14 +8,15 @@ own is ``EDITORS.add(name, EditorKind(build, options))`` in a module of yours.""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from ..clients import ClientPool
 from ..fisher import FisherKind, FisherSum, new_sum
-from ..projection import ProjectionConfig
+from ..projection_config import ProjectionConfig
 from ..registry import Registry
 from ..rounds import RoundConfig
 from ..sampler import FixedRatio, SizeRule

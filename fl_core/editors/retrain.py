@@ -9,7 +9,7 @@ tensors; its measured compute time is charged again all the same.
 
 from __future__ import annotations
 
-from typing import Hashable
+from collections.abc import Hashable
 
 from ..payload import ByteKind, control_size
 from ..sampler import SubsetChange, ordered

@@ -9,9 +9,10 @@ the statistics to what a fresh fit would give, to float tolerance.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Callable, Generic, Hashable, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 import torch
 
@@ -102,7 +103,7 @@ class FisherRep(ABC):
         two bytes a value on the wire, and the coordinator computes with exactly those values)."""
         return self.from_tensors({k: t.to(dtype) for k, t in self.tensors().items()}, self)
 
-    def compress(self, rank: int | None) -> "FisherRep":
+    def compress(self, rank: int | None) -> FisherRep:
         """The low-rank upload of rank ``rank`` (K-FAC only; None returns the representation)."""
         if rank is None:
             return self
@@ -110,7 +111,7 @@ class FisherRep(ABC):
 
     @classmethod
     @abstractmethod
-    def from_tensors(cls, tensors: dict[str, torch.Tensor], like: "FisherRep") -> Self:
+    def from_tensors(cls, tensors: dict[str, torch.Tensor], like: FisherRep) -> Self:
         """Rebuild from uploaded tensors, taking the layout from ``like``."""
 
 
@@ -156,7 +157,7 @@ class FisherSum(ABC, Generic[RepT]):
     def block_preconditioner(self, block: int, damping: float, kind: Preconditioner = Preconditioner.KRONECKER):
         """An approximate inverse of ``F_bb + damping I`` of the given ``kind`` for preconditioned
         CG, or None where the sum has none."""
-        return None
+        return
 
     def block_rotated(
         self,

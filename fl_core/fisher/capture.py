@@ -13,8 +13,8 @@ refused (the gradients would be those of another function).
 from __future__ import annotations
 
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import torch
 import torch.nn.functional as F
@@ -126,7 +126,7 @@ def iterate_layer_batches(
             grads = _output_grads(logits, outputs, cotangents, batched)
             layers = [
                 LayerBatch(s, store[s.name][0], g.reshape(g.shape[0], g.shape[1], g.shape[2], -1))
-                for s, g in zip(specs, grads)
+                for s, g in zip(specs, grads, strict=True)
             ]
             store.clear()  # the forward graph goes before the caller works on the batch
             del outputs, grads, logits, cotangents
@@ -180,4 +180,4 @@ def _output_grads(
     per = [
         torch.autograd.grad(logits, outputs, v, retain_graph=k < len(cotangents) - 1) for k, v in enumerate(cotangents)
     ]
-    return [torch.stack(gs) for gs in zip(*per)]
+    return [torch.stack(gs) for gs in zip(*per, strict=True)]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Hashable
+from collections.abc import Hashable
 
 import torch
 from torch import nn
@@ -28,7 +28,7 @@ class DiagonalFisher(FisherRep):
         return {"diag": self.diag}
 
     @classmethod
-    def from_tensors(cls, tensors: dict[str, torch.Tensor], like: FisherRep | None = None) -> "DiagonalFisher":
+    def from_tensors(cls, tensors: dict[str, torch.Tensor], like: FisherRep | None = None) -> DiagonalFisher:
         return cls(tensors["diag"])
 
     @classmethod
@@ -39,7 +39,7 @@ class DiagonalFisher(FisherRep):
         batch_size: int,
         generator: torch.Generator,
         labels: FisherLabels | str = FisherLabels.EXPECTED,
-    ) -> "DiagonalFisher":
+    ) -> DiagonalFisher:
         """Exact per-sample squared gradients, without materialising them for linear layers."""
         specs = layer_specs(model)
         total = torch.zeros(sum(s.size for s in specs), dtype=torch.float64, device=x.device)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Hashable
+from collections.abc import Hashable
 
 import torch
 from torch import nn
@@ -30,7 +30,7 @@ class FullFisher(FisherRep):
         return {"full": self.matrix}
 
     @classmethod
-    def from_tensors(cls, tensors: dict[str, torch.Tensor], like: FisherRep | None = None) -> "FullFisher":
+    def from_tensors(cls, tensors: dict[str, torch.Tensor], like: FisherRep | None = None) -> FullFisher:
         return cls(tensors["full"])
 
     @classmethod
@@ -41,7 +41,7 @@ class FullFisher(FisherRep):
         batch_size: int,
         generator: torch.Generator,
         labels: FisherLabels | str = FisherLabels.EXPECTED,
-    ) -> "FullFisher":
+    ) -> FullFisher:
         """``E[g g^T]`` from per-sample (and per-label) flat gradients."""
         specs = layer_specs(model)
         d = sum(s.size for s in specs)

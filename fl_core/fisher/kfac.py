@@ -10,8 +10,9 @@ many clients ever took part, and no dense d x d matrix is ever formed.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass, fields, replace
-from typing import Hashable, cast
+from typing import cast
 
 import torch
 from torch import nn
@@ -58,7 +59,7 @@ class KFACFisher(FisherRep):
 
     def matvec(self, v: torch.Tensor) -> torch.Tensor:
         out = torch.empty_like(v)
-        for s, (a, g) in zip(self.specs, self.factors):
+        for s, (a, g) in zip(self.specs, self.factors, strict=True):
             block = v[s.offset : s.offset + s.size].view(s.out_features, s.in_features)
             out[s.offset : s.offset + s.size] = (g.to(v.dtype) @ block @ a.to(v.dtype)).reshape(-1)
         return out
@@ -68,24 +69,24 @@ class KFACFisher(FisherRep):
         if self._upload is not None:
             return dict(self._upload)
         t = {}
-        for s, (a, g) in zip(self.specs, self.factors):
+        for s, (a, g) in zip(self.specs, self.factors, strict=True):
             t[f"{s.name}.A"] = pack(a)
             t[f"{s.name}.G"] = pack(g)
         return t
 
-    def cast(self, dtype: torch.dtype) -> "KFACFisher":
+    def cast(self, dtype: torch.dtype) -> KFACFisher:
         """The factors stored in ``dtype``; for a float16 upload each layer's pair is first
         balanced by a power of two (:func:`balanced`), which leaves ``G (x) A`` unchanged."""
         if dtype in NARROW_RANGE and self._upload is None:
             return KFACFisher(self.specs, [balanced(a, g) for a, g in self.factors]).cast_as_is(dtype)
         return self.cast_as_is(dtype)
 
-    def cast_as_is(self, dtype: torch.dtype) -> "KFACFisher":
+    def cast_as_is(self, dtype: torch.dtype) -> KFACFisher:
         """Every uploaded tensor converted to ``dtype``, nothing rescaled."""
         return super().cast(dtype)
 
     @classmethod
-    def from_tensors(cls, tensors: dict[str, torch.Tensor], like: FisherRep) -> "KFACFisher":
+    def from_tensors(cls, tensors: dict[str, torch.Tensor], like: FisherRep) -> KFACFisher:
         def factor(key: str, n: int) -> torch.Tensor:
             if key in tensors:
                 return unpack(tensors[key], n)
@@ -99,7 +100,7 @@ class KFACFisher(FisherRep):
             upload=dict(tensors) if compressed else None,
         )
 
-    def compress(self, rank: int | None) -> "KFACFisher":
+    def compress(self, rank: int | None) -> KFACFisher:
         """The low-rank upload of rank ``rank`` (None: unchanged). A factor is sent as its top-r
         eigenpairs and the mean of its other eigenvalues where that is fewer numbers than its
         triangle; smaller factors go whole. The result computes with the rebuilt factors."""
@@ -108,8 +109,8 @@ class KFACFisher(FisherRep):
         if rank < 1:
             raise ValueError(f"K-FAC upload rank must be >= 1, got {rank}")
         t: dict[str, torch.Tensor] = {}
-        for s, pair in zip(self.specs, self.factors):
-            for name, m in zip(("A", "G"), pair):
+        for s, pair in zip(self.specs, self.factors, strict=True):
+            for name, m in zip(("A", "G"), pair, strict=True):
                 key = f"{s.name}.{name}"
                 if low_rank_pays(m.shape[0], rank):
                     dtype = m.dtype
@@ -118,7 +119,7 @@ class KFACFisher(FisherRep):
                     t[key] = pack(m)
         return KFACFisher.from_tensors(t, self)
 
-    def psd(self) -> "KFACFisher":
+    def psd(self) -> KFACFisher:
         """The same factors made positive semidefinite (float64).
 
         Factors are PSD by construction, but an upload in float16 (or float32 rounding of a
@@ -136,8 +137,11 @@ class KFACFisher(FisherRep):
         return KFACFisher(
             self.specs,
             [
-                cast(tuple[torch.Tensor, torch.Tensor], tuple(m if f is None else f for m, f in zip(pair, fpair)))
-                for pair, fpair in zip(self.factors, fixed)
+                cast(
+                    tuple[torch.Tensor, torch.Tensor],
+                    tuple(m if f is None else f for m, f in zip(pair, fpair, strict=True)),
+                )
+                for pair, fpair in zip(self.factors, fixed, strict=True)
             ],
             upload=self._upload,
         )
@@ -150,7 +154,7 @@ class KFACFisher(FisherRep):
         batch_size: int,
         generator: torch.Generator,
         labels: FisherLabels | str = FisherLabels.EXPECTED,
-    ) -> "KFACFisher":
+    ) -> KFACFisher:
         specs = layer_specs(model)
         acc = [
             (
@@ -169,7 +173,7 @@ class KFACFisher(FisherRep):
         n = x.shape[0]
         factors = [
             (symmetric(a / (n * pos)).float().cpu(), symmetric(g / n).float().cpu())
-            for (a, g), pos in zip(acc, positions)
+            for (a, g), pos in zip(acc, positions, strict=True)
         ]
         return cls(specs, factors)
 
@@ -207,7 +211,7 @@ class _LowRankLayer:
         left = (p_m * self.tg.view(m, 1, 1) + inner).transpose(0, 1).reshape(out, m * r)
         return total.add_(left @ self.ua_cat.T)
 
-    def rotated(self, qa: torch.Tensor, qg: torch.Tensor) -> "_LowRankLayer":
+    def rotated(self, qa: torch.Tensor, qg: torch.Tensor) -> _LowRankLayer:
         """The same factors in the bases ``qa`` (in x in) and ``qg`` (out x out), orthonormal:
         ``Qa^T A_i Qa`` keeps the tail and the spectrum, with the members' bases rotated."""
         m, out, r = self.ug.shape
@@ -219,7 +223,7 @@ class _LowRankLayer:
             ug_cat=ug.permute(1, 0, 2).reshape(out, m * r).contiguous(),
         )
 
-    def to(self, device: torch.device) -> "_LowRankLayer":
+    def to(self, device: torch.device) -> _LowRankLayer:
         """The same factors on ``device``."""
         return replace(self, **{f.name: getattr(self, f.name).to(device) for f in fields(self)})
 
@@ -350,7 +354,8 @@ class KFACSum(FisherSum[KFACFisher]):
             reps = [self.members[k] for k in order]
             w = torch.tensor([self.weights[k] for k in order], dtype=torch.float64)
             self._stacked32 = [
-                _low_rank_layer(reps, s, w) or (a.float(), g.float()) for s, (a, g) in zip(self.specs, self._stack())
+                _low_rank_layer(reps, s, w) or (a.float(), g.float())
+                for s, (a, g) in zip(self.specs, self._stack(), strict=True)
             ]
         return self._stacked32
 

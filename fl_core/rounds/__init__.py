@@ -6,7 +6,7 @@ multi-round unlearning baselines.
 | config       | :class:`RoundConfig`: local training, client sampling, server optimizer |
 | local        | one client's local update from the global weights (SGD or FedProx) |
 | server       | server optimizers applied to the aggregated update (FedAvg, FedAdam) |
-| strategy     | :class:`RoundStrategy`: the template round (select, train, encode, aggregate) |
+| strategy     | :class:`RoundStrategy`: the template round (select, train, encode, aggregate), built from :class:`StrategyInputs` |
 | fedavg, fedprox, fedadam, topk, dgfedreuse, pdf | one strategy each, named after it |
 | registry     | :data:`STRATEGIES` by name, :func:`build_strategy`                 |
 
@@ -20,7 +20,7 @@ from .config import ClientAlgo, RoundConfig, ServerOpt
 from .local import ClientUpdate, local_update
 from .registry import STRATEGIES, build_strategy
 from .server import AdamServer, AvgServer, ServerOptimizer, build_server
-from .strategy import RoundReport, RoundStrategy
+from .strategy import RoundReport, RoundStrategy, StrategyInputs
 
 __all__ = [
     "ClientAlgo",
@@ -34,6 +34,7 @@ __all__ = [
     "build_server",
     "RoundReport",
     "RoundStrategy",
+    "StrategyInputs",
     "STRATEGIES",
     "build_strategy",
 ]

@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import json
 import struct
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import torch
 
@@ -129,7 +130,7 @@ class RoundAccount:
     real_dense_downlink: int  # m dense broadcasts
 
     @classmethod
-    def from_report(cls, report: RoundReport, sizes: Sequence[int]) -> "RoundAccount":
+    def from_report(cls, report: RoundReport, sizes: Sequence[int]) -> RoundAccount:
         """Read a round's accounts from its report.
 
         Strategies of this package leave ``extra['accounting']``; for any other strategy the

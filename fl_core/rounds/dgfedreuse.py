@@ -43,26 +43,23 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from enum import Enum
-from typing import Any, Callable, Hashable, Iterable, Sequence, cast
+from typing import Any, cast
 
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch import nn
 
-from ..data import ClientData
 from ..errors import EditError
 from ..models import load_flat
 from ..payload import ByteKind
-from ..rng import Streams
 from ..sampler import ordered
 from .accounting import REUSE_EVENT_BYTES, decision_message, message_bytes, score_message
-from .config import RoundConfig
 from .local import ClientUpdate, local_update
-from .strategy import Encoded, RoundReport
+from .strategy import Encoded, RoundReport, StrategyInputs
 from .topk import VALUE_BYTES, TopKConfig, TopKStrategy, strategy_options
 
 
@@ -204,16 +201,12 @@ class DGFedReuseStrategy(TopKStrategy):
 
     def __init__(
         self,
-        model_fn: Callable[[], nn.Module],
-        w0: torch.Tensor,
-        data: ClientData,
-        config: RoundConfig,
-        streams: Streams,
+        inputs: StrategyInputs,
         topk: TopKConfig | None = None,
         reuse: FedReuseConfig | None = None,
         schedule: str | None = None,
     ) -> None:
-        super().__init__(model_fn, w0, data, config, streams, topk, schedule)
+        super().__init__(inputs, topk, schedule)
         self.reuse = reuse or FedReuseConfig()
         named = list(self.model().named_parameters())
         head = [i for i, (n, _) in enumerate(named) if any(k in n for k in self.reuse.head_keys)]
@@ -383,7 +376,7 @@ class DGFedReuseStrategy(TopKStrategy):
         return out
 
 
-def build_dgfedreuse(model_fn, w0, data, config, streams, **options: Any) -> DGFedReuseStrategy:
+def build_dgfedreuse(inputs: StrategyInputs, **options: Any) -> DGFedReuseStrategy:
     """Strategy ``dgfedreuse`` (options: those of ``topk`` and ``reuse``)."""
     opts = strategy_options("dgfedreuse", options, {"topk", "ratio", "error_feedback", "schedule", "reuse"})
-    return DGFedReuseStrategy(model_fn, w0, data, config, streams, **opts)
+    return DGFedReuseStrategy(inputs, **opts)

@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from .config import ServerOpt
-from .strategy import RoundStrategy
+from .strategy import RoundStrategy, StrategyInputs
 
 
 class FedAdamStrategy(RoundStrategy):
     name = "fedadam"
 
 
-def build_fedadam(model_fn, w0, data, config, streams, **options: Any) -> FedAdamStrategy:
+def build_fedadam(inputs: StrategyInputs, **options: Any) -> FedAdamStrategy:
     """Strategy ``fedadam`` (no options; the server's learning rate is ``config.server_lr``)."""
     if options:
         raise ValueError(f"strategy 'fedadam' takes no options, got {sorted(options)}")
-    return FedAdamStrategy(model_fn, w0, data, replace(config, server=ServerOpt.ADAM), streams)
+    return FedAdamStrategy(inputs.with_config(server=ServerOpt.ADAM))

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from .strategy import RoundStrategy
+from .strategy import RoundStrategy, StrategyInputs
 
 
 class FedAvgStrategy(RoundStrategy):
     name = "fedavg"
 
 
-def build_fedavg(model_fn, w0, data, config, streams, **options: Any) -> FedAvgStrategy:
+def build_fedavg(inputs: StrategyInputs, **options: Any) -> FedAvgStrategy:
     """Strategy ``fedavg`` (no options)."""
     if options:
         raise ValueError(f"strategy 'fedavg' takes no options, got {sorted(options)}")
-    return FedAvgStrategy(model_fn, w0, data, config, streams)
+    return FedAvgStrategy(inputs)

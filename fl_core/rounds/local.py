@@ -4,8 +4,9 @@ weights, returned as the difference ``delta = w_local - w_global``."""
 from __future__ import annotations
 
 import time
+from collections.abc import Hashable
 from dataclasses import dataclass, field
-from typing import Any, Hashable
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -64,7 +65,9 @@ def local_update(
             loss = F.cross_entropy(model(x[idx]), y[idx])
             total += float(loss.detach()) * len(idx)
             if anchor is not None:
-                loss = loss + 0.5 * mu * sum(((p - a) ** 2).sum() for p, a in zip(model.parameters(), anchor))
+                loss = loss + 0.5 * mu * sum(
+                    ((p - a) ** 2).sum() for p, a in zip(model.parameters(), anchor, strict=True)
+                )
             loss.backward()
             opt.step()
         last = total / n

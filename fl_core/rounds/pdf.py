@@ -46,9 +46,10 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Hashable, Iterable, Mapping, Sequence
+from typing import Any
 
 import torch
 from safetensors.torch import load_file, save_file
@@ -62,7 +63,7 @@ from ..sampler import ordered
 from .config import RoundConfig
 from .local import ClientUpdate
 from .server import build_server
-from .strategy import RoundReport, RoundStrategy
+from .strategy import RoundReport, RoundStrategy, StrategyInputs
 
 HISTORY_TENSORS = "pdf_history.safetensors"
 HISTORY_META = "pdf_history.json"
@@ -343,19 +344,11 @@ class PDFStrategy(RoundStrategy):
 
     name = "pdf"
 
-    def __init__(
-        self,
-        model_fn: Callable[[], nn.Module],
-        w0: torch.Tensor,
-        data: ClientData,
-        config: RoundConfig,
-        streams: Streams,
-        pdf: PDFConfig = PDFConfig(),
-    ) -> None:
-        super().__init__(model_fn, w0, data, config, streams)
+    def __init__(self, inputs: StrategyInputs, pdf: PDFConfig = PDFConfig()) -> None:
+        super().__init__(inputs)
         self.pdf = pdf
         self.cls_name, self.cls_slice = classifier_slice(self.model())
-        known = list(data) if isinstance(data, Mapping) else []
+        known = list(inputs.data) if isinstance(inputs.data, Mapping) else []
         self.history = PathHistory(known, self.cls_slice.stop - self.cls_slice.start, pdf)
         self.tracking = True
         self._before: torch.Tensor | None = None
@@ -443,7 +436,7 @@ def retrain_reference(
     if not retained:
         raise EmptyPopulationError(f"retrain: no retained client is left after removing {sorted(targets, key=str)}")
     cfg = replace(config, clients_per_round=per_round or len(retained))
-    s = RoundStrategy(model_fn, w0, data, cfg, streams)
+    s = RoundStrategy(StrategyInputs(model_fn, w0, data, cfg, streams))
     s.name = "retrain"
     reports = []
     for _ in range(config.rounds if rounds is None else rounds):
@@ -453,16 +446,9 @@ def retrain_reference(
     return s, reports
 
 
-def build_pdf(
-    model_fn: Callable[[], nn.Module],
-    w0: torch.Tensor,
-    data: ClientData,
-    config: RoundConfig,
-    streams: Streams,
-    **options: Any,
-) -> PDFStrategy:
+def build_pdf(inputs: StrategyInputs, **options: Any) -> PDFStrategy:
     """Strategy ``pdf``: ``pdf=PDFConfig(...)`` or its fields as keyword options."""
     pdf = options.pop("pdf", None) or PDFConfig()
     if options:
         pdf = replace(pdf, **options)
-    return PDFStrategy(model_fn, w0, data, config, streams, pdf)
+    return PDFStrategy(inputs, pdf)

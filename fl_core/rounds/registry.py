@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 from torch import nn
@@ -16,10 +17,10 @@ from .fedadam import build_fedadam
 from .fedavg import build_fedavg
 from .fedprox import build_fedprox
 from .pdf import build_pdf
-from .strategy import RoundStrategy
+from .strategy import RoundStrategy, StrategyInputs
 from .topk import build_topk
 
-StrategyFactory = Callable[..., RoundStrategy]
+StrategyFactory = Callable[..., RoundStrategy]  # (StrategyInputs, **options) -> the strategy
 
 STRATEGIES: Registry[StrategyFactory] = Registry(
     "multi-round strategy",
@@ -45,4 +46,4 @@ def build_strategy(
     **options: Any,
 ) -> RoundStrategy:
     """The multi-round strategy ``name`` (see :data:`STRATEGIES`) with its ``options``."""
-    return STRATEGIES[name](model_fn, w0, data, config, streams, **options)
+    return STRATEGIES[name](StrategyInputs(model_fn, w0, data, config, streams), **options)

@@ -15,15 +15,16 @@ state in ``finish``). :meth:`RoundStrategy.run_round` chains the verbs for scrip
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
 
 import torch
 from torch import nn
 
 from ..data import ArrayDataset, ClientData
 from ..errors import EditError, EmptyPopulationError, UnknownClientError
-from ..payload import ByteKind, serialized_size
+from ..payload import ByteAccount, ByteKind, serialized_size, zero_bytes
 from ..rng import Streams
 from ..sampler import ordered
 from ..training import evaluate, resolve_device
@@ -33,7 +34,7 @@ from .server import build_server
 
 
 @dataclass
-class RoundReport:
+class RoundReport(ByteAccount):
     """What one round did and what it cost, in real serialized bytes and in modelled fields."""
 
     method: str
@@ -43,7 +44,7 @@ class RoundReport:
     completed: tuple = ()
     dropped: tuple = ()
     quarantined: dict = field(default_factory=dict)  # client -> why its update was refused
-    bytes: dict[str, int] = field(default_factory=lambda: {k.value: 0 for k in ByteKind})
+    bytes: dict[str, int] = field(default_factory=zero_bytes)
     fields: dict[str, float] = field(default_factory=lambda: {"uplink": 0.0, "downlink": 0.0})
     transfers: list[dict[str, Any]] = field(default_factory=list)
     compute_s: float = 0.0
@@ -53,15 +54,6 @@ class RoundReport:
     wall_s: float = 0.0
     train_loss: float = float("nan")
     extra: dict[str, Any] = field(default_factory=dict)
-
-    def charge(self, kind: ByteKind, nbytes: int, client: Hashable | None = None) -> None:
-        """Account one transfer of ``nbytes`` of ``kind`` to or from ``client``."""
-        self.bytes[kind.value] += int(nbytes)
-        self.transfers.append({"kind": kind.value, "bytes": int(nbytes), "client": client})
-
-    @property
-    def total_bytes(self) -> int:
-        return sum(self.bytes.values())
 
     def as_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -81,27 +73,36 @@ class Encoded:
     kind: str = "dense"
 
 
+@dataclass(frozen=True)
+class StrategyInputs:
+    """What every multi-round strategy is built from (see :func:`~fl_core.rounds.build_strategy`);
+    a strategy's own settings come beside it."""
+
+    model_fn: Callable[[], nn.Module]
+    w0: torch.Tensor
+    data: ClientData
+    config: RoundConfig
+    streams: Streams
+
+    def with_config(self, **changes: Any) -> StrategyInputs:
+        """The same inputs, the round configuration with ``changes``."""
+        return replace(self, config=replace(self.config, **changes))
+
+
 class RoundStrategy:
     """FedAvg-family training over a changing set of available clients."""
 
     name = "fedavg"
 
-    def __init__(
-        self,
-        model_fn: Callable[[], nn.Module],
-        w0: torch.Tensor,
-        data: ClientData,
-        config: RoundConfig,
-        streams: Streams,
-    ) -> None:
-        self.model_fn = model_fn
-        self.config = config
-        self.streams = streams
-        self.weights = w0.detach().clone().float()
+    def __init__(self, inputs: StrategyInputs) -> None:
+        self.model_fn = inputs.model_fn
+        self.config = inputs.config
+        self.streams = inputs.streams
+        self.weights = inputs.w0.detach().clone().float()
         self.w0 = self.weights.clone()
-        self.server = build_server(config)
+        self.server = build_server(inputs.config)
         self.round = 0
-        self._data = data
+        self._data = inputs.data
         self._model: nn.Module | None = None
         self._open: RoundReport | None = None
         self._updates: list[ClientUpdate] = []
@@ -150,7 +151,7 @@ class RoundStrategy:
         )
         weights = weights / weights.sum()
         out = torch.zeros_like(updates[0].delta, dtype=torch.float64)
-        for w, u in zip(weights, updates):
+        for w, u in zip(weights, updates, strict=True):
             out += w * u.delta.double()
         return out.float()
 

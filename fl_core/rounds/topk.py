@@ -29,22 +29,20 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Callable, Hashable, Iterable, Mapping, Sequence, cast
+from typing import Any, cast
 
 import numpy as np
 import torch
 from safetensors.torch import load as load_tensors
 from torch import nn
 
-from ..data import ClientData
 from ..payload import serialize
-from ..rng import Streams
 from ..sampler import ordered
-from .config import RoundConfig
 from .local import ClientUpdate
-from .strategy import Encoded, RoundReport, RoundStrategy
+from .strategy import Encoded, RoundReport, RoundStrategy, StrategyInputs
 
 #: Bytes of one transmitted value (float32) and of one coordinate (int32).
 VALUE_BYTES = 4
@@ -129,7 +127,7 @@ class SparseTensor:
         return {f"{prefix}.values": self.values, f"{prefix}.bitmap": cast(torch.Tensor, self.bitmap)}
 
     @classmethod
-    def from_tensors(cls, prefix: str, tensors: Mapping[str, torch.Tensor], numel: int) -> "SparseTensor":
+    def from_tensors(cls, prefix: str, tensors: Mapping[str, torch.Tensor], numel: int) -> SparseTensor:
         """Rebuild tensor ``prefix`` of ``numel`` coordinates from received tensors (validated)."""
         values: torch.Tensor | None
         if f"{prefix}.dense" in tensors:
@@ -212,7 +210,7 @@ class SparseUpdate:
         return out
 
     @classmethod
-    def from_tensors(cls, tensors: Mapping[str, torch.Tensor], sizes: Sequence[int]) -> "SparseUpdate":
+    def from_tensors(cls, tensors: Mapping[str, torch.Tensor], sizes: Sequence[int]) -> SparseUpdate:
         """Rebuild a received payload given the receiver's tensor sizes."""
         known = {f"{i}.{f}" for i in range(len(sizes)) for f in ("dense", "values", "indices", "bitmap")}
         extra = sorted(set(tensors) - known)
@@ -243,7 +241,7 @@ class TopKCodec:
     @property
     def field_bytes(self) -> int:
         """B_{i,t} of any update under this codec (it depends on the shapes only)."""
-        return sum(field_bytes(d, k)[choose_representation(d, k)] for d, k in zip(self.sizes, self.kept))
+        return sum(field_bytes(d, k)[choose_representation(d, k)] for d, k in zip(self.sizes, self.kept, strict=True))
 
     def compress(self, flat: torch.Tensor) -> SparseUpdate:
         """Top-K of every tensor of ``flat``, each in its smallest representation."""
@@ -251,7 +249,7 @@ class TopKCodec:
         if flat.numel() != self.numel:
             raise ValueError(f"update has {flat.numel()} values, the codec's tensors have {self.numel}")
         parts, start = [], 0
-        for d, k in zip(self.sizes, self.kept):
+        for d, k in zip(self.sizes, self.kept, strict=True):
             parts.append(encode_tensor(flat[start : start + d], k))
             start += d
         return SparseUpdate(tuple(parts))
@@ -296,17 +294,8 @@ class TopKStrategy(RoundStrategy):
 
     name = "topk"
 
-    def __init__(
-        self,
-        model_fn: Callable[[], nn.Module],
-        w0: torch.Tensor,
-        data: ClientData,
-        config: RoundConfig,
-        streams: Streams,
-        topk: TopKConfig | None = None,
-        schedule: str | None = None,
-    ) -> None:
-        super().__init__(model_fn, w0, data, config, streams)
+    def __init__(self, inputs: StrategyInputs, topk: TopKConfig | None = None, schedule: str | None = None) -> None:
+        super().__init__(inputs)
         self.topk = topk or TopKConfig()
         self.schedule = schedule or self.name
         self.codec = TopKCodec(param_sizes(self.model()), self.topk.ratio)
@@ -363,7 +352,7 @@ def strategy_options(name: str, options: dict[str, Any], allowed: set[str]) -> d
     return opts
 
 
-def build_topk(model_fn, w0, data, config, streams, **options: Any) -> TopKStrategy:
+def build_topk(inputs: StrategyInputs, **options: Any) -> TopKStrategy:
     """Strategy ``topk`` (options: ``topk``, ``ratio``, ``error_feedback``, ``schedule``)."""
     opts = strategy_options("topk", options, {"topk", "ratio", "error_feedback", "schedule"})
-    return TopKStrategy(model_fn, w0, data, config, streams, **opts)
+    return TopKStrategy(inputs, **opts)

@@ -32,10 +32,12 @@ how many lines, routes, vehicles and stops were placed.
 from __future__ import annotations
 
 import heapq
+import itertools
 import re
 import xml.etree.ElementTree as ET
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 from xml.sax.saxutils import quoteattr
 
 _BASE = re.compile(r"^(-*\d+)(?:#(\d+))?")
@@ -200,7 +202,7 @@ def id_agreement(bn: BusNetwork, routes: Iterable[Sequence[str]]) -> tuple[int, 
     pairs: set[tuple[str, str]] = set()
     for r in routes:
         seq = [b for b in base_sequence(r) if bn.by_base.get(b)]
-        pairs.update(zip(seq, seq[1:]))
+        pairs.update(itertools.pairwise(seq))
     met = sum(1 for a, b in pairs if any(edge_base(o.getID()) == b for e in bn.by_base[a] for o in bn.successors(e)))
     return met, len(pairs)
 

@@ -22,9 +22,10 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from mobility.lust.config import LustConfig, target_running
 from mobility.lust.report import Recorder, make_report, parse_teleports, quiet_stderr
@@ -106,12 +107,12 @@ class TripSelector:
         self.theta = 0.0
 
     def remaining(self) -> int:
-        return sum(len(q) - h for q, h in zip(self.queues, self.heads))
+        return sum(len(q) - h for q, h in zip(self.queues, self.heads, strict=True))
 
     def _weights(self, theta: float) -> Any:
         import numpy as np
 
-        n = np.array([len(q) - h for q, h in zip(self.queues, self.heads)], dtype=float)
+        n = np.array([len(q) - h for q, h in zip(self.queues, self.heads, strict=True)], dtype=float)
         z = (self.means - self.means.mean()) / self._scale
         w = n * np.exp(np.clip(theta * z, -50, 50))
         return w / w.sum() if w.sum() > 0 else w

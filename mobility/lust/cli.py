@@ -19,8 +19,9 @@ import dataclasses
 import json
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from mobility.lust.config import PUBLISHED_NETWORK, LustConfig
 from mobility.lust.report import DAY_WINDOW, hhmm

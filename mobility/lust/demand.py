@@ -17,9 +17,10 @@ import dataclasses
 import math
 import shutil
 import xml.etree.ElementTree as ET
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from mobility.cache import cached_build, file_sha256, strip_generated_header
 from mobility.lust.calibration import (
@@ -77,7 +78,7 @@ def sample_od(edges: Sequence[Any], n: int, cfg: LustConfig, rng: Any) -> list[t
             ok &= dist <= cfg.max_distance
         out_o = np.concatenate([out_o, o[ok]])
         out_d = np.concatenate([out_d, d[ok]])
-    return [(edges[a].getID(), edges[b].getID()) for a, b in zip(out_o[:n], out_d[:n])]
+    return [(edges[a].getID(), edges[b].getID()) for a, b in zip(out_o[:n], out_d[:n], strict=True)]
 
 
 def _edge_centre(e: Any) -> tuple[float, float]:
@@ -92,7 +93,7 @@ def write_trips(
     type_attr = f' type="{vtype}"' if vtype else ""
     with open(path, "w", encoding="utf-8") as f:
         f.write("<routes>\n")
-        for i, ((o, d), t) in enumerate(zip(od, departs)):
+        for i, ((o, d), t) in enumerate(zip(od, departs, strict=True)):
             f.write(
                 f'    <trip id="{prefix}{i}"{type_attr} depart="{t:.2f}" from="{o}" to="{d}" '
                 'departLane="best" departSpeed="max"/>\n'
@@ -395,7 +396,7 @@ def _config_from(spec: dict[str, Any]) -> LustConfig:
 
 
 def lust_files(
-    spec: "LustConfig | dict[str, Any] | None" = None,
+    spec: LustConfig | dict[str, Any] | None = None,
     *,
     backend: str = "libsumo",
     extra_args: Sequence[str] = (),
@@ -421,7 +422,7 @@ def lust_files(
 
 
 def sumo_inputs(
-    spec: "LustConfig | dict[str, Any] | None" = None,
+    spec: LustConfig | dict[str, Any] | None = None,
     *,
     backend: str = "libsumo",
     extra_args: Sequence[str] = (),
@@ -444,7 +445,7 @@ def sumo_inputs(
     }
 
 
-def lust_begin(spec: "LustConfig | dict[str, Any] | None" = None) -> float | None:
+def lust_begin(spec: LustConfig | dict[str, Any] | None = None) -> float | None:
     """Simulated time at which the rebuilt scenario's traffic starts (None for a clone: its own config decides)."""
     if isinstance(spec, dict):
         if "clone_dir" in spec:

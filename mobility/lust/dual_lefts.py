@@ -28,9 +28,9 @@ where the teleports were.
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 from mobility.lust.turn_bays import LEFT, way_matches
 

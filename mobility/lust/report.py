@@ -21,9 +21,10 @@ import os
 import re
 import sys
 import time as _time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 from mobility.lust.config import (
     LUST_PEAK_RUNNING,
@@ -318,10 +319,8 @@ class LustReport:
             w.writerow(["time_s", "running", "target", "mean_speed", "halted_share"])
             for r in self.samples:
                 w.writerow([r["time"], r["running"], r["target"], r["mean_speed"], r["halted_share"]])
-        try:
+        with contextlib.suppress(ImportError):
             paths["png"] = self.plot(out / f"{name}_curve.png")
-        except ImportError:
-            pass
         return paths
 
     def plot(self, path: str | Path) -> Path:

@@ -16,8 +16,9 @@ the co-simulation sees these same vehicles.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 
 def _members(ids: Sequence[str], xy: Any, x: float, y: float, radius: float) -> set[str]:
@@ -48,7 +49,7 @@ def load_positions(path: str | Path) -> dict[float, tuple[list[str], Any]]:
     with np.load(path) as z:
         times, counts, ids, xy = z["times"], z["counts"], z["ids"], z["xy"]
     out, k = {}, 0
-    for t, n in zip(times, counts):
+    for t, n in zip(times, counts, strict=True):
         out[float(t)] = (ids[k : k + n].tolist(), xy[k : k + n])
         k += int(n)
     return out
@@ -111,9 +112,9 @@ def fit_rsu(
             if not (low <= n_at <= high and low <= n_mean <= high):
                 continue
             joins = leaves = 0
-            prev = {v for v, dd in zip(*near[t_at]) if dd <= r}
+            prev = {v for v, dd in zip(*near[t_at], strict=True) if dd <= r}
             for t in later[1:]:
-                cur = {v for v, dd in zip(*near[t]) if dd <= r}
+                cur = {v for v, dd in zip(*near[t], strict=True) if dd <= r}
                 joins += len(cur - prev)
                 leaves += len(prev - cur)
                 prev = cur

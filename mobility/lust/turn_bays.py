@@ -23,9 +23,9 @@ the corridor's jam is straight traffic backing up from its lights. Off by defaul
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 from mobility.lust.buses import edge_base
 

@@ -19,8 +19,14 @@ class ShuttleSource:
     """Eight vehicles that enter one RSU's coverage a few seconds apart and leave again in turn."""
 
     def __init__(self) -> None:
-        self.time, self.finished, self.metadata = 0.0, False, {"rsus": [{"id": "toy", "x": 0.0, "y": 0.0, "radius": 100.0}]}
-        schedule = [(2.0 * i, "join", f"s{i}") for i in range(8)] + [(60.0 + 7.0 * i, "leave", f"s{i}") for i in range(4)]
+        self.time, self.finished, self.metadata = (
+            0.0,
+            False,
+            {"rsus": [{"id": "toy", "x": 0.0, "y": 0.0, "radius": 100.0}]},
+        )
+        schedule = [(2.0 * i, "join", f"s{i}") for i in range(8)] + [
+            (60.0 + 7.0 * i, "leave", f"s{i}") for i in range(4)
+        ]
         self._events = sorted(schedule)
 
     def advance(self, until: float) -> list[MobilityEvent]:

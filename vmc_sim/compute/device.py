@@ -18,8 +18,8 @@ still computes the jobs one after another, which does not change their results.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import simpy
 

@@ -17,8 +17,9 @@ profile ``{name, flops_per_s, source, description}`` whose ``flops_per_s`` is ch
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from fl_core.registry import Registry
 

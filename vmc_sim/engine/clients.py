@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Callable, Hashable
+from collections.abc import Callable, Hashable
 
 from fl_core.cache import ContributionCache
 from fl_core.clients import ClientPool

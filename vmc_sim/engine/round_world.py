@@ -22,7 +22,8 @@ Unlearning and ordinary rounds never overlap: one lock per world.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Hashable, Iterable, Protocol, cast
+from collections.abc import Hashable, Iterable
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import simpy
 
@@ -224,7 +225,7 @@ class RoundWorld:
         self.job_times.append(self.env.now - t0)
 
     # -- unlearning requests -------------------------------------------------------------------
-    def unlearn(self, req: "Request", targets: list[Hashable]):
+    def unlearn(self, req: Request, targets: list[Hashable]):
         with self.lock.request() as held:
             yield held
             t0 = self.env.now

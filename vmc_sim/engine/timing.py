@@ -16,7 +16,8 @@ coordinator's solve, and a multi-round participant's local update.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from fl_core.editors import EditReport
 from fl_core.flops import ModelFlops, model_flops

@@ -33,7 +33,8 @@ coverage (the withdrawal is issued before it disconnects), at its last known pos
 from __future__ import annotations
 
 import time
-from typing import Any, Hashable
+from collections.abc import Hashable
+from typing import Any
 
 import simpy
 

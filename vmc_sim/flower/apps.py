@@ -13,9 +13,10 @@ import hashlib
 import json
 import time
 import traceback
+from collections.abc import Hashable
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Hashable
+from typing import Any
 
 import torch
 from flwr.app import ConfigRecord, Context, Error, Message, RecordDict

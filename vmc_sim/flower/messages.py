@@ -9,7 +9,8 @@ Flower's own count of the arrays it carries (``ArrayRecord.count_bytes``).
 
 from __future__ import annotations
 
-from typing import Any, Hashable
+from collections.abc import Hashable
+from typing import Any
 
 import numpy as np
 import torch

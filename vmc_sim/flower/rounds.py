@@ -165,7 +165,7 @@ class ScheduledGrid(Grid):
         batch = list(messages)
         self._sent(batch)
         ids = list(self.grid.push_messages(batch))
-        self._pushed.update({i: int(m.metadata.dst_node_id) for i, m in zip(ids, batch)})
+        self._pushed.update({i: int(m.metadata.dst_node_id) for i, m in zip(ids, batch, strict=True)})
         return ids
 
     def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:

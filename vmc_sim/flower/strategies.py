@@ -33,7 +33,8 @@ from .apps import _identify, _node_setup, identify_reply
 from .replay import Schedule, write_run
 from .rounds import RoundClock, ScheduledGrid, coverage
 
-STRATEGIES: dict[str, type[flwr_strategy.FedAvg]] = {
+# Flower's strategy classes by name (fl_core.rounds.STRATEGIES holds the toolkit's own strategies)
+FLOWER_STRATEGIES: dict[str, type[flwr_strategy.FedAvg]] = {
     "fedavg": flwr_strategy.FedAvg,
     "fedavgm": flwr_strategy.FedAvgM,
     "fedprox": flwr_strategy.FedProx,
@@ -58,9 +59,9 @@ def build_strategy(name: str, fraction: float) -> flwr_strategy.FedAvg:
 
     No minimum node counts (Flower would wait for nodes that the schedule says are away) and no
     client-side evaluation (the server evaluates the aggregated model)."""
-    if name not in STRATEGIES:
-        raise ValueError(f"unknown strategy {name!r} (one of {', '.join(STRATEGIES)})")
-    return STRATEGIES[name](
+    if name not in FLOWER_STRATEGIES:
+        raise ValueError(f"unknown strategy {name!r} (one of {', '.join(FLOWER_STRATEGIES)})")
+    return FLOWER_STRATEGIES[name](
         fraction_train=fraction,
         fraction_evaluate=0.0,
         min_train_nodes=0,

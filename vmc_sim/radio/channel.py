@@ -39,7 +39,8 @@ callables.
 from __future__ import annotations
 
 import math
-from typing import Any, Generator, Hashable, Iterable
+from collections.abc import Generator, Hashable, Iterable
+from typing import Any
 
 import numpy as np
 import simpy

@@ -35,8 +35,9 @@ distances of a few metres and more; every model clamps the ground distance to ``
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Hashable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Hashable
+from typing import Any
 
 import numpy as np
 

@@ -3,8 +3,9 @@ broadcast), or a broadcast with each receiver's own result. The engine records t
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Hashable
+from typing import Any
 
 
 class _Span:

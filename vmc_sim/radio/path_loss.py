@@ -20,8 +20,9 @@ module the scenario names under ``plugins``); ``channel.path_loss_model`` then n
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from fl_core.registry import Registry
 

@@ -19,8 +19,9 @@ added with ``RATES.add(name, model)`` (in a module the scenario names under ``pl
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from fl_core.registry import Registry
 

@@ -148,7 +148,7 @@ def mac_efficiency(payload_bytes: int, rate_bps: float, stations: int = 1, *, ai
     ``L / (AIFS + CWmin/2 slot + T(data) + SIFS + T(ACK))``. ``aifsn = 2`` gives the DIFS; EDCA's
     best-effort class in OCB mode uses 6. Propagation delay, retry limits and EIFS are neglected.
     """
-    if isinstance(payload_bytes, bool) or not isinstance(payload_bytes, int) or not 0 < payload_bytes:
+    if isinstance(payload_bytes, bool) or not isinstance(payload_bytes, int) or not payload_bytes > 0:
         raise ValueError(f"payload_bytes must be a positive integer, got {payload_bytes!r}")
     if not rate_bps > 0:
         raise ValueError(f"rate_bps must be positive, got {rate_bps!r}")

@@ -20,8 +20,9 @@ after it last moved a byte. Without it, both fail the transfer.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
-from typing import Callable, Hashable, Iterable, Protocol
+from typing import Protocol
 
 import simpy
 

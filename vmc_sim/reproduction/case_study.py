@@ -59,7 +59,7 @@ def method_rows(run, dataset: str) -> list[dict[str, Any]]:
                     * max(
                         (
                             abs(a["accuracy"] - b["accuracy"])
-                            for a, b in zip(rows, base)
+                            for a, b in zip(rows, base, strict=False)
                             if a.get("accuracy") is not None and b.get("accuracy") is not None
                         ),
                         default=0.0,

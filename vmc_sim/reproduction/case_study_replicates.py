@@ -8,8 +8,9 @@ split, W0); every setting and dataset of a replicate replays the same recorded t
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -215,7 +216,7 @@ def plot_bands(
         if (st, ds) != (setting, dataset):
             continue
         n = max(n, s["acc"].shape[0])
-        for ax, key in zip(axes, ("acc", "time", "MB")):
+        for ax, key in zip(axes, ("acc", "time", "MB"), strict=True):
             mean, half = _band(s[key])
             x = np.arange(len(mean))
             ax.plot(x, mean, label=method, lw=1.2)

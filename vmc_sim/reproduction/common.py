@@ -56,6 +56,39 @@ def alpha_for(dataset: str, alpha: float) -> float | None:
     return None if dataset == "femnist" else alpha
 
 
+def train_config(args: argparse.Namespace, epochs: int | None = None) -> TrainConfig:
+    """Local training from ``--epochs`` (or ``epochs``), ``--lr``, ``--batch-size``, ``--fisher``, ``--threads``."""
+    return TrainConfig(
+        epochs=args.epochs if epochs is None else epochs,
+        lr=args.lr,
+        batch_size=args.batch_size,
+        fisher=args.fisher,
+        threads=args.threads,
+    )
+
+
+def setup_from_args(
+    args: argparse.Namespace,
+    dataset: str,
+    alpha: float | None,
+    train: TrainConfig | None = None,
+    num_clients: int | None = None,
+) -> OneShotSetup:
+    """The one-shot set-up a reproduction's command line names: ``dataset`` split with ``alpha``
+    among ``--clients`` (or ``num_clients``) clients, ``--model``, ``--seed``, ``train`` (default
+    :func:`train_config`), ``--max-train`` and ``--max-test``."""
+    return OneShotSetup(
+        dataset=dataset,
+        num_clients=args.clients if num_clients is None else num_clients,
+        alpha=alpha,
+        model=args.model,
+        seed=args.seed,
+        train=train_config(args) if train is None else train,
+        max_train_samples=args.max_train,
+        max_test_samples=args.max_test,
+    )
+
+
 def unit_sizes(fit: dict[str, Any]) -> dict[str, float]:
     """Per-payload bytes (broadcast; model and Fisher upload per client) from a fit record."""
     n = len(fit["trained"])
@@ -429,7 +462,7 @@ def per_dataset(run_dataset, args: argparse.Namespace) -> tuple[list, ...]:
     for name in args.datasets:
         parts = run_dataset(name, args)
         out = out or tuple([] for _ in parts)
-        for acc, part in zip(out, parts):
+        for acc, part in zip(out, parts, strict=True):
             acc.extend(part) if isinstance(part, list) else acc.append(part)
     return out or ()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from mobility.events import EventKind
@@ -243,7 +244,7 @@ def report(
         "| # | request | M | P | our trig | left | joined | F-SOSA | Retrain | paper-style | paper trig | paper P | paper F-SOSA / Retrain | acc F-SOSA | acc Retrain |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for r, q, s, p in zip(fs, rt, pp, paper):
+    for r, q, s, p in zip(fs, rt, pp, paper, strict=False):
         acc = lambda x: "-" if x.get("accuracy") is None else f"{100 * x['accuracy']:.2f}"  # noqa: E731
         L.append(
             f"| {r['index']} | {labels[r['index']]} | {r.get('population')} | {r.get('subset_size')} | "
@@ -264,7 +265,7 @@ def report(
         if a:
             L.append(
                 f"Accuracy {m}: final {a[-1]:.2f} %, mean {sum(a) / len(a):.2f} %, range {max(a) - min(a):.2f} points, "
-                f"largest request-to-request change {max((abs(x - y) for x, y in zip(a, a[1:])), default=0):.2f} points."
+                f"largest request-to-request change {max((abs(x - y) for x, y in itertools.pairwise(a)), default=0):.2f} points."
             )
     if info["size"].startswith("quick"):
         L.append(

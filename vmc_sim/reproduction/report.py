@@ -12,8 +12,9 @@ import io
 import os
 import platform
 import time
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from vmc_sim.compute.host import cpu_model
 from vmc_sim.rundir.outputs import claim_parent

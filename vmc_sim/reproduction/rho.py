@@ -82,7 +82,7 @@ def plot_fig1(rows: list[dict], rhos: list[float], path: Path) -> None:
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
     width = 0.8 / len(rhos)
     for ax, (key, label) in zip(
-        axes, [("accuracy", "Accuracy (%)"), ("parallel_s", "Time Cost (s)"), ("MB", "Comm. Cost (MB)")]
+        axes, [("accuracy", "Accuracy (%)"), ("parallel_s", "Time Cost (s)"), ("MB", "Comm. Cost (MB)")], strict=True
     ):
         for j, rho in enumerate(rhos):
             picked = [next(r for r in rows if r["dataset"] == d and r["rho"] == rho) for d in datasets]

@@ -8,8 +8,9 @@ from __future__ import annotations
 import argparse
 import sys
 import traceback
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence, TypedDict
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -20,7 +21,9 @@ from fl_core.models import MODELS
 from fl_core.projection import ProjectionConfig
 from fl_core.rounds import RoundConfig
 from fl_core.store import MemoryStore
-from fl_core.training import LocalTrainer, TrainConfig, evaluate
+from fl_core.training import LocalTrainer, evaluate
+
+from .common import setup_from_args
 
 IL_METHODS = ("fsosa", "retrain", "finetune")
 UL_METHODS = ("fsosa", "retrain", "federaser", "fedrr", "fats")
@@ -121,7 +124,7 @@ def warm_up(setup: OneShotSetup) -> None:
         return
     first = next(iter(setup.client_data))
     LocalTrainer(setup.model_fn, setup.w0, setup.train, setup.streams).contribute("warm-up", setup.client_data[first])
-    setattr(setup, "_warm", True)  # OneShotSetup has no such field: a mark read back by getattr above
+    setattr(setup, "_warm", True)  # noqa: B010  OneShotSetup has no such field: a mark read back by getattr above
 
 
 def run_sequence(
@@ -237,18 +240,8 @@ def run_task(
 
 
 def build_setup(args: argparse.Namespace, num_clients: int) -> OneShotSetup:
-    return OneShotSetup(
-        dataset=args.dataset,
-        num_clients=num_clients,
-        alpha=args.alpha,
-        model=args.model,
-        seed=args.seed,
-        train=TrainConfig(
-            epochs=args.epochs, lr=args.lr, batch_size=args.batch_size, fisher=args.fisher, threads=args.threads
-        ),
-        max_train_samples=args.max_train,
-        max_test_samples=args.max_test,
-    )
+    """The sequences' set-up: ``--dataset`` with ``--alpha`` among ``num_clients`` clients."""
+    return setup_from_args(args, args.dataset, args.alpha, num_clients=num_clients)
 
 
 def add_common_args(p: argparse.ArgumentParser) -> None:

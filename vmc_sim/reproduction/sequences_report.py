@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -21,7 +23,7 @@ def summarize(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         rs = [r for r in rows if r["task"] == task and r["method"] == m]
         req = [r for r in rs if r["index"] > 0]
         acc = [r["accuracy"] for r in req]
-        steps = [abs(a - b) for a, b in zip([rs[0]["accuracy"], *acc], acc)]
+        steps = [abs(a - b) for a, b in itertools.pairwise([rs[0]["accuracy"], *acc])]
         out.append(
             {
                 "task": task,

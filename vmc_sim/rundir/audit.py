@@ -20,9 +20,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from collections.abc import Callable, Hashable
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Any, Callable, Hashable
+from typing import Any
 
 from fl_core.mia import AttackKind
 from fl_core.mia_audit import AuditConfig, audit, concat

@@ -335,7 +335,7 @@ def flower_schedule(av: Availability) -> dict[str, Any]:
         v: {"node_id": i, "vehicle": v, "intervals": [], "open_at_end": False} for v, i in av.ids.items()
     }
     requests = []
-    for (vehicle, _, start, end, censored), visit in zip(av.intervals(), av.visits):
+    for (vehicle, _, start, end, censored), visit in zip(av.intervals(), av.visits, strict=True):
         node = nodes[vehicle]
         node["intervals"].append([start, end])
         node["open_at_end"] = censored

@@ -17,10 +17,11 @@ import os
 import signal
 import socket
 import threading
+from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from types import FrameType
-from typing import Any, Iterator
+from typing import Any
 
 LOCK_NAME = ".lock"
 """The lock file inside a run directory."""

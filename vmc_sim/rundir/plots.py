@@ -29,6 +29,7 @@ def label_fig6(axes) -> None:
         axes,
         ("Test accuracy after each request", "Cumulative time (simulated)", "Cumulative communication"),
         ("accuracy %", "seconds", "MB"),
+        strict=True,
     ):
         ax.set_title(title)
         ax.set_xlabel("request")

@@ -11,8 +11,9 @@ a resume that fails leaves the run directory as it was.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from enum import Enum
-from typing import Any, Callable
+from typing import Any
 
 from fl_core.store import ContributionStore
 

@@ -3,7 +3,8 @@ and manifest (the projection also warns as it happens, see ``fl_core.projection`
 
 from __future__ import annotations
 
-from typing import Any, Iterable, cast
+from collections.abc import Iterable
+from typing import Any, cast
 
 from fl_core.projection import STOPPED_SHORT
 

@@ -4,7 +4,8 @@ anything that changed the run (withdrawn models, traffic ending early, caches, s
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from .directory import RunDir, describe_status
 from .records import WithdrawalCause

@@ -7,10 +7,11 @@ A bad file is refused with the file name, the field path and the reason, e.g.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import fields as dc_fields
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, Callable, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -133,7 +134,7 @@ class TrainSection(Strict):
         return v
 
     @model_validator(mode="after")
-    def _rank_needs_kfac(self) -> "TrainSection":
+    def _rank_needs_kfac(self) -> TrainSection:
         if self.fisher_rank is not None and self.fisher is not FisherKind.KFAC:
             raise ValueError(f"fisher_rank compresses K-FAC uploads; fisher is {self.fisher.value!r}")
         return self
@@ -320,7 +321,7 @@ class FederatedSection(Strict):
         return v
 
     @model_validator(mode="after")
-    def _size_rule(self) -> "FederatedSection":
+    def _size_rule(self) -> FederatedSection:
         if self.subset_size is not None and self.rho is not None:
             raise ValueError("give either rho (fixed ratio) or subset_size (fixed P), not both")
         if not self.methods and not self.strategies:
@@ -379,7 +380,7 @@ class OneShotConfig(Strict):
     )
 
     @model_validator(mode="after")
-    def _check(self) -> "OneShotConfig":
+    def _check(self) -> OneShotConfig:
         n = self.federated.num_clients
         if self.initial_clients > n:
             raise ValueError(f"initial_clients ({self.initial_clients}) exceeds federated.num_clients ({n})")

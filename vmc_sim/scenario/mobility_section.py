@@ -79,7 +79,7 @@ class _SourceFields:
         return value
 
 
-def source_fields(section: "MobilitySection") -> "MobilitySection":
+def source_fields(section: MobilitySection) -> MobilitySection:
     """``section`` as its source may read it: a field its kind does not declare it reads raises
     :class:`UndeclaredReadError` when read, so the declaration cannot drift from the code."""
     return cast("MobilitySection", _SourceFields(section, section.source))
@@ -180,7 +180,7 @@ class MobilitySection(Strict):
         return SOURCES.canonical(v)  # an unknown one is refused naming the sources there are
 
     @model_validator(mode="after")
-    def _inputs(self) -> "MobilitySection":
+    def _inputs(self) -> MobilitySection:
         kind = SOURCES[self.source]
         kind.require(source_fields(self))
         if self.outputs and not kind.runs_sumo:

@@ -11,9 +11,10 @@ under the section's path.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import Enum
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 

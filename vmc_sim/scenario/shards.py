@@ -4,7 +4,8 @@ from a recorded run's manifest."""
 
 from __future__ import annotations
 
-from typing import Any, Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
+from typing import Any
 
 from fl_core.rng import derive_seed
 

@@ -8,10 +8,11 @@ import math
 import os
 import shlex
 import shutil
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from ..rundir.directory import RunDir, new_run_dir, versions
 from ..rundir.lock import RunLock, signals_interrupt

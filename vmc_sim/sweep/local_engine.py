@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from multiprocessing.connection import Connection
-from typing import Any, Callable
+from typing import Any
 
 from ..rundir.lock import EndedBySignal
 from .point import failure, run_point

@@ -12,8 +12,9 @@ import logging
 import os
 import secrets
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ..scenario.config import ConfigError
 

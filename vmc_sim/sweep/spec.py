@@ -5,9 +5,10 @@ from __future__ import annotations
 import itertools
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Literal
+from typing import Any, Literal
 
 from pydantic import Field, StrictInt, ValidationError, ValidationInfo, field_validator
 
@@ -279,10 +280,10 @@ def expand(spec: SweepSpec, base_dir: str | Path | None = None, where: str = "sw
     checked: dict[str, str | None] = {}
     refused: dict[str, list[str]] = {}
     for index, combo in enumerate(itertools.product(*(spec.grid[k] for k in keys))):
-        values = dict(zip(keys, combo))
+        values = dict(zip(keys, combo, strict=True))
         overrides = {axes[k]: ([v] if axes[k] in LIST_FIELDS and isinstance(v, str) else v) for k, v in values.items()}
         data = json.loads(json.dumps(base_data))
-        for key, value in values.items():
+        for key in values:
             set_path(data, axes[key], overrides[axes[key]], key)
         for path, other in EXCLUSIVE.items():
             if overrides.get(path) is not None and other not in overrides:

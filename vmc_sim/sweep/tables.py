@@ -184,7 +184,7 @@ def plot_sweep(
     for method in dict.fromkeys(r["method"] for r in done):
         mine = [r for r in done if r["method"] == method]
         xs = sorted({x_of(r) for r in mine})
-        for ax, (metric, _, _, scale, (lo, hi)) in zip(axes, panels):
+        for ax, (metric, _, _, scale, (lo, hi)) in zip(axes, panels, strict=True):
             ys, low, high = [], [], []
             for x in xs:
                 at = [r for r in mine if x_of(r) == x]
@@ -203,7 +203,7 @@ def plot_sweep(
             (line,) = ax.plot(xs, ys, marker="o", label=method)
             if replicated:
                 ax.fill_between(xs, low, high, color=line.get_color(), alpha=0.2, linewidth=0)
-    for ax, (_, title, ylabel, _, _) in zip(axes, panels):
+    for ax, (_, title, ylabel, _, _) in zip(axes, panels, strict=True):
         ax.set_title(title)
         ax.set_xlabel(x_key + (" (mean over the other axes)" if averaged else ""))
         ax.set_ylabel(ylabel)
