@@ -43,6 +43,7 @@ import numpy as np
 
 from fl_core.registry import UnknownNameError
 
+from .link_state import LinkState
 from .path_loss import PATH_LOSS
 from .rate_models import RATES
 from .rates import (
@@ -212,15 +213,16 @@ def check_direction(direction: str) -> None:
         raise ValueError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
 
 
-def path_loss_db(distance_m: float, cfg: ChannelConfig) -> float:
-    """Path loss (dB) at ground distance ``distance_m`` from the RSU, for ``cfg.path_loss_model``.
+def path_loss_db(distance_m: float, cfg: ChannelConfig, state: LinkState = LinkState.LOS) -> float:
+    """Path loss (dB) at ground distance ``distance_m`` from the RSU in link state ``state``, for
+    ``cfg.path_loss_model`` (before shadowing and any vehicle's blockage loss).
 
     The ground distance is clamped to ``cfg.min_distance_m`` and turned into a 3-D distance with
     the antenna heights, since the 3GPP formulas are written in terms of the 3-D distance.
     """
     d2d = max(float(distance_m), cfg.min_distance_m)
     d3d = math.hypot(d2d, cfg.rsu_height_m - cfg.vehicle_height_m)
-    return PATH_LOSS[cfg.path_loss_model].loss(d2d, d3d, cfg)
+    return PATH_LOSS[cfg.path_loss_model].loss(d2d, d3d, cfg, state)
 
 
 def noise_dbm(cfg: ChannelConfig) -> float:
