@@ -35,3 +35,8 @@ class TraceError(MobilityError, ValueError):
 
 class FcdError(MobilityError, ValueError):
     """An FCD file is missing, empty or malformed; the message names the file and what is wrong."""
+
+
+class BuildingsError(MobilityError, ValueError):
+    """A polygon or network file cannot give building footprints (not a SUMO polygon file, a
+    malformed shape, geographic coordinates); the message names the file and the polygon."""
