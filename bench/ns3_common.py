@@ -34,6 +34,7 @@ def our_80211p(**extra: Any) -> ChannelConfig:
     """Our ``ieee80211p`` channel with the comparisons' link budget (no rate cap), counting MSDU
     bytes (``transport: none``) unless ``extra`` names a transport."""
     extra.setdefault("transport", "none")
+    extra.setdefault("path_loss_model", "tr37885_urban_los")  # ns-3 side: LOS forced, no shadowing
     return ChannelConfig(
         rate_model="ieee80211p",
         bandwidth_hz=BANDWIDTH_HZ,

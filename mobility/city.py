@@ -20,7 +20,7 @@ from typing import Any
 from mobility.cache import cached_build, file_sha256, strip_generated_header
 from mobility.sumo import SumoConfig, run_command, run_tool, sumo_binary, sumo_version
 
-CITY_BUILDER_VERSION = 1
+CITY_BUILDER_VERSION = 2  # 2: building blocks between the streets (city.poly.xml)
 
 
 @dataclass
@@ -39,6 +39,13 @@ class CityConfig:
     min_distance: float = field(default=600.0, metadata={"doc": "metres, shortest trip"})
     fringe_factor: float = field(default=5.0, metadata={"doc": "preference for trips starting at the fringe"})
     seed: int = field(default=42, metadata={"doc": "seed of the generated demand"})
+    building_setback: float | None = field(
+        default=10.0,
+        metadata={
+            "doc": "metres from a street's centre line to the building blocks that fill every cell of the grid "
+            "(city.poly.xml: what blocks the radio's line of sight); null: no buildings"
+        },
+    )
     cache_dir: str | None = None
 
     def __post_init__(self) -> None:
@@ -64,6 +71,13 @@ class CityConfig:
             raise ValueError(f"city.traffic_lights must be true or false, got {self.traffic_lights!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed < 2**31:
             raise ValueError(f"city.seed must be an integer in [0, 2^31), got {self.seed!r}")
+        setback = self.building_setback
+        road = 3.2 * self.lanes  # netgenerate's 3.2 m lanes, each way
+        if setback is not None and (not _positive(setback) or not road < setback < self.spacing / 2):
+            raise ValueError(
+                f"city.building_setback must lie between half the road ({road:g} m) and half the spacing "
+                f"({self.spacing / 2:g} m), or be null, got {setback!r}"
+            )
         diag = math.hypot((self.junctions_x - 1) * self.spacing, (self.junctions_y - 1) * self.spacing)
         if self.min_distance >= diag:
             raise ValueError(
@@ -91,6 +105,7 @@ class CityFiles:
     route_file: Path
     config_file: Path
     metadata: dict[str, Any]
+    buildings_file: Path | None = None
 
     def sumo_config(self, **overrides: Any) -> SumoConfig:
         """A SumoConfig running this city's net and routes (fields overridable, e.g. backend, seed, end)."""
@@ -115,6 +130,7 @@ def build_city(config: CityConfig | None = None, *, force: bool = False) -> City
         route_file=directory / "city.rou.xml",
         config_file=directory / "city.sumocfg",
         metadata=manifest,
+        buildings_file=directory / "city.poly.xml" if cfg.building_setback is not None else None,
     )
 
 
@@ -145,6 +161,10 @@ def _build_city_into(cfg: CityConfig, out: Path) -> dict[str, Any]:
     if cfg.traffic_lights:
         args += ["--tls.guess", "true"]
     run_command(args, what="netgenerate (embedded city)", cwd=out)
+    if cfg.building_setback is not None:
+        from mobility.polygons import grid_blocks, write_poly_file
+
+        write_poly_file(out / "city.poly.xml", grid_blocks(net, cfg.building_setback))
     routes = out / "city.rou.xml"
     trips = out / "trips.xml"
     run_tool(

@@ -13,11 +13,19 @@ from vmc_sim.radio.link_budget import ChannelConfig, noise_dbm, path_loss_db, ra
 from vmc_sim.radio.path_loss import PATH_LOSS
 
 B = 20e6
-UNCAPPED = dict(rate_model="shannon", bandwidth_hz=B, rate_cap_bps=None, spectral_efficiency_cap=None, transport="none")
+UNCAPPED = dict(
+    rate_model="shannon",
+    bandwidth_hz=B,
+    rate_cap_bps=None,
+    spectral_efficiency_cap=None,
+    transport="none",
+    path_loss_model="tr37885_urban_los",
+)
 
 
 def shannon(**kw) -> ChannelConfig:
-    """Plain Shannon over 20 MHz (no caps, whole MSDUs): the processor-sharing mechanics in closed form."""
+    """Plain Shannon over 20 MHz (no caps, whole MSDUs) on the idealised LOS link: the
+    processor-sharing mechanics in closed form."""
     return ChannelConfig(**{**UNCAPPED, **kw})
 
 
@@ -305,22 +313,26 @@ def test_broadcast_drops_a_receiver_that_leaves_and_finishes_for_the_rest():
 # ---------------------------------------------------------------- shadowing and configuration
 
 
-def test_shadowing_is_seeded_and_off_by_default():
+def test_shadowing_is_seeded_off_on_a_los_only_model_and_on_by_default():
     cfg = shannon(shadowing_sigma_db=4.0, update_interval=0.2)
-    with pytest.raises(ValueError, match="rng"):
-        RsuChannel(cfg, (0, 0))
+    env0 = simpy.Environment()
+    RsuChannel(cfg, (0, 0)).transfer(env0, "v", 1000, "downlink", lambda v: (30.0, 0.0), lambda v: True)
+    with pytest.raises(ValueError, match="no numpy Generator"):
+        env0.run()  # the first draw names what needed one
 
     def once(seed: int | None, c: ChannelConfig) -> float:
         env = simpy.Environment()
         pos = lambda v: (30.0 + 20.0 * env.now, 0.0)  # noqa: E731
         rng = None if seed is None else np.random.default_rng(seed)
-        return run(env, RsuChannel(c, (0, 0), rng=rng).transfer(env, "v", 20_000_000, "downlink", pos, lambda v: True))[
-            0
-        ].end
+        state = None if seed is None else np.random.default_rng(seed + 100)
+        channel = RsuChannel(c, (0, 0), rng=rng, state_rng=state)
+        return run(env, channel.transfer(env, "v", 20_000_000, "downlink", pos, lambda v: True))[0].end
 
     assert once(3, cfg) == once(3, cfg) != once(4, cfg)
-    plain = shannon(update_interval=0.2)
-    assert once(None, plain) == once(5, plain)
+    plain = shannon(update_interval=0.2)  # a LOS-only path-loss model states no shadowing: none
+    assert plain.shadowing_sigma_db is None and once(None, plain) == once(5, plain)
+    city = shannon(path_loss_model="tr37885_urban", update_interval=0.2)  # the default radio: 3 dB in LOS
+    assert city.link_state_model == "city" and once(3, city) == once(3, city) != once(4, city)
 
 
 @pytest.mark.parametrize(

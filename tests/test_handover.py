@@ -17,7 +17,7 @@ MB = 1_000_000
 
 
 def region(env: simpy.Environment) -> dict[str, RsuChannel]:
-    cfg = ChannelConfig()
+    cfg = ChannelConfig(path_loss_model="tr37885_urban_los")  # the idealised link: handover's mechanics
     return {
         rid: RsuChannel(cfg, (x, 0.0), rsu_id=rid, env=env, rng=np.random.default_rng(0))
         for rid, x in (("rsu0", 0.0), ("rsu1", 300.0))
@@ -63,7 +63,8 @@ def test_an_upload_continues_through_the_next_rsu_and_crosses_the_backhaul():
     assert timing["bytes_delivered"] == 40 * MB and timing["bytes_sent"] >= 40 * MB
     relayed = timing["backhaul_s"] - 0.01
     assert 0 < relayed * 1e8 / 8 < 40 * MB  # only the part received by rsu1 crosses the backhaul
-    top = rate_bps(1.0, ChannelConfig().bandwidth_hz, "uplink", ChannelConfig())
+    los = ChannelConfig(path_loss_model="tr37885_urban_los")
+    top = rate_bps(1.0, los.bandwidth_hz, "uplink", los)
     assert t > 0.5 + 40 * MB * 8 / top  # at most the top rate on the air, plus the backhaul
 
 

@@ -21,7 +21,7 @@ from .rundir.solves import unconverged_solves
 from .rundir.summary import summarize
 from .scenario.config import ConfigError
 from .scenario.input_digests import changed_inputs, input_digests
-from .scenario.inputs import check_inputs
+from .scenario.inputs import building_files, check_inputs
 from .scenario.mobility_section import source_fields
 from .scenario.schema import Scenario
 from .sources.base import OpenRequest, SourceInputError, SumoKind
@@ -79,6 +79,7 @@ def replay_scenario(trace: str | Path, scenario_path: str | Path | None = None) 
             RunDir(trace.parent, create=False).verify_file("trace.jsonl")
         base = pin_calibration(manifest_scenario(manifest), read_manifest(manifest).get("calibration"))
     data = base.model_dump(mode="json")
+    data["mobility"]["buildings"] = building_files(base)  # the radio the traffic was recorded with
     data["mobility"]["source"] = "trace"
     data["mobility"]["trace"] = str(trace)
     data["mobility"]["outputs"] = []  # a replay runs no SUMO

@@ -19,6 +19,7 @@ from fl_core.experiment import OneShotSetup
 from mobility.rsu import Rsu
 
 from ..compute.device import SharedDevice
+from ..radio.air import media
 from ..radio.channel import RsuChannel
 from ..radio.link_budget import ChannelConfig
 from ..radio.transfers import HandoverConfig, Links
@@ -26,7 +27,7 @@ from ..rundir.records import RecordWriter
 from ..scenario.config import FederatedSection, RoundsSection
 from ..scenario.schema import ComputeSection, CoordinatorSection
 from .timing import TimeModel
-from .vehicles import Vehicles
+from .vehicles import Surroundings, Vehicles
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,7 @@ class WorldContext:
     rsus: tuple[Rsu, ...]
     step_length: float
     end_time: float
+    buildings: Any = None
 
     @property
     def rounds(self) -> RoundsSection:
@@ -54,12 +56,23 @@ class WorldContext:
         return self.setup.test_set
 
     def channels(self) -> dict[str, RsuChannel]:
-        """One world's channel of every RSU. Shadowing draws from the run's channel stream, one
-        generator per RSU and world, so every method's world starts from the same draws whatever
-        order the worlds are built in."""
+        """One world's channel of every RSU, those that share the air on one medium
+        (:func:`vmc_sim.radio.air.media`). Shadowing and link states draw from the run's channel and
+        link-state streams, one generator per RSU and world, so every method's world starts from the
+        same draws whatever order the worlds are built in."""
+        streams = self.setup.streams
+        air = media(self.rsus, self.channel)
+        around = Surroundings(self.vehicles, self.buildings, self.channel.blocker_height_m)
         return {
             r.id: RsuChannel(
-                self.channel, (r.x, r.y), rsu_id=r.id, env=self.env, rng=self.setup.streams.numpy("channel", r.id)
+                self.channel,
+                (r.x, r.y),
+                rsu_id=r.id,
+                env=self.env,
+                rng=streams.numpy("channel", r.id),
+                state_rng=streams.numpy("link_state", r.id),
+                medium=air[r.id],
+                around=around,
             )
             for r in self.rsus
         }

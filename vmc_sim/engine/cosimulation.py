@@ -25,12 +25,15 @@ from typing import Any
 import simpy
 
 from fl_core.experiment import OneShotSetup
+from mobility.buildings import Buildings
 from mobility.dwell import dwell_summary, dwell_warning, share_longer_than_dwell
 from mobility.rsu import Rsu
 from mobility.source import MobilitySource
 
+from ..radio.link_states import LINK_STATES
 from ..rundir.directory import RunDir
 from ..rundir.records import RecordWriter
+from ..scenario.inputs import building_files
 from ..scenario.mobility_section import source_fields
 from ..scenario.schema import Scenario
 from ..scenario.shards import ShardAssignment
@@ -83,6 +86,8 @@ class CoSimulation:
         self.vehicles = Vehicles(scenario.coordinator.withdrawal_grace, scenario.coordinator.dwell_limited)
         self.env = simpy.Environment(initial_time=source.time)
         self.end_time = source.time + scenario.duration
+        files = building_files(scenario)
+        self.buildings = Buildings.from_poly_files(*files) if files else None
         ctx = WorldContext(
             env=self.env,
             vehicles=self.vehicles,
@@ -97,6 +102,7 @@ class CoSimulation:
             rsus=tuple(rsus),
             step_length=source_fields(scenario.mobility).sumo.step_length,
             end_time=self.end_time,
+            buildings=self.buildings,
         )
         self.worlds = [World(ctx, m) for m in fed.methods]
         self.round_worlds = [RoundWorld(ctx, m) for m in fed.strategies]
@@ -214,6 +220,7 @@ class CoSimulation:
         if self.traffic_ended is not None:
             summary["traffic_ended_early"] = self.traffic_ended
         summary["drain"] = self.drained
+        summary["radio"] = self.radio_summary()
         teleports = getattr(self.source, "teleports", None)
         if teleports is None:  # a replay: the count its recorder wrote
             teleports = (getattr(self.source, "end_record", None) or {}).get("teleports")
@@ -228,6 +235,31 @@ class CoSimulation:
         if self.cache is not None:
             summary["contribution_cache"] = {"path": str(self.cache.root), **self.cache.stats.as_dict()}
         return summary
+
+    def radio_summary(self) -> dict[str, Any]:
+        """What the radio was: its link-state model, the buildings it read (or what stood in for
+        them), which RSUs shared the air, and per method the share of the time links carrying a
+        transfer spent in each state."""
+        channel = self.scenario.channel_config()
+        model = LINK_STATES[channel.link_state_model or "los"]
+        share: dict[str, dict[str, float]] = {}
+        domains: set[str] = set()
+        for w in self.all_worlds:
+            seconds: dict[str, float] = {}
+            for ch in w.links.channels.values():
+                domains.add(ch.medium.name)
+                for state, t in ch.state_time.items():
+                    seconds[state] = seconds.get(state, 0.0) + t
+            total = sum(seconds.values())
+            share[w.name] = {k: v / total for k, v in sorted(seconds.items())} if total > 0 else {}
+        return {
+            "link_state_model": channel.link_state_model,
+            "path_loss_model": channel.path_loss_model,
+            "buildings": None if self.buildings is None else len(self.buildings),
+            "stand_in": model.stand_in if self.buildings is None else None,
+            "shared_air": sorted(domains),
+            "state_share": share,
+        }
 
     def dwell_and_jobs(self) -> dict[str, Any]:
         """How long vehicles stayed in coverage against how long each method's jobs took (from the

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable
+from typing import Any
 
 from mobility.events import MobilityEvent
 
@@ -71,3 +72,21 @@ class Vehicles:
         dwell cut by the end is censored). Returns the vehicles that were still covered."""
         self.ended = True
         return sorted(self.covered, key=str)
+
+
+class Surroundings:
+    """What a radio link sees around it (:class:`vmc_sim.radio.link_states.Surroundings`): the map's
+    buildings (None: the scenario has none) and the covered vehicles near a point, each
+    ``height_m`` tall (the traffic sources do not say a vehicle's type)."""
+
+    def __init__(self, vehicles: Vehicles, buildings: Any = None, height_m: float = 1.6) -> None:
+        self.vehicles, self.buildings, self.height_m = vehicles, buildings, height_m
+
+    def vehicles_near(self, x: float, y: float, radius: float) -> list[tuple[Hashable, float, float, float]]:
+        out: list[tuple[Hashable, float, float, float]] = []
+        state = self.vehicles.state
+        for v in self.vehicles.covered:
+            s = state.get(v)
+            if s is not None and (s[0] - x) ** 2 + (s[1] - y) ** 2 <= radius * radius:
+                out.append((v, s[0], s[1], self.height_m))
+        return out

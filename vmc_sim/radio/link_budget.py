@@ -44,6 +44,7 @@ import numpy as np
 from fl_core.registry import UnknownNameError
 
 from .link_state import LinkState
+from .link_states import LINK_STATES
 from .path_loss import PATH_LOSS
 from .rate_models import RATES
 from .rates import (
@@ -76,9 +77,20 @@ class ChannelConfig:
     """Radio parameters of every RSU's channel (filled from the scenario's ``channel`` section)."""
 
     path_loss_model: str = field(
-        default="tr37885_urban_los",
+        default="tr37885_urban",
         metadata={
-            "doc": "a path-loss model of vmc_sim.radio.path_loss.PATH_LOSS: tr37885_urban_los (TR 37.885 urban LOS), tr37885_highway_los, tr38901_umi_los (UMi street canyon LOS), free_space, log_distance"
+            "doc": "a path-loss model of vmc_sim.radio.path_loss.PATH_LOSS: tr37885_urban (TR 37.885 urban, per link "
+            "state), tr37885_highway, tr38901_umi (UMi street canyon), or a LOS-only one: tr37885_urban_los, "
+            "tr37885_highway_los, tr38901_umi_los, free_space, log_distance"
+        },
+    )
+    link_state_model: str | None = field(
+        default=None,
+        metadata={
+            "doc": "a link-state model of vmc_sim.radio.link_states.LINK_STATES: city (NLOS by buildings or their "
+            "stand-in, NLOSv by the vehicles on the line), tr37885_urban, tr37885_highway, tr38901_umi, or los "
+            "(every link LOS: the idealised channel); null: city with a path-loss model of every state, los with "
+            "one of LOS only"
         },
     )
     carrier_ghz: float = field(default=5.9, metadata={"doc": "carrier frequency, GHz (5.9: the ITS band)"})
@@ -127,11 +139,63 @@ class ChannelConfig:
     log_distance_ref_m: float = field(
         default=1.0, metadata={"doc": "log_distance: the reference distance up to which the loss is free space, m"}
     )
-    shadowing_sigma_db: float = field(
-        default=0.0, metadata={"doc": "log-normal shadowing's standard deviation, dB (0: none)"}
+    shadowing_sigma_db: float | None = field(
+        default=None,
+        metadata={
+            "doc": "log-normal shadowing's standard deviation, dB, for every link state (null: the path-loss "
+            "model's per state, e.g. 3 dB LOS and NLOSv, 4 dB NLOS for tr37885_urban; 0: none)"
+        },
     )
-    shadowing_decorrelation_m: float = field(
-        default=10.0, metadata={"doc": "the distance over which a link's shadowing decorrelates, m"}
+    shadowing_decorrelation_m: float | None = field(
+        default=None,
+        metadata={
+            "doc": "the distance over which a link's shadowing decorrelates, m (null: the path-loss model's per "
+            "state, else 10 m)"
+        },
+    )
+    state_decorrelation_m: float = field(
+        default=10.0,
+        metadata={"doc": "tr37885 link states: the distance over which a link's LOS/NLOSv draw decorrelates, m"},
+    )
+    building_decorrelation_m: float = field(
+        default=50.0,
+        metadata={
+            "doc": "the distance over which a link's NLOS draw decorrelates where buildings are stood in by a "
+            "probability, m (TR 38.901's spatially consistent LOS state, UMi: 50 m)"
+        },
+    )
+    truck_share: float = field(
+        default=0.0,
+        metadata={"doc": "tr37885 link states: the share of NLOSv blockers that are trucks (3 m; else 1.6 m)"},
+    )
+    blocker_radius_m: float = field(
+        default=0.9,
+        metadata={"doc": "city link states: a blocking vehicle is a disc of this radius around its position, m"},
+    )
+    blocker_height_m: float = field(
+        default=1.6,
+        metadata={"doc": "city link states: a blocking vehicle's height where its type does not say, m"},
+    )
+    shared_air: bool = field(
+        default=True,
+        metadata={
+            "doc": "RSUs on one channel whose cells lie within carrier-sense range of each other share the air "
+            "(false: each RSU has a channel of its own)"
+        },
+    )
+    carrier_sense_dbm: float = field(
+        default=-85.0,
+        metadata={
+            "doc": "shared_air: two cells share the air where a transmitter at one's edge is received above "
+            "this at the other's edge (LOS, no shadowing), dBm"
+        },
+    )
+    rsu_channels: dict[str, int] = field(
+        default_factory=dict,
+        metadata={
+            "doc": "shared_air: the channel number of each RSU by id (RSUs not named: 0); RSUs on "
+            "different channels never share the air"
+        },
     )
     update_interval: float = field(
         default=1.0, metadata={"doc": "simulated seconds between recomputations of every active transfer's rate"}
@@ -148,11 +212,21 @@ class ChannelConfig:
     )
 
     def __post_init__(self) -> None:
+        if (
+            self.link_state_model is None
+            and isinstance(self.path_loss_model, str)
+            and self.path_loss_model in PATH_LOSS
+        ):
+            self.link_state_model = "city" if PATH_LOSS[self.path_loss_model].shadowing_db else "los"
         self.validate()
 
     def validate(self) -> None:
         """Raise ValueError naming the first bad field."""
-        for name, registry in (("path_loss_model", PATH_LOSS), ("rate_model", RATES)):
+        for name, registry in (
+            ("path_loss_model", PATH_LOSS),
+            ("rate_model", RATES),
+            ("link_state_model", LINK_STATES),
+        ):
             try:
                 registry.canonical(getattr(self, name))
             except (UnknownNameError, TypeError) as e:
@@ -184,7 +258,6 @@ class ChannelConfig:
             "bandwidth_hz",
             "path_loss_exponent",
             "log_distance_ref_m",
-            "shadowing_decorrelation_m",
             "update_interval",
             "min_distance_m",
         ):
@@ -196,9 +269,31 @@ class ChannelConfig:
                 raise ValueError(f"channel.{name} must be a positive number or null, got {v!r}")
         if not is_number(self.outage_timeout_s) or self.outage_timeout_s < 0:
             raise ValueError(f"channel.outage_timeout_s must be a non-negative number, got {self.outage_timeout_s!r}")
-        if not is_number(self.shadowing_sigma_db) or self.shadowing_sigma_db < 0:
+        sigma = self.shadowing_sigma_db
+        if sigma is not None and (not is_number(sigma) or sigma < 0):
+            raise ValueError(f"channel.shadowing_sigma_db must be a non-negative number or null, got {sigma!r}")
+        decorrelation = self.shadowing_decorrelation_m
+        if decorrelation is not None and not is_positive(decorrelation):
             raise ValueError(
-                f"channel.shadowing_sigma_db must be a non-negative number, got {self.shadowing_sigma_db!r}"
+                f"channel.shadowing_decorrelation_m must be a positive number or null, got {decorrelation!r}"
+            )
+        for name in ("state_decorrelation_m", "building_decorrelation_m", "blocker_radius_m", "blocker_height_m"):
+            if not is_positive(getattr(self, name)):
+                raise ValueError(f"channel.{name} must be a positive number, got {getattr(self, name)!r}")
+        if not is_number(self.truck_share) or not 0 <= self.truck_share <= 1:
+            raise ValueError(f"channel.truck_share must lie in [0, 1], got {self.truck_share!r}")
+        if not is_number(self.carrier_sense_dbm):
+            raise ValueError(f"channel.carrier_sense_dbm must be a finite number (dBm), got {self.carrier_sense_dbm!r}")
+        if not isinstance(self.rsu_channels, dict) or not all(
+            isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) for k, v in self.rsu_channels.items()
+        ):
+            raise ValueError(f"channel.rsu_channels must map RSU ids to channel numbers, got {self.rsu_channels!r}")
+        if self.link_state_model != "los" and not PATH_LOSS[self.path_loss_model].shadowing_db:
+            raise ValueError(
+                f"channel.path_loss_model {self.path_loss_model!r} has a formula for LOS only, so link states other "
+                f"than LOS cannot be priced: give a path-loss model of every state (tr37885_urban, "
+                f"tr37885_highway, tr38901_umi) or link_state_model: los (channel.link_state_model is "
+                f"{self.link_state_model!r})"
             )
         PATH_LOSS[self.path_loss_model].check(self)
         RATES[self.rate_model].check(self)
@@ -230,20 +325,33 @@ def noise_dbm(cfg: ChannelConfig) -> float:
     return cfg.noise_density_dbm_hz + 10.0 * math.log10(cfg.bandwidth_hz) + cfg.noise_figure_db
 
 
-def snr_db(distance_m: float, direction: str, cfg: ChannelConfig, shadowing_db: float = 0.0) -> float:
-    """SNR (dB) over the full channel at ground distance ``distance_m``; ``shadowing_db`` adds loss."""
+def snr_db(
+    distance_m: float,
+    direction: str,
+    cfg: ChannelConfig,
+    shadowing_db: float = 0.0,
+    state: LinkState = LinkState.LOS,
+) -> float:
+    """SNR (dB) over the full channel at ground distance ``distance_m`` in link state ``state``;
+    ``shadowing_db`` adds loss (shadowing, and a vehicle's blockage loss)."""
     check_direction(direction)
     p_tx = cfg.tx_power_dbm_downlink if direction == "downlink" else cfg.tx_power_dbm_uplink
-    return p_tx + cfg.antenna_gain_db - path_loss_db(distance_m, cfg) - shadowing_db - noise_dbm(cfg)
+    return p_tx + cfg.antenna_gain_db - path_loss_db(distance_m, cfg, state) - shadowing_db - noise_dbm(cfg)
 
 
 def rate_bps(
-    distance_m: float, share_hz: float, direction: str, cfg: ChannelConfig, shadowing_db: float = 0.0
+    distance_m: float,
+    share_hz: float,
+    direction: str,
+    cfg: ChannelConfig,
+    shadowing_db: float = 0.0,
+    state: LinkState = LinkState.LOS,
 ) -> float:
-    """Rate (bit/s) of a transfer holding ``share_hz`` of the channel under ``cfg.rate_model``, capped."""
+    """Rate (bit/s) of a transfer holding ``share_hz`` of the channel under ``cfg.rate_model``, capped,
+    on a link in state ``state`` with ``shadowing_db`` of extra loss."""
     if not is_number(share_hz) or share_hz < 0:
         raise ValueError(f"share_hz must be a non-negative number, got {share_hz!r}")
-    snr = snr_db(distance_m, direction, cfg, shadowing_db)
+    snr = snr_db(distance_m, direction, cfg, shadowing_db, state)
     rate = RATES[cfg.rate_model].rate(snr, share_hz, direction, cfg)
     rate *= payload_fraction(int(cfg.msdu_bytes), cfg.transport)
     if cfg.rate_cap_bps is not None:

@@ -249,6 +249,7 @@ def summarize(run: RunDir) -> str:
             f"of reach), what was in flight failed, and the last record came {summary['drain']['s']:.0f} s "
             "after the end"
         )
+    lines += radio_lines(summary.get("radio"))
     teleports = summary.get("teleports")
     if teleports:
         lines.append(
@@ -296,3 +297,30 @@ def summarize(run: RunDir) -> str:
         tol = float("nan")
     lines += warning_lines(unconverged_solves(rows), tol)
     return "\n".join(lines)
+
+
+def radio_lines(radio: dict[str, Any] | None) -> list[str]:
+    """The run summary's lines on the radio: its link states, the buildings or their stand-in, which
+    RSUs shared the air, and the time links spent in each state."""
+    if not radio:
+        return []
+    model = radio["link_state_model"]
+    if model == "los":
+        lines = ["radio: every link line of sight (link_state_model: los, the idealised channel)"]
+    elif radio.get("buildings") is not None:
+        lines = [f"radio: link states {model}; NLOS by {radio['buildings']} building footprint(s)"]
+    elif radio.get("stand_in"):
+        lines = [
+            f"radio: link states {model}; the scenario names no buildings: the {radio['stand_in']} stood in "
+            "for them (mobility.buildings: SUMO polygon files)"
+        ]
+    else:
+        lines = [f"radio: link states {model}; no buildings, so no link is NLOS"]
+    shared = [d for d in radio.get("shared_air") or [] if "+" in d]
+    if shared:
+        lines.append(f"radio: RSUs sharing the air: {'; '.join(shared)}")
+    for method, share in (radio.get("state_share") or {}).items():
+        if share:
+            parts = ", ".join(f"{k.upper() if k != 'nlosv' else 'NLOSv'} {100 * v:.1f} %" for k, v in share.items())
+            lines.append(f"radio: {method}: time links carried a transfer: {parts}")
+    return lines

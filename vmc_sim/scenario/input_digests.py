@@ -18,10 +18,11 @@ from .mobility_section import source_fields
 
 def input_files(scenario: Any) -> list[str]:
     """Every input file ``scenario`` names, as its mobility source lists them
-    (:meth:`vmc_sim.sources.base.SourceKind.input_files`); generated inputs (the embedded city, LuST)
-    are not listed."""
+    (:meth:`vmc_sim.sources.base.SourceKind.input_files`) and the building footprints it names;
+    generated inputs (the embedded city, LuST) are not listed."""
     m = scenario.mobility
-    return list(dict.fromkeys(str(f) for f in SOURCES[m.source].input_files(source_fields(m)) if f))
+    files = [*SOURCES[m.source].input_files(source_fields(m)), *m.buildings]
+    return list(dict.fromkeys(str(f) for f in files if f))
 
 
 def input_digests(scenario: Any) -> dict[str, str]:

@@ -13,6 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from mobility.errors import BuildingsError
+from mobility.polygons import read_poly_file
 from mobility.sumo_files import geo_bounds
 
 from ..sources.base import SourceInputError
@@ -21,6 +23,7 @@ from .config import ConfigError
 from .mobility_section import source_fields
 
 FILE_FIELDS = ("net_file", "config_file", "trace", "fcd_file")
+LIST_FIELDS = ("route_files", "buildings")
 
 
 def _resolve(path: str, base: Path) -> str:
@@ -42,8 +45,9 @@ def resolve_paths(data: dict[str, Any], base_dir: str | Path) -> dict[str, Any]:
     for key in FILE_FIELDS:
         if isinstance(m.get(key), str):
             m[key] = _resolve(m[key], base)
-    if isinstance(m.get("route_files"), list):
-        m["route_files"] = [_resolve(p, base) if isinstance(p, str) else p for p in m["route_files"]]
+    for key in LIST_FIELDS:
+        if isinstance(m.get(key), list):
+            m[key] = [_resolve(p, base) if isinstance(p, str) else p for p in m[key]]
     return data
 
 
@@ -90,4 +94,17 @@ def check_inputs(scenario, where: str = "scenario") -> None:
         SOURCES[m.source].check(source_fields(m))
     except SourceInputError as e:
         raise ConfigError(f"{where}: {e}") from None
+    for i, path in enumerate(m.buildings):
+        try:
+            if not read_poly_file(path):
+                raise ConfigError(f"{where}: mobility.buildings[{i}]: {path} holds no building footprint")
+        except (BuildingsError, OSError) as e:
+            raise ConfigError(f"{where}: mobility.buildings[{i}]: {e}") from None
     check_rsu_bounds(scenario, where)
+
+
+def building_files(scenario) -> list[str]:
+    """Every building-footprint file the scenario's radio reads: what its source brings (the
+    embedded city's blocks) and ``mobility.buildings``."""
+    m = scenario.mobility
+    return list(dict.fromkeys([*SOURCES[m.source].buildings(source_fields(m)), *m.buildings]))

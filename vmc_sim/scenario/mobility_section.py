@@ -29,9 +29,9 @@ MOBILITY_DEFAULTS: dict[str, Any] = {
 
 SumoOutput = Literal["fcd", "tripinfo", "summary"]
 
-EVERY_SOURCE_READS: tuple[str, ...] = ("source", "sumo.step_length")
+EVERY_SOURCE_READS: tuple[str, ...] = ("source", "sumo.step_length", "buildings")
 """Fields a run reads whatever its source: the engine's clock steps by ``sumo.step_length`` (a trace
-or an FCD replay is sampled at those steps too)."""
+or an FCD replay is sampled at those steps too); the radio reads the ``buildings``."""
 
 
 def _declared(source: str) -> tuple[str, ...]:
@@ -146,6 +146,12 @@ class MobilitySection(Strict):
     sumo: SumoSection = SumoSection()
     rsus: dict[str, Any] = Field(default_factory=lambda: dict(MOBILITY_DEFAULTS["rsus"]))
     coverage: dict[str, Any] = Field(default_factory=lambda: dict(MOBILITY_DEFAULTS["coverage"]))
+    buildings: list[str] = Field(
+        default_factory=list,
+        description="SUMO polygon files (what polyconvert writes from OSM) whose building footprints block the "
+        "radio's line of sight (NLOS), relative to the scenario file; the embedded city makes its own "
+        "(city.building_setback); none: the link states stand a probability in for them",
+    )
     trace_cache: str | None = Field(
         None,
         description="directory of the content-addressed trace cache (mobility.trace_cache): a live run whose "

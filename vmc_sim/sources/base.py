@@ -79,6 +79,10 @@ class SourceKind:
         """The network file whose lon/lat bounds lon/lat RSUs are checked against, if any."""
         return None
 
+    def buildings(self, m: Any) -> list[str]:
+        """Building-footprint files the source brings besides the scenario's ``mobility.buildings``."""
+        return []
+
     def shipping(self, m: Any, placeholder: str) -> tuple[Path, dict[str, Any]] | None:
         """A directory a cluster node needs besides the input files (shipped under ``placeholder``)
         and the mobility fields that point the node's scenario at it; None when there is none."""

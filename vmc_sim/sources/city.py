@@ -1,5 +1,5 @@
-"""``source: city``: the embedded grid city (``mobility.city``: a netgenerate grid and its
-randomTrips demand, built once and cached by content), run in SUMO."""
+"""``source: city``: the embedded grid city (``mobility.city``: a netgenerate grid, its randomTrips
+demand and the building blocks between its streets, built once and cached by content), run in SUMO."""
 
 from __future__ import annotations
 
@@ -17,6 +17,11 @@ class CityKind(SumoKind):
     def sumo_inputs(self, m: Any) -> dict[str, Any]:
         files = build_city(m.city_config())
         return {"net_file": str(files.net_file), "route_files": [str(files.route_file)]}
+
+    def buildings(self, m: Any) -> list[str]:
+        """The blocks between its streets (``city.building_setback``; none when it is null)."""
+        files = build_city(m.city_config())
+        return [] if files.buildings_file is None else [str(files.buildings_file)]
 
     def network(self, m: Any) -> tuple[Bounds, str] | None:
         c = m.city_config()
