@@ -50,7 +50,8 @@ def small_scenario(
 ) -> Scenario:
     """A short co-simulation scenario on digits with the small MLP: ``mobility`` (a trace file to
     replay, or the whole section) and ``federated`` (laid over dataset, model and 12 clients) as
-    given, named ``t``, seed 3, 120 s, a 5 s warm-up and 4 clients at least, the device time model;
+    given, named ``t``, seed 3, 120 s, a 5 s warm-up and 4 clients at least, the device time model,
+    on the idealised line-of-sight link (the engine's mechanics; the city radio has tests of its own);
     each section in ``over`` (``federated`` too) is laid over its default one level deep (a value
     that is not a dict replaces it)."""
     from vmc_sim.scenario.config import load_model
@@ -64,6 +65,7 @@ def small_scenario(
         "federated": {"dataset": "digits", "num_clients": 12, "model": "mlp", **federated},
         "coordinator": {"warmup": 5.0, "min_clients": 4},
         "compute": {"time_model": "device"},
+        "channel": {"path_loss_model": "tr37885_urban_los"},
     }
     for k, v in over.items():
         data[k] = {**data.get(k, {}), **v} if isinstance(v, dict) else v

@@ -137,6 +137,7 @@ def test_multiround_editors_replay_requests_and_refuse_what_they_cannot_do(tmp_p
             "rounds": {"rounds": 3, "clients_per_round": 4, "lr": 0.05},
         },
         "coordinator": {"warmup": 5.0, "min_clients": 4},
+        "channel": {"path_loss_model": "tr37885_urban_los"},  # the editors' mechanics on the idealised link
     }
     run = run_scenario(load_model(Scenario, None, data), out=tmp_path / "run", progress=False, say=lambda s: None)
     by = {}

@@ -140,7 +140,8 @@ def test_print_config_shows_the_resolved_scenario_and_runs_nothing(tmp_path, cap
     assert printed == load_scenario(path).resolved()
     assert printed["federated"]["train"]["epochs"] == 20 and printed["compute"]["time_model"] == "profile"
     # the sections a lower layer reads are shown with the values it uses, not as given ({})
-    assert printed["channel"]["path_loss_model"] == "tr37885_urban_los" and printed["channel"]["outage_timeout_s"] == 3
+    assert printed["channel"]["path_loss_model"] == "tr37885_urban" and printed["channel"]["outage_timeout_s"] == 3
+    assert printed["channel"]["link_state_model"] == "city"  # resolved: the model the defaults imply
     assert printed["mobility"]["city"]["junctions_x"] == 8 and printed["mobility"]["coverage"]["membership"] == "union"
     assert "begin" in printed["mobility"]["lust"] and printed["mobility"]["rsus"]["radius"] == 200
     assert not out.exists()
