@@ -191,3 +191,19 @@ def test_the_run_summary_names_the_radio_and_its_stand_in(tmp_path):
     assert radio["buildings"] is None and "UMi" in radio["stand_in"]
     assert "stood in" in radio_lines(radio)[0]
     assert sum(next(iter(radio["state_share"].values())).values()) == pytest.approx(1.0)
+
+
+def test_the_obstacle_model_prices_walls_and_depth_instead_of_the_nlos_formula():
+    block = Buildings([Footprint("b", ((40.0, -10.0), (60.0, -10.0), (60.0, 10.0), (40.0, 10.0)))])
+    rx = SimpleNamespace(vehicle="v", pos=(100.0, 0.0), extra_db=0.0, state=None, vel=None)
+    out = {}
+    for loss in ("nlos", "obstacle"):
+        cfg = ChannelConfig(building_loss=loss, shadowing_sigma_db=0.0)
+        ch = RsuChannel(cfg, (0.0, 0.0), state_rng=np.random.default_rng(0), around=Around(block))
+        ch.update_link(rx)
+        assert rx.state is LinkState.NLOS
+        flow = SimpleNamespace(direction="uplink")
+        out[loss] = (rx.extra_db, ch.rx_rate(flow, rx, cfg.bandwidth_hz, 0.0))
+    assert out["nlos"][0] == 0.0 and out["obstacle"][0] == pytest.approx(2 * 9.0 + 20.0 * 0.4)  # two walls, 20 m
+    los_rate = rate_bps(100.0, 10e6, "uplink", ChannelConfig(), 26.0, LinkState.LOS)
+    assert out["obstacle"][1] == pytest.approx(los_rate)

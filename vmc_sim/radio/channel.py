@@ -61,6 +61,9 @@ from .link_states import LINK_STATES, Link, StateMemory, Surroundings, blockage_
 from .medium import Medium
 from .path_loss import PATH_LOSS
 
+OBSTACLE_PER_WALL_DB = 9.0  # Sommer et al.'s obstacle model as Veins configures it (mobility.buildings)
+OBSTACLE_PER_METRE_DB = 0.4
+
 __all__ = ["BroadcastResult", "LinkMemory", "RsuChannel", "TransferResult"]
 
 
@@ -210,8 +213,12 @@ class RsuChannel:
             r = math.exp(-moved / d)
             rng = self._draws(self.rng, "shadowing")
             mem.shadow_db = r * mem.shadow_db + math.sqrt(1.0 - r * r) * float(rng.normal(0.0, sigma))
+        obstacle = 0.0
+        if state is LinkState.NLOS and cfg.building_loss == "obstacle" and self.around and self.around.buildings:
+            crossing = self.around.buildings.crossing(self.position[0], self.position[1], rx.pos[0], rx.pos[1])
+            obstacle = OBSTACLE_PER_WALL_DB * crossing.walls + OBSTACLE_PER_METRE_DB * crossing.inside_m
         mem.pos, mem.state = rx.pos, state
-        rx.extra_db, rx.state = mem.shadow_db + mem.blockage_db, state
+        rx.extra_db, rx.state = mem.shadow_db + mem.blockage_db + obstacle, state
 
     def rx_rate(self, flow: Flow, rx: Receiver, share: float, ahead: float) -> float:
         """The rate of ``rx`` holding ``share`` Hz, ``ahead`` seconds into the coming piece."""
@@ -220,6 +227,8 @@ class RsuChannel:
         if rx.vel is not None and ahead > 0:
             x, y = x + rx.vel[0] * ahead, y + rx.vel[1] * ahead
         state = rx.state or LinkState.LOS
+        if state is LinkState.NLOS and self.cfg.building_loss == "obstacle":
+            state = LinkState.LOS  # the obstacle model prices a building as LOS loss plus its walls and depth
         return rate_bps(self.distance((x, y)), share, flow.direction, self.cfg, rx.extra_db, state)
 
     def _draws(self, rng: np.random.Generator | None, what: str) -> Any:

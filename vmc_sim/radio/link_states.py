@@ -46,9 +46,12 @@ CAR_HEIGHT_M = 1.6  # TR 37.885 vehicle types 1 and 2 (ns-3's blocker height)
 
 
 class Buildings(Protocol):
-    """What the link states need of a map's buildings: whether one stands on a 2-D segment."""
+    """What the radio needs of a map's buildings: whether one stands on a 2-D segment, and the walls
+    and metres inside that segment crosses (:class:`mobility.buildings.Buildings`)."""
 
     def blocks(self, x1: float, y1: float, x2: float, y2: float) -> bool: ...
+
+    def crossing(self, x1: float, y1: float, x2: float, y2: float) -> Any: ...
 
 
 class Surroundings(Protocol):
