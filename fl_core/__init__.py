@@ -14,16 +14,51 @@ What a researcher uses::
     setup.accuracy(fsosa.model)
 """
 
-from .data import DATASETS, ArrayDataset, load_dataset, load_train_test
-from .editors import EDITORS, Editor, EditReport, build_editor
-from .experiment import OneShotSetup
-from .fisher import FisherKind, FisherLabels
-from .models import MODELS, build_model
-from .projection import ProjectionConfig, ProjectionMethod
-from .registry import Registry
-from .rounds import STRATEGIES, RoundConfig, RoundStrategy, build_strategy
-from .sampler import FixedRatio, FixedSize
-from .training import TrainConfig, evaluate
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the names below, for type checkers; at run time each is imported when first used
+    from .data import DATASETS, ArrayDataset, load_dataset, load_train_test
+    from .editors import EDITORS, Editor, EditReport, build_editor
+    from .experiment import OneShotSetup
+    from .fisher import FisherKind, FisherLabels
+    from .models import MODELS, build_model
+    from .projection import ProjectionConfig, ProjectionMethod
+    from .registry import Registry
+    from .rounds import STRATEGIES, RoundConfig, RoundStrategy, build_strategy
+    from .sampler import FixedRatio, FixedSize
+    from .training import TrainConfig, evaluate
+
+_EXPORTS: dict[str, str] = {
+    "DATASETS": ".data",
+    "ArrayDataset": ".data",
+    "load_dataset": ".data",
+    "load_train_test": ".data",
+    "EDITORS": ".editors",
+    "Editor": ".editors",
+    "EditReport": ".editors",
+    "build_editor": ".editors",
+    "OneShotSetup": ".experiment",
+    "FisherKind": ".fisher",
+    "FisherLabels": ".fisher",
+    "MODELS": ".models",
+    "build_model": ".models",
+    "ProjectionConfig": ".projection",
+    "ProjectionMethod": ".projection",
+    "Registry": ".registry",
+    "STRATEGIES": ".rounds",
+    "RoundConfig": ".rounds",
+    "RoundStrategy": ".rounds",
+    "build_strategy": ".rounds",
+    "FixedRatio": ".sampler",
+    "FixedSize": ".sampler",
+    "TrainConfig": ".training",
+    "evaluate": ".training",
+}
+"""Each public name and the module it lives in: imported on first use, so that importing the
+package (a command that trains nothing) imports nothing heavy."""
 
 __version__ = "0.1.0"
 
@@ -53,3 +88,16 @@ __all__ = [
     "load_dataset",
     "load_train_test",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])

@@ -11,6 +11,7 @@ import torch
 
 from .devices import resolve_device
 from .fisher.base import Preconditioner
+from .solve_stops import STOPPED_SHORT  # noqa: F401 - re-exported, as before
 from .stats import Weighting
 
 
@@ -102,10 +103,6 @@ class ProjectionConfig:
             raise ValueError(f"projection.adam_lr must be > 0, got {self.adam_lr}")
         if self.check_every < 1:
             raise ValueError(f"projection.check_every must be >= 1, got {self.check_every}")
-
-
-#: Stop reasons of a solve that ended above its tolerance.
-STOPPED_SHORT = ("max_iter", "stalled")
 
 
 @dataclass

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -216,3 +217,18 @@ def test_the_repository_speaks_of_the_project_not_of_its_making():
             if PROCESS_WORDS.search(line):
                 hits.append(f"{path.relative_to(ROOT)}:{i}: {line.strip()[:100]}")
     assert hits == [], f"{len(hits)} lines, e.g.\n" + "\n".join(hits[:20])
+
+
+def test_commands_that_train_nothing_import_no_torch():
+    """``vmc --help`` and ``vmc status`` build the whole parser and read a run without torch (an
+    import of torch alone takes seconds)."""
+    code = (
+        "import sys\n"
+        "from vmc_sim.cli import build_parser\n"
+        "build_parser().parse_args(['status', '.'])\n"
+        "import vmc_sim, fl_core, mobility\n"
+        "heavy = sorted(m for m in ('torch', 'torchvision', 'ray', 'flwr', 'matplotlib', 'libsumo') if m in sys.modules)\n"
+        "print(','.join(heavy))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert done.stdout.strip() == ""

@@ -10,11 +10,32 @@ A co-simulation from Python::
         print(record["method"], record["kind"], record["accuracy"])
 """
 
-from .cosim import replay_scenario, run_scenario
-from .engine.cosimulation import CoSimulation
-from .rundir.directory import RunDir
-from .scenario.schema import Scenario, TimeModelKind, load_scenario
-from .sweep import SweepSpec, load_sweep, run_sweep
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the names below, for type checkers; at run time each is imported when first used
+    from .cosim import replay_scenario, run_scenario
+    from .engine.cosimulation import CoSimulation
+    from .rundir.directory import RunDir
+    from .scenario.schema import Scenario, TimeModelKind, load_scenario
+    from .sweep import SweepSpec, load_sweep, run_sweep
+
+_EXPORTS: dict[str, str] = {
+    "replay_scenario": ".cosim",
+    "run_scenario": ".cosim",
+    "CoSimulation": ".engine.cosimulation",
+    "RunDir": ".rundir.directory",
+    "Scenario": ".scenario.schema",
+    "TimeModelKind": ".scenario.schema",
+    "load_scenario": ".scenario.schema",
+    "SweepSpec": ".sweep",
+    "load_sweep": ".sweep",
+    "run_sweep": ".sweep",
+}
+"""Each public name and the module it lives in: imported on first use, so that importing the
+package (a command that trains nothing) imports nothing heavy."""
 
 __all__ = [
     "CoSimulation",
@@ -28,3 +49,16 @@ __all__ = [
     "run_scenario",
     "run_sweep",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])

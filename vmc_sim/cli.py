@@ -9,7 +9,7 @@ from fl_core.errors import CorruptFileError
 from mobility.errors import TraceError
 
 from .rundir.outputs import OutputRefused, os_error_text
-from .scenario.config import ConfigError
+from .scenario.errors import ConfigError
 
 INPUT_ERRORS = (FileNotFoundError, NotADirectoryError, CorruptFileError, TraceError)
 
@@ -253,10 +253,10 @@ def build_parser() -> argparse.ArgumentParser:
             "censored and counted apart): count, median, p10, p90, mean, per RSU cell where recorded.",
         )
     )
-    from .sweep import add_sweep_parser
+    from .sweep.cli import add_sweep_parser
 
     add_sweep_parser(sub)
-    from .rundir.audit import add_audit_parser
+    from .rundir.audit_cli import add_audit_parser
 
     add_audit_parser(sub)
     from .rundir.export import add_export_parser

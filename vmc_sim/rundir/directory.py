@@ -17,9 +17,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import torch
-from safetensors.torch import save_file
-
 from fl_core.errors import CorruptFileError
 
 from ..compute.host import cpu_model
@@ -31,6 +28,8 @@ __all__ = ["RunDir", "describe_status", "new_run_dir", "read_manifest", "version
 
 def versions() -> dict[str, str]:
     """Versions of the packages that decide a run's numbers."""
+    import torch  # here: a reader of run directories needs no torch
+
     out = {"python": sys.version.split()[0], "torch": torch.__version__}
     for name in ("numpy", "simpy", "safetensors", "libsumo", "traci", "sumolib"):
         try:
@@ -87,7 +86,11 @@ def file_fingerprint(path: str | Path) -> dict[str, Any]:
     return {"sha256": h.hexdigest(), "lines": lines, "bytes": size}
 
 
-FINGERPRINTED = {"records.jsonl": "records_file", "models.safetensors": "models_file", "trace.jsonl": "trace_file"}
+MODELS_FILE = "models.safetensors"
+"""A run's final models, one tensor per method (``<method>.weights``)."""
+AUDIT_FILE = "audit.json"
+"""What ``vmc audit`` writes into a run it reads."""
+FINGERPRINTED = {"records.jsonl": "records_file", MODELS_FILE: "models_file", "trace.jsonl": "trace_file"}
 """A completed run's files whose fingerprint its manifest keeps, under these keys."""
 
 
@@ -119,7 +122,7 @@ class RunDir:
                 "processor": platform.processor(),
                 "cpu": cpu_model(),
                 "cpus": os.cpu_count(),
-                "cuda": torch.cuda.is_available(),
+                "cuda": _cuda(),
             },
         }
         manifest = {
@@ -235,9 +238,11 @@ class RunDir:
                 f.truncate(path.stat().st_size - torn)
             say(f"{path}: dropped an incomplete last line ({torn} bytes, cut while being written)")
 
-    def save_tensors(self, name: str, tensors: dict[str, torch.Tensor], metadata: dict[str, str] | None = None) -> Path:
+    def save_tensors(self, name: str, tensors: dict[str, Any], metadata: dict[str, str] | None = None) -> Path:
         path = self.path / name
         tmp = path.with_suffix(path.suffix + ".tmp")
+        from safetensors.torch import save_file
+
         save_file({k: v.detach().contiguous().cpu() for k, v in tensors.items()}, str(tmp), metadata=metadata)
         os.replace(tmp, path)
         return path
@@ -263,3 +268,10 @@ def _jsonable(o: Any) -> Any:
     if isinstance(o, (set, frozenset, tuple)):
         return list(o)
     return str(o)
+
+
+def _cuda() -> bool:
+    """Whether this host has CUDA (torch imported only here and when tensors are written)."""
+    import torch
+
+    return bool(torch.cuda.is_available())

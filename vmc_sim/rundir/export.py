@@ -75,8 +75,6 @@ from mobility.errors import TraceError
 from mobility.events import MobilityEvent
 from mobility.trace import iter_records, read_header
 
-from ..scenario.input_digests import changed_inputs
-from ..sources.registry import SOURCES
 from .directory import RunDir, file_fingerprint, read_manifest
 from .outputs import claim_file
 
@@ -135,6 +133,9 @@ def _locate(source: Path) -> tuple[Path, Path | None, dict[str, Any] | None]:
             RunDir(source, create=False).verify_file("trace.jsonl")
             return trace, source, manifest
         mobility = manifest["config"].get("mobility") or {}
+        from ..scenario.input_digests import changed_inputs  # here: the parser and a run's own trace need neither
+        from ..sources.registry import SOURCES
+
         kind = SOURCES.get(str(mobility.get("source")))
         replayed = mobility.get("trace") if kind is not None and kind.replays_trace else None
         if isinstance(replayed, str) and Path(replayed).is_file():

@@ -13,11 +13,12 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from enum import Enum
-from typing import Any
-
-from fl_core.store import ContributionStore
+from typing import TYPE_CHECKING, Any
 
 from .directory import RunDir
+
+if TYPE_CHECKING:  # the writer only calls it: no torch for a reader of records
+    from fl_core.store import ContributionStore
 
 VERIFIED_KEYS = ("index", "kind", "triggered", "left", "joined")
 """The fields a resumed run's recomputed rows must share with the rows on disk."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, cast
 
-from fl_core.projection import STOPPED_SHORT
+from fl_core.solve_stops import STOPPED_SHORT
 
 
 def unconverged_solves(records: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:

@@ -27,9 +27,7 @@ from fl_core.stats import Weighting
 from fl_core.training import DTYPES, TrainConfig
 from mobility.yaml_text import load_yaml
 
-
-class ConfigError(ValueError):
-    """A configuration file that cannot be used; the message names the field."""
+from .errors import ConfigError
 
 
 class Strict(BaseModel):

@@ -48,13 +48,47 @@ every output as without replicates.
 Imports fl_core, mobility, and of vmc_sim scenario, compute, rundir and the run itself (``cosim``).
 """
 
-from .aggregate import summarize_replicates, summary_table, write_summary_csv
-from .cli import add_sweep_parser
-from .execution import SweepResult, pin_calibrations, resume_sweep, run_sweep
-from .replicates import replicate_runs
-from .spec import GridPoint, SweepSpec, base_scenario, expand, inert_axes, load_sweep
-from .stats import Interval, interval, t_quantile
-from .tables import gather_rows, markdown_table, method_totals, plot_sweep, write_csv
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the names below, for type checkers; at run time each is imported when first used
+    from .aggregate import summarize_replicates, summary_table, write_summary_csv
+    from .cli import add_sweep_parser
+    from .execution import SweepResult, pin_calibrations, resume_sweep, run_sweep
+    from .replicates import replicate_runs
+    from .spec import GridPoint, SweepSpec, base_scenario, expand, inert_axes, load_sweep
+    from .stats import Interval, interval, t_quantile
+    from .tables import gather_rows, markdown_table, method_totals, plot_sweep, write_csv
+
+_EXPORTS: dict[str, str] = {
+    "summarize_replicates": ".aggregate",
+    "summary_table": ".aggregate",
+    "write_summary_csv": ".aggregate",
+    "add_sweep_parser": ".cli",
+    "SweepResult": ".execution",
+    "pin_calibrations": ".execution",
+    "resume_sweep": ".execution",
+    "run_sweep": ".execution",
+    "replicate_runs": ".replicates",
+    "GridPoint": ".spec",
+    "SweepSpec": ".spec",
+    "base_scenario": ".spec",
+    "expand": ".spec",
+    "inert_axes": ".spec",
+    "load_sweep": ".spec",
+    "Interval": ".stats",
+    "interval": ".stats",
+    "t_quantile": ".stats",
+    "gather_rows": ".tables",
+    "markdown_table": ".tables",
+    "method_totals": ".tables",
+    "plot_sweep": ".tables",
+    "write_csv": ".tables",
+}
+"""Each public name and the module it lives in: imported on first use (``vmc --help`` builds the
+sweep's parser without the rest)."""
 
 __all__ = [
     "GridPoint",
@@ -81,3 +115,16 @@ __all__ = [
     "write_csv",
     "write_summary_csv",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
-from .execution import SweepResult, resume_sweep, run_sweep
-from .replicates import replicate_runs
-from .spec import expand, inert_axes, load_sweep, point_label
+if TYPE_CHECKING:
+    from .execution import SweepResult
 
 
 def _cli(args: argparse.Namespace) -> int:
+    from .execution import resume_sweep, run_sweep  # here: `vmc --help` builds this parser without them
+    from .replicates import replicate_runs
+    from .spec import expand, inert_axes, load_sweep, point_label
+
     if args.resume:
         if args.sweep or args.dry_run:
             print("vmc sweep: --resume SWEEP_DIR takes no sweep file and no --dry-run", file=sys.stderr)
