@@ -37,6 +37,7 @@ from collections.abc import Hashable
 from typing import Any
 
 import simpy
+import torch
 
 from fl_core.editors import Editor, EditReport, UnsupportedRequestError
 from fl_core.errors import EmptyPopulationError
@@ -77,6 +78,7 @@ class World:
         self.asked_at = 0.0  # when the request being handled was made
         self.device = ctx.device()
         self.eval_model = ctx.setup.model_fn()
+        self._last_evaluation: tuple[Any, float, float] | None = None  # (model, accuracy, loss)
         self.process = self.env.process(self.run())
 
     @property
@@ -358,6 +360,16 @@ class World:
 
         return self.ctx.time.contribution(len(pool.data_of(client)), report.client_work.get(client), host_s)
 
+    def evaluated(self, model: Any) -> tuple[float, float]:
+        """Test accuracy and loss of ``model``; the previous record's when the model has not changed
+        since (a request that triggered nothing), without evaluating it again."""
+        last = self._last_evaluation
+        if last is not None and last[0].shape == model.shape and torch.equal(last[0], model):
+            return last[1], last[2]
+        acc, loss = evaluate(self.eval_model, model, self.ctx.test_set)
+        self._last_evaluation = (model.detach().clone(), acc, loss)
+        return acc, loss
+
     # -- records -----------------------------------------------------------------------------
     def record(
         self,
@@ -389,7 +401,7 @@ class World:
                 row["total_bytes"] += sum(p["bytes"] for p in outcome["take_outs"])
             if self.ctx.coordinator.evaluate:
                 assert self.editor.model is not None  # the editor has answered a request
-                acc, loss = evaluate(self.eval_model, self.editor.model, self.ctx.test_set)
+                acc, loss = self.evaluated(self.editor.model)
                 row.update(accuracy=acc, loss=loss)
         if report is None:  # nothing was asked of anyone (the timing of a withdrawal says otherwise)
             row.update(
