@@ -16,8 +16,9 @@ What a researcher uses::
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .lazy import lazy_exports
 
 if TYPE_CHECKING:  # the names below, for type checkers; at run time each is imported when first used
     from .data import DATASETS, ArrayDataset, load_dataset, load_train_test
@@ -89,15 +90,4 @@ __all__ = [
     "load_train_test",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_EXPORTS])
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

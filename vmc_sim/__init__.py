@@ -12,8 +12,9 @@ A co-simulation from Python::
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from fl_core.lazy import lazy_exports
 
 if TYPE_CHECKING:  # the names below, for type checkers; at run time each is imported when first used
     from .cosim import replay_scenario, run_scenario
@@ -50,15 +51,4 @@ __all__ = [
     "run_sweep",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_EXPORTS])
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -50,8 +50,9 @@ Imports fl_core, mobility, and of vmc_sim scenario, compute, rundir and the run 
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from fl_core.lazy import lazy_exports
 
 if TYPE_CHECKING:  # the names below, for type checkers; at run time each is imported when first used
     from .aggregate import summarize_replicates, summary_table, write_summary_csv
@@ -116,15 +117,4 @@ __all__ = [
     "write_summary_csv",
 ]
 
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module, __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_EXPORTS])
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
