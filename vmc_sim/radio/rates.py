@@ -42,6 +42,7 @@ the opposite direction's resources, so only the headers are charged there (and f
 
 from __future__ import annotations
 
+import functools
 import math
 
 # ---------------------------------------------------------------- Shannon
@@ -110,6 +111,7 @@ def ppdu_time_s(psdu_bytes: int, rate_bps: float) -> float:
     return PREAMBLE_S + SIGNAL_S + SYMBOL_S * math.ceil(data_bits / bits_per_symbol - 1e-9)
 
 
+@functools.lru_cache(maxsize=4096)  # pure, and asked again at every rate update
 def _bianchi_tau(stations: int) -> float:
     """Per-slot transmission probability of a saturated station (Bianchi 2000, eqs. 7 and 9).
 
@@ -135,6 +137,7 @@ def _bianchi_tau(stations: int) -> float:
     return tau(0.5 * (lo + hi))
 
 
+@functools.lru_cache(maxsize=4096)  # pure, and asked again at every rate update
 def mac_efficiency(payload_bytes: int, rate_bps: float, stations: int = 1, *, aifsn: int = 2) -> float:
     """Fraction of the PHY rate ``rate_bps`` that carries MSDU payload (goodput / PHY rate).
 
@@ -189,6 +192,7 @@ def payload_fraction(msdu_bytes: int, transport: str) -> float:
     return (msdu_bytes - header) / msdu_bytes
 
 
+@functools.lru_cache(maxsize=4096)  # pure, and asked again at every rate update
 def tcp_data_share(msdu_bytes: int, rate_bps: float, stations: int = 1, *, aifsn: int = 2) -> float:
     """Share of 802.11p channel time that carries data frames when TCP ACKs come back on the channel.
 
