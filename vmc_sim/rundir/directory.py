@@ -87,8 +87,15 @@ def file_fingerprint(path: str | Path) -> dict[str, Any]:
     return {"sha256": h.hexdigest(), "lines": lines, "bytes": size}
 
 
-FINGERPRINTED = {"records.jsonl": "records_file", "models.safetensors": "models_file", "trace.jsonl": "trace_file"}
-"""A completed run's files whose fingerprint its manifest keeps, under these keys."""
+FINGERPRINTED = {
+    "records.jsonl": "records_file",
+    "models.safetensors": "models_file",
+    "trace.jsonl": "trace_file",
+    "released.jsonl": "released_file",
+    "contributions/index.json": "contributions_file",
+}
+"""A completed run's files whose fingerprint its manifest keeps, under these keys (the released
+models' index and the contribution store's index vouch for the files they name by SHA-256)."""
 
 
 class RunDir:
@@ -183,7 +190,7 @@ class RunDir:
 
     def verify_file(self, name: str) -> None:
         """Refuse (:class:`CorruptFileError`, naming it) a file of a completed run (``records.jsonl``,
-        ``models.safetensors``, ``trace.jsonl``) that is not the one its manifest fingerprinted at
+        ``models.safetensors``, ``trace.jsonl``, ...) that is not the one its manifest fingerprinted at
         completion (:data:`FINGERPRINTED`); a run still going, ended early or recorded without a
         fingerprint of it is read as it is."""
         manifest_path = self.path / "manifest.json"
