@@ -308,13 +308,19 @@ def project(
     config: ProjectionConfig = ProjectionConfig(),
     warm: torch.Tensor | None = None,
     scorer: Scorer | None = None,
+    choose: float | None = None,
 ) -> tuple[torch.Tensor, SolveInfo]:
     """The merged model (float32) for the current statistics, and how the solve went.
 
     ``scorer`` maps a model to its (accuracy, loss) on the server's validation set; with it and
     more than one candidate damping the damping is selected (module docstring). Without it,
     ``warm`` (the correction ``Wbar - W`` of a previous solve) may start CG on F when damping > 0;
-    the answer is the same to the solver tolerance."""
+    the answer is the same to the solver tolerance.
+
+    ``choose`` replays a recorded selection without scoring (``vmc certify``): the candidates of
+    ``config.dampings`` down to ``choose`` are solved as the selection solves them (each started
+    from the one before) and ``choose``'s solution is kept, so the result is the selection's own
+    arithmetic at the damping it picked."""
     t0 = time.perf_counter()
     wbar = stats.mean()
     fsum = stats.fisher_sum
@@ -336,8 +342,13 @@ def project(
             )
         w = _select_iterate(stats, wbar, method, config, scorer, info)
     else:
-        selecting = scorer is not None and len(config.dampings) > 1
-        dampings = config.dampings if scorer is not None else (config.damping,)
+        replay = choose is not None
+        selecting = (scorer is not None or replay) and len(config.dampings) > 1
+        dampings = config.dampings if (scorer is not None or replay) else (config.damping,)
+        if replay:
+            if choose not in dampings:
+                raise ValueError(f"damping {choose:g} is not a candidate of projection.dampings {dampings}")
+            dampings = dampings[: dampings.index(choose) + 1]
         scale = fsum.trace() / stats.dim
         r = fsum.matvec(wbar) - stats.b if method is not ProjectionMethod.CLOSED_FORM else None
         best: tuple[Score | None, torch.Tensor, float, _Solve | None, int] = (None, wbar, dampings[0], None, 0)
@@ -371,8 +382,8 @@ def project(
                 previous = solve.x
                 info.products += solve.products
                 w = wbar - solve.x
-            score = scorer(w.float()) if scorer is not None else None
-            if selecting:
+            score = scorer(w.float()) if scorer is not None and not replay else None
+            if selecting and not replay:
                 assert score is not None  # selecting needs a scorer
                 info.candidates.append(
                     {
@@ -384,7 +395,7 @@ def project(
                         "val_loss": score[1],
                     }
                 )
-            if not selecting or _better(cast(Score, score), best[0]):  # selecting: scored
+            if replay or not selecting or _better(cast(Score, score), best[0]):  # selecting: scored
                 best = (score, w, damping, solve, floored)
         info.validation, w, info.damping, solve, info.floored = best
         if solve is not None:

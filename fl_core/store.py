@@ -105,6 +105,12 @@ class ContributionStore:
             return None
         return self._build(client, tensors, meta)
 
+    def file_digest(self, client: Hashable) -> str | None:
+        """The SHA-256 recorded in the index for ``client``'s stored file (None: not stored); what
+        :meth:`get` checks the file against."""
+        entry = self.index().get(self._path(client).name)
+        return None if entry is None else entry.get("sha256")
+
     def _build(self, client: Hashable, tensors: dict, meta: dict) -> Contribution:
         fisher_t = {k[len("fisher.") :]: v for k, v in tensors.items() if k.startswith("fisher.")}
         fisher: FisherRep | None = None

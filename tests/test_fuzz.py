@@ -626,6 +626,8 @@ WRITE_CASES = {
     "plot onto the run's records": lambda run, tmp: ["plot", run, "--out", f"{run}/records.jsonl"],
     "plot beside a live writer": lambda run, tmp: ["plot", run],
     "audit into the run under another name": lambda run, tmp: ["audit", run, "--out", f"{run}/mine.json"],
+    "certify onto the run's released models": lambda run, tmp: ["certify", run, "--out", f"{run}/released.jsonl"],
+    "certify into the run under another name": lambda run, tmp: ["certify", run, "--out", f"{run}/mine.json"],
     "resume with another scenario": lambda run, tmp: [
         *("run", _scenario_file(run, tmp, seed=4), "--resume", run, "--quiet"),
     ],

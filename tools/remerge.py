@@ -44,11 +44,11 @@ from fl_core.store import ContributionStore
 from fl_core.training import DTYPES
 from fl_core.validation import Validator
 from vmc_sim.cosim import manifest_scenario
-from vmc_sim.engine.clients import store_fingerprint
 from vmc_sim.reproduction import report
 from vmc_sim.reproduction.common import damping_label, parse_damping
 from vmc_sim.rundir.directory import RunDir
 from vmc_sim.scenario.shards import recorded_shards
+from vmc_sim.scenario.store_key import store_fingerprint
 
 ROOT = Path(__file__).resolve().parents[1]
 

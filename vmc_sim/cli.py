@@ -259,6 +259,9 @@ def build_parser() -> argparse.ArgumentParser:
     from .rundir.audit_cli import add_audit_parser
 
     add_audit_parser(sub)
+    from .rundir.certify_cli import add_certify_parser
+
+    add_certify_parser(sub)
     from .rundir.export import add_export_parser
 
     add_export_parser(sub)

@@ -283,7 +283,10 @@ def _finish(run: RunDir, sim: CoSimulation) -> None:
         client_shards=sim.shards.manifest(),
         unconverged_solves=unconverged_solves(run.records()) or None,
     )
-    run.fingerprint_outputs(manifest, ("records.jsonl", "models.safetensors"))  # readers verify against them
+    # readers verify against them
+    run.fingerprint_outputs(
+        manifest, ("records.jsonl", "models.safetensors", "released.jsonl", "contributions/index.json")
+    )
     if sim.store.recomputed:
         manifest["contributions_recomputed"] = sim.store.recomputed
     run._atomic_json("manifest.json", manifest)

@@ -14,6 +14,12 @@
 | fats      | FATS-CU: sampled FedAvg, removal recomputes from the client's first round |
 | finetune  | Fine-tuning: F-SOSA fit, an arrival fine-tunes the model (E tuned); no removal |
 
+Each entry of :data:`EDITORS` says what the method claims of the model it releases
+(:class:`Exactness`): F-SOSA and Retrain are exact in distribution (the model is the merge of the
+recorded subset), FedFisher and one-shot FedAvg exact, FedLPA, DENSE, multi-round Retrain and FATS
+exact by rerun, FedEraser, FedRR and Fine-tuning not exact (with the editor whose fresh fit is their
+exact refit); :meth:`Editor.refit` gives that fresh fit, for ``vmc certify``.
+
 The multi-round editors (``retrain_fedavg``, ``federaser``, ``fedrr``, ``fats``) take their
 rounds from ``build_editor(..., rounds=RoundConfig(...))`` (default ``RoundConfig()``) and
 their method settings from ``options`` (``FedEraserConfig``, ``FedRRConfig``, ``FATSConfig``,
@@ -32,7 +38,7 @@ from .fedrr import FedRRConfig, FedRREditor
 from .finetune import FineTuneConfig, FineTuneEditor
 from .fsosa import FSOSAEditor
 from .multiround import FedAvgRetrainEditor, MultiRoundEditor, UnsupportedRequestError
-from .registry import EDITORS, EditorInputs, EditorKind, build_editor, editor_options
+from .registry import EDITORS, EditorInputs, EditorKind, Exactness, build_editor, editor_options
 from .retrain import RetrainEditor
 
 __all__ = [
@@ -40,6 +46,7 @@ __all__ = [
     "EditReport",
     "EditorInputs",
     "EditorKind",
+    "Exactness",
     "editor_options",
     "FSOSAEditor",
     "RetrainEditor",

@@ -181,6 +181,15 @@ class Editor(ABC):
         """Bytes of the coordinator's persistent state between requests."""
         return 0
 
+    def refit(self, members: Sequence[Hashable], solve: dict[str, Any] | None = None) -> torch.Tensor:
+        """The model a fresh fit on exactly ``members`` gives: what ``vmc certify`` compares a released
+        model with. Here this editor's own ``fit`` (call it on a fresh editor); an editor whose fit
+        draws a subset merges the given members instead, at the recorded ``solve`` (a record's
+        ``solve`` field) when it names one."""
+        self.fit(members)
+        assert self.model is not None  # fit sets it
+        return self.model
+
     # -- helpers -------------------------------------------------------------------------------
     def _validate(self, removed: list[Hashable], added: list[Hashable]) -> None:
         if self.model is None:

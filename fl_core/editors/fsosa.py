@@ -19,7 +19,9 @@ model is the plain mean of the members' weights) are this editor with other sett
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+import math
+from collections.abc import Hashable, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -229,6 +231,23 @@ class FSOSAEditor(Editor):
                 self.stats.fingerprints,
                 self.stats.fisher_sum,
             ) = stats_copy
+
+    def refit(self, members: Sequence[Hashable], solve: dict[str, Any] | None = None) -> torch.Tensor:
+        """The merge of exactly ``members``' contributions (no subset is drawn), as a fresh fit on them
+        computes it: summed in canonical order and projected from scratch. A recorded ``solve`` that
+        selected its damping on the validation set is replayed at the damping it picked
+        (:func:`fl_core.projection.project`'s ``choose``); otherwise the merge runs as a fresh fit does
+        (the validation set selecting, or the fixed damping)."""
+        stats = self._new_stats()
+        uses_fisher = stats.fisher_sum is not None
+        stats.apply([], [c if uses_fisher else c.model_only() for c in (self.pool.train(m) for m in ordered(members))])
+        config = self.projection
+        candidates = (solve or {}).get("candidates") or []
+        damping = (solve or {}).get("damping")
+        if candidates and damping is not None and not config.iterates and "iteration" not in candidates[0]:
+            choose = math.inf if damping == "mean" else float(damping)
+            return project(stats, config, None, None, choose=choose)[0]
+        return project(stats, config, None, self.validator)[0]
 
     def state_bytes(self) -> int:
         """Sufficient statistics plus the member list; independent of past clients."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 import numpy as np
@@ -86,13 +87,34 @@ def _finetune(i: EditorInputs) -> Editor:
     return FineTuneEditor.from_pool(i.pool, _fsosa(i), i.model_fn, i.options)
 
 
+class Exactness(str, Enum):
+    """What a method claims of the model it releases after a request (what ``vmc certify`` checks).
+
+    - ``distribution``: the model is the merge of its recorded subset (the record's ``members``), and
+      the subset is distributed as retraining's (F-SOSA's couplings, Retrain's fresh draw: tested
+      statistically, not per run);
+    - ``exact``: the model is the merge of every current client;
+    - ``rerun``: the model is the method's own fresh fit on its clients (a deterministic function of
+      them: it reruns, or recomputes exactly what rerunning gives);
+    - ``none``: no exactness is claimed; its distance to ``reference``'s fresh fit is reported."""
+
+    DISTRIBUTION = "distribution"
+    EXACT = "exact"
+    RERUN = "rerun"
+    NONE = "none"
+
+
 @dataclass(frozen=True)
 class EditorKind:
     """One editor: ``build`` makes it from its inputs; ``options`` is the dataclass its ``options``
-    take (None: it takes none)."""
+    take (None: it takes none); ``exactness`` what it claims of a released model, and for a method
+    that claims none, ``reference``: the editor whose fresh fit on the same clients is its exact
+    refit (None: none is named)."""
 
     build: Callable[[EditorInputs], Editor]
     options: type | None = None
+    exactness: Exactness = Exactness.NONE
+    reference: str | None = None
 
 
 def _with_config(cls: Callable[..., Editor]) -> Callable[[EditorInputs], Editor]:
@@ -102,17 +124,17 @@ def _with_config(cls: Callable[..., Editor]) -> Callable[[EditorInputs], Editor]
 EDITORS: Registry[EditorKind] = Registry(
     "editor",
     {
-        "fsosa": EditorKind(_fsosa),
-        "retrain": EditorKind(_retrain),
-        "fedfisher": EditorKind(_fedfisher),
-        "fedavg": EditorKind(_fedavg),
-        "fedlpa": EditorKind(_with_config(FedLPAEditor), FedLPAConfig),
-        "dense": EditorKind(_with_config(DenseEditor), DenseConfig),
-        "retrain_fedavg": EditorKind(_multiround(FedAvgRetrainEditor)),
-        "federaser": EditorKind(_multiround(FedEraserEditor), FedEraserConfig),
-        "fedrr": EditorKind(_multiround(FedRREditor), FedRRConfig),
-        "fats": EditorKind(_multiround(FATSEditor), FATSConfig),
-        "finetune": EditorKind(_finetune, FineTuneConfig),
+        "fsosa": EditorKind(_fsosa, exactness=Exactness.DISTRIBUTION),
+        "retrain": EditorKind(_retrain, exactness=Exactness.DISTRIBUTION),
+        "fedfisher": EditorKind(_fedfisher, exactness=Exactness.EXACT),
+        "fedavg": EditorKind(_fedavg, exactness=Exactness.EXACT),
+        "fedlpa": EditorKind(_with_config(FedLPAEditor), FedLPAConfig, Exactness.RERUN),
+        "dense": EditorKind(_with_config(DenseEditor), DenseConfig, Exactness.RERUN),
+        "retrain_fedavg": EditorKind(_multiround(FedAvgRetrainEditor), exactness=Exactness.RERUN),
+        "federaser": EditorKind(_multiround(FedEraserEditor), FedEraserConfig, reference="retrain_fedavg"),
+        "fedrr": EditorKind(_multiround(FedRREditor), FedRRConfig, reference="retrain_fedavg"),
+        "fats": EditorKind(_multiround(FATSEditor), FATSConfig, Exactness.RERUN),
+        "finetune": EditorKind(_finetune, FineTuneConfig, reference="fsosa"),
     },
 )
 

@@ -3,8 +3,6 @@ data shard a vehicle holds is :mod:`vmc_sim.scenario.shards`')."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Callable, Hashable
 
 from fl_core.cache import ContributionCache
@@ -12,20 +10,11 @@ from fl_core.clients import ClientPool
 from fl_core.experiment import OneShotSetup
 from fl_core.fisher import layer_specs
 from fl_core.store import ContributionStore
-from fl_core.training import LocalTrainer, key_settings
+from fl_core.training import LocalTrainer
 
 from ..rundir.directory import RunDir
 from ..scenario.schema import Scenario
-
-
-def store_fingerprint(scenario: Scenario) -> str:
-    """The key of a run's contribution store: what a client's contribution depends on (the run seed
-    and the federated configuration)."""
-    fed = scenario.federated.model_dump(mode="json")
-    fed.pop("methods", None)
-    fed.pop("projection", None)
-    fed["train"] = key_settings(scenario.federated.train.build())  # runs recorded before a setting keep their key
-    return hashlib.sha256(json.dumps([scenario.seed, fed], sort_keys=True).encode()).hexdigest()
+from ..scenario.store_key import store_fingerprint
 
 
 def run_store(scenario: Scenario, setup: OneShotSetup, run: RunDir) -> ContributionStore:

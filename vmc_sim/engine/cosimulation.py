@@ -33,6 +33,7 @@ from mobility.source import MobilitySource
 from ..radio.link_states import LINK_STATES
 from ..rundir.directory import RunDir
 from ..rundir.records import RecordWriter
+from ..rundir.released import ReleasedModels
 from ..scenario.inputs import building_files
 from ..scenario.mobility_section import source_fields
 from ..scenario.schema import Scenario
@@ -82,6 +83,7 @@ class CoSimulation:
             existing=existing,
             commit_after=commit_after,
             on_commit=on_commit,
+            released=ReleasedModels(run, scenario.coordinator.released_models),
         )
         self.vehicles = Vehicles(scenario.coordinator.withdrawal_grace, scenario.coordinator.dwell_limited)
         self.env = simpy.Environment(initial_time=source.time)

@@ -412,7 +412,7 @@ class World:
             )
         row["members"] = sorted(getattr(self.editor, "members", self.editor.clients), key=str)
         row.update(timing)
-        self.ctx.writer.emit(self.name, row)
+        self.ctx.writer.emit(self.name, row, self.editor.model if report is not None else None)
 
 
 def _add_costs(into: dict, more: dict) -> None:

@@ -90,8 +90,20 @@ MODELS_FILE = "models.safetensors"
 """A run's final models, one tensor per method (``<method>.weights``)."""
 AUDIT_FILE = "audit.json"
 """What ``vmc audit`` writes into a run it reads."""
-FINGERPRINTED = {"records.jsonl": "records_file", MODELS_FILE: "models_file", "trace.jsonl": "trace_file"}
-"""A completed run's files whose fingerprint its manifest keeps, under these keys."""
+CERTIFICATE_FILE = "certificate.json"
+"""What ``vmc certify`` writes into a run it reads."""
+CERTIFY_TOLERANCE = 1e-5
+"""``vmc certify``'s default: the largest absolute difference per value between a released model and
+its fresh fit that passes."""
+FINGERPRINTED = {
+    "records.jsonl": "records_file",
+    MODELS_FILE: "models_file",
+    "trace.jsonl": "trace_file",
+    "released.jsonl": "released_file",
+    "contributions/index.json": "contributions_file",
+}
+"""A completed run's files whose fingerprint its manifest keeps, under these keys (the released
+models' index and the contribution store's index vouch for the files they name by SHA-256)."""
 
 
 class RunDir:
@@ -186,7 +198,7 @@ class RunDir:
 
     def verify_file(self, name: str) -> None:
         """Refuse (:class:`CorruptFileError`, naming it) a file of a completed run (``records.jsonl``,
-        ``models.safetensors``, ``trace.jsonl``) that is not the one its manifest fingerprinted at
+        ``models.safetensors``, ``trace.jsonl``, ...) that is not the one its manifest fingerprinted at
         completion (:data:`FINGERPRINTED`); a run still going, ended early or recorded without a
         fingerprint of it is read as it is."""
         manifest_path = self.path / "manifest.json"

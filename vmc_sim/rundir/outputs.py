@@ -2,7 +2,7 @@
 
 A command writes only into a directory it creates, or into a run (or sweep) directory whose lock
 it holds; never into another run or sweep, never onto a run's own files (its manifest, records,
-models, trace, contributions, SUMO outputs, lock), and never onto an existing file without
+models, released models, trace, contributions, SUMO outputs, lock), and never onto an existing file without
 ``--force``. A run directory is known by its ``manifest.json``, a sweep directory by its
 ``sweep.json``; a path inside one belongs to the nearest. Refusals are :class:`OutputRefused`: one
 line naming the path and what to do instead, raised before anything is written. OS errors met
@@ -26,6 +26,8 @@ OWN_FILES = frozenset(
         "manifest.json",
         "records.jsonl",
         "models.safetensors",
+        "released.jsonl",
+        "released",
         "trace.jsonl",
         "contributions",
         "sumo",

@@ -16,8 +16,11 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from .directory import RunDir
+from .released import ReleasedModels
 
-if TYPE_CHECKING:  # the writer only calls it: no torch for a reader of records
+if TYPE_CHECKING:  # the writer only calls them: no torch for a reader of records
+    import torch
+
     from fl_core.store import ContributionStore
 
 VERIFIED_KEYS = ("index", "kind", "triggered", "left", "joined")
@@ -52,34 +55,41 @@ class RecordWriter:
         existing: dict[str, list[dict]] | None = None,
         commit_after: float | None = None,
         on_commit: Callable[[], None] | None = None,
+        released: ReleasedModels | None = None,
     ) -> None:
-        self.run_dir, self.store = run, store
+        self.run_dir, self.store, self.released = run, store, released
         self.progress_lines, self.on_record = progress_lines, on_record
         self.existing = existing or {}
         self.commit_after, self._on_commit = commit_after, on_commit
         self._held: list[dict[str, Any]] | None = [] if commit_after is not None else None
         if self._held is not None:
             store.hold()
+            if released is not None:
+                released.hold()
         self._written: dict[str, int] = {}
-        self._pending: list[tuple[str, dict[str, Any]]] = []
+        self._pending: list[tuple[str, dict[str, Any], torch.Tensor | None]] = []
         self.records = 0
 
-    def emit(self, method: str, row: dict[str, Any]) -> None:
-        """Queue one record of ``method``; the rows of an instant are written once time moves on."""
+    def emit(self, method: str, row: dict[str, Any], model: torch.Tensor | None = None) -> None:
+        """Queue one record of ``method`` (with ``model``, the model it released, if it released one);
+        the rows of an instant are written once time moves on."""
         if self._pending and self._pending[0][1].get("done_time") != row.get("done_time"):
             self.flush()
-        self._pending.append((method, row))
+        self._pending.append((method, row, model))
 
     def flush(self) -> None:
         """Write every queued record (the rows of one simulated instant)."""
         pending, self._pending = sorted(self._pending, key=lambda mr: mr[0]), []
-        for method, row in pending:
-            self._write(method, row)
+        for method, row, model in pending:
+            self._write(method, row, model)
 
-    def _write(self, method: str, row: dict[str, Any]) -> None:
-        """Append one record of ``method`` (on resume: check it against the one on disk instead)."""
+    def _write(self, method: str, row: dict[str, Any], model: torch.Tensor | None = None) -> None:
+        """Append one record of ``method`` (on resume: check it against the one on disk instead),
+        its released model first (a resume keeps one a killed attempt did not)."""
         k = self._written.get(method, 0)
         self._written[method] = k + 1
+        if model is not None and self.released is not None:
+            self.released.put(method, k, row, model)
         old = self.existing.get(method, [])
         if k < len(old):
             for key in VERIFIED_KEYS:
@@ -125,6 +135,8 @@ class RecordWriter:
         if self._on_commit is not None:
             self._on_commit()
         self.store.release()
+        if self.released is not None:
+            self.released.release()
         rows, self._held = self._held, None
         for row in rows:
             self.run_dir.append_record(row)

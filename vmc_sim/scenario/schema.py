@@ -113,6 +113,13 @@ class CoordinatorSection(Strict):
         "contributions whose upload failed, named in the record's 'kept_unarrived' (false: the model is "
         "withdrawn instead)",
     )
+    released_models: Literal["all", "digests"] = Field(
+        "all",
+        description="what the run keeps of every model a method releases, for vmc certify: all (each model "
+        "in released/, identical ones once: 4 bytes a parameter per distinct model) or digests (only each "
+        "model's SHA-256 in released.jsonl, the final models in models.safetensors; vmc certify then proves "
+        "equality by digest instead of measuring a difference)",
+    )
 
 
 class CalibrationCosts(Strict):
