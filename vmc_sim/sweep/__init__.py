@@ -45,12 +45,16 @@ draws the mean with the interval as a band, clipped to the figure's range. ``swe
 lists the seeds and the fields they set (``replicates``). A single seed sets the seeds and leaves
 every output as without replicates.
 
+A sweep's tables as pandas DataFrames: ``open_sweep(path).results`` (:mod:`.frames`); with pandas and
+pyarrow installed (the ``[pandas]`` extra) every sweep also writes ``results.parquet``.
+
 Imports fl_core, mobility, and of vmc_sim scenario, compute, rundir and the run itself (``cosim``).
 """
 
 from .aggregate import summarize_replicates, summary_table, write_summary_csv
 from .cli import add_sweep_parser
 from .execution import SweepResult, pin_calibrations, resume_sweep, run_sweep
+from .frames import Sweep, open_sweep
 from .replicates import replicate_runs
 from .spec import GridPoint, SweepSpec, base_scenario, expand, inert_axes, load_sweep
 from .stats import Interval, interval, t_quantile
@@ -59,6 +63,7 @@ from .tables import gather_rows, markdown_table, method_totals, plot_sweep, writ
 __all__ = [
     "GridPoint",
     "Interval",
+    "Sweep",
     "SweepResult",
     "SweepSpec",
     "add_sweep_parser",
@@ -70,6 +75,7 @@ __all__ = [
     "load_sweep",
     "markdown_table",
     "method_totals",
+    "open_sweep",
     "pin_calibrations",
     "plot_sweep",
     "replicate_runs",
