@@ -45,6 +45,10 @@ def values(tmp: Path) -> dict[str, tuple[Any, Any]]:
         f'<configuration><input><net-file value="{EXAMPLE / "grid.net.xml"}"/>'
         f'<route-files value="{EXAMPLE / "grid.rou.xml"}"/></input></configuration>'
     )
+    footprints = tmp / "buildings.poly.xml"
+    footprints.write_text(
+        '<additional><poly id="b0" type="building" shape="40,40 160,40 160,160 40,160 40,40"/></additional>\n'
+    )
     return {
         "city.seed": (1, 2),
         "net_file": (None, str(EXAMPLE / "grid.net.xml")),
@@ -69,6 +73,7 @@ def values(tmp: Path) -> dict[str, tuple[Any, Any]]:
         "fcd_max_speed": (None, 60.0),
         "fcd_geo": (False, True),
         "fcd_invalid": ("refuse", "drop"),
+        "buildings": ([], [str(footprints)]),
     }
 
 

@@ -159,6 +159,11 @@ def _calibrate(args: argparse.Namespace) -> int:
 
 
 def _plot(args: argparse.Namespace) -> int:
+    if args.map or args.animate or args.method:
+        from .rundir.maps import plot_map
+
+        print(plot_map(args.run, args.out, args.force, method=args.method, animate=args.animate))
+        return 0
     from .rundir.plots import plot_run
 
     print(plot_run(args.run, args.out, args.force))
@@ -238,10 +243,23 @@ def build_parser() -> argparse.ArgumentParser:
         help="save the costs to the machine's cache even when other work competed while measuring",
     )
     p_cal.set_defaults(func=_calibrate)
-    p_plot = sub.add_parser("plot", help="plot a run directory (accuracy, cumulative time and bytes)")
+    p_plot = sub.add_parser(
+        "plot",
+        help="plot a run directory (accuracy, cumulative time and bytes), or --map: where its clients drove",
+    )
     p_plot.add_argument("run", help="run directory")
-    p_plot.add_argument("--out", help="output PNG (default: RUN/fig6.png, written under the run's lock)")
+    p_plot.add_argument(
+        "--out", help="output file (default: RUN/fig6.png, RUN/map.png or RUN/map.gif, written under the run's lock)"
+    )
     p_plot.add_argument("--force", action="store_true", help="replace --out if it exists")
+    p_plot.add_argument(
+        "--map",
+        action="store_true",
+        help="a map instead: the network, the RSUs, their coverage and the median link's reach per link state, "
+        "and each client's track coloured by what became of its contributions (one panel per method)",
+    )
+    p_plot.add_argument("--method", help="--map: draw this method's panel only")
+    p_plot.add_argument("--animate", action="store_true", help="--map over simulated time, as a GIF (needs pillow)")
     p_plot.set_defaults(func=_plot)
     from mobility.lust.cli import add_dwell_arguments
 

@@ -218,10 +218,24 @@ def blockage_loss_db(blocker_m: float, d3d: float, cfg: Any, rng: np.random.Gene
     blocker stands above both antennas, ``mu = 5 + max(0, 15 log10(d) - 41)``, ``sigma = 4`` otherwise.
     (The standard states the mean and deviation of X; ns-3 3.44 passes them to its log-normal in
     log10 rather than ln units, which gives a smaller loss: ours follows the standard.)"""
+    law = _blockage_law(blocker_m, d3d, cfg)
+    if law is None:
+        return 0.0
+    mu, s2 = law
+    return max(0.0, float(rng.lognormal(math.log(mu) - s2 / 2.0, math.sqrt(s2))))
+
+
+def median_blockage_loss_db(blocker_m: float, d3d: float, cfg: Any) -> float:
+    """The median of :func:`blockage_loss_db`'s law (the loss of the median NLOSv link)."""
+    law = _blockage_law(blocker_m, d3d, cfg)
+    return 0.0 if law is None else math.exp(math.log(law[0]) - law[1] / 2.0)
+
+
+def _blockage_law(blocker_m: float, d3d: float, cfg: Any) -> tuple[float, float] | None:
+    """The blockage loss's mean ``mu`` (dB) and the variance of its logarithm; None: no loss."""
     low, high = sorted((cfg.rsu_height_m, cfg.vehicle_height_m))
     if low > blocker_m:
-        return 0.0
+        return None
     extra = max(0.0, 15.0 * math.log10(d3d) - 41.0)
     mu, sigma = (9.0 + extra, 4.5) if high < blocker_m else (5.0 + extra, 4.0)
-    s2 = math.log(1.0 + (sigma / mu) ** 2)
-    return max(0.0, float(rng.lognormal(math.log(mu) - s2 / 2.0, math.sqrt(s2))))
+    return mu, math.log(1.0 + (sigma / mu) ** 2)

@@ -34,6 +34,7 @@ OWN_FILES = frozenset(
         ".lock",
         "sweep.json",
         "results.csv",
+        "results.parquet",
     }
 )
 """The names at the top of a run or sweep directory that only the run (or sweep) itself writes."""

@@ -79,6 +79,11 @@ class SourceKind:
         """The network file whose lon/lat bounds lon/lat RSUs are checked against, if any."""
         return None
 
+    def network_file(self, m: Any) -> str | None:
+        """The SUMO network the traffic moves on, where the source knows it without running SUMO (a
+        map of a run draws it; a generated one is built or found in its cache); None: unknown."""
+        return None
+
     def buildings(self, m: Any) -> list[str]:
         """Building-footprint files the source brings besides the scenario's ``mobility.buildings``."""
         return []

@@ -18,6 +18,9 @@ class CityKind(SumoKind):
         files = build_city(m.city_config())
         return {"net_file": str(files.net_file), "route_files": [str(files.route_file)]}
 
+    def network_file(self, m: Any) -> str | None:
+        return str(build_city(m.city_config()).net_file)
+
     def buildings(self, m: Any) -> list[str]:
         """The blocks between its streets (``city.building_setback``; none when it is null)."""
         files = build_city(m.city_config())

@@ -76,6 +76,9 @@ class FcdKind(SourceKind):
     def geo_network(self, m: Any) -> str | None:
         return m.net_file
 
+    def network_file(self, m: Any) -> str | None:
+        return m.net_file
+
     def check(self, m: Any) -> None:
         """The FCD file (read whole, under :func:`fcd_rules`), the network the RSUs are placed on and
         the route files whose vehicle types set the speed limit."""

@@ -34,6 +34,9 @@ class FilesKind(SumoKind):
     def geo_network(self, m: Any) -> str | None:
         return self._net(m)
 
+    def network_file(self, m: Any) -> str | None:
+        return self._net(m)
+
     def input_files(self, m: Any) -> list[str]:
         files = [m.config_file, m.net_file, *m.route_files]
         if m.config_file:

@@ -45,6 +45,9 @@ draws the mean with the interval as a band, clipped to the figure's range. ``swe
 lists the seeds and the fields they set (``replicates``). A single seed sets the seeds and leaves
 every output as without replicates.
 
+A sweep's tables as pandas DataFrames: ``open_sweep(path).results`` (:mod:`.frames`); with pandas and
+pyarrow installed (the ``[pandas]`` extra) every sweep also writes ``results.parquet``.
+
 Imports fl_core, mobility, and of vmc_sim scenario, compute, rundir and the run itself (``cosim``).
 """
 
@@ -58,6 +61,7 @@ if TYPE_CHECKING:  # the names below, for type checkers; at run time each is imp
     from .aggregate import summarize_replicates, summary_table, write_summary_csv
     from .cli import add_sweep_parser
     from .execution import SweepResult, pin_calibrations, resume_sweep, run_sweep
+    from .frames import Sweep, open_sweep
     from .replicates import replicate_runs
     from .spec import GridPoint, SweepSpec, base_scenario, expand, inert_axes, load_sweep
     from .stats import Interval, interval, t_quantile
@@ -72,6 +76,8 @@ _EXPORTS: dict[str, str] = {
     "pin_calibrations": ".execution",
     "resume_sweep": ".execution",
     "run_sweep": ".execution",
+    "Sweep": ".frames",
+    "open_sweep": ".frames",
     "replicate_runs": ".replicates",
     "GridPoint": ".spec",
     "SweepSpec": ".spec",
@@ -94,6 +100,7 @@ sweep's parser without the rest)."""
 __all__ = [
     "GridPoint",
     "Interval",
+    "Sweep",
     "SweepResult",
     "SweepSpec",
     "add_sweep_parser",
@@ -105,6 +112,7 @@ __all__ = [
     "load_sweep",
     "markdown_table",
     "method_totals",
+    "open_sweep",
     "pin_calibrations",
     "plot_sweep",
     "replicate_runs",

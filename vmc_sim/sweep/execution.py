@@ -18,6 +18,7 @@ from ..rundir.directory import RunDir, new_run_dir, versions
 from ..rundir.lock import RunLock, signals_interrupt
 from ..scenario.config import ConfigError, load_model
 from .aggregate import summarize_replicates, summary_table, write_summary_csv
+from .frames import seal_tables
 from .local_engine import run_local
 from .replicates import replicate_runs
 from .spec import GridPoint, SweepSpec, expand, inert_axes
@@ -219,13 +220,14 @@ def _sweep(
         manifest["contribution_cache"] = cache_totals(results.values())
         for entry in manifest["points"]:
             entry["status"] = entry["status"] or "pending"
-        tmp = path / "sweep.json.tmp"
-        tmp.write_text(json.dumps(_json_safe(manifest), indent=2))
-        os.replace(tmp, path / "sweep.json")
         rows = gather_rows(spec, points, results, run_dirs)
         write_csv(path / "results.csv", rows, columns, replicated)
         if replicated:
             write_summary_csv(path / "summary.csv", summarize_replicates(rows, columns), columns)
+        manifest["tables"] = seal_tables(path)  # results.parquet too, and every table's fingerprint
+        tmp = path / "sweep.json.tmp"
+        tmp.write_text(json.dumps(_json_safe(manifest), indent=2))
+        os.replace(tmp, path / "sweep.json")
 
     def finished(result: dict[str, Any]) -> None:
         results[result["id"]] = result
@@ -335,6 +337,7 @@ def _sweep(
         )
     say(
         f"results: {path / 'results.csv'}"
+        + (f" and {path / 'results.parquet'}" if (path / "results.parquet").is_file() else "")
         + (f", summary: {path / 'summary.csv'}" if replicated else "")
         + (f", plot: {path / 'sweep.png'}" if manifest["plot"] else "")
     )
