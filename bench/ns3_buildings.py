@@ -50,7 +50,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
-from ns3_common import CARRIER_HZ, OUT_DIR, RSU_HEIGHT_M, VEHICLE_HEIGHT_M, write_csv
+from ns3_common import CARRIER_HZ, OUT_DIR, RSU_HEIGHT_M, VEHICLE_HEIGHT_M, update_report, write_csv
 
 from mobility.buildings import Buildings, Footprint, grid_blocks, write_poly_file
 from mobility.sumo_install import run_command, sumo_binary, sumo_version
@@ -382,18 +382,6 @@ the committed columns.
 """
 
 
-def update_report(path: Path, text: str) -> None:
-    """Replace the section under ``HEADING`` in the report (up to the next top-level heading), or append it."""
-    old = path.read_text() if path.exists() else ""
-    start = old.find(HEADING)
-    if start < 0:
-        path.write_text(old.rstrip("\n") + "\n\n" + text)
-        return
-    nxt = old.find("\n# ", start + len(HEADING))
-    rest = "" if nxt < 0 else old[nxt:]
-    path.write_text(old[:start] + text.rstrip("\n") + ("\n" + rest if rest else "\n"))
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--links", type=int, default=LINKS, help="random links")
@@ -428,7 +416,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     if not args.no_report:
         line = " ".join(["python bench/ns3_buildings.py", *(sys.argv[1:] if argv is None else argv)])
-        update_report(REPORT, section(rows, wall_s, import_s, line))
+        update_report(REPORT, HEADING, section(rows, wall_s, import_s, line))
         print(f"updated {REPORT}")
     return 0 if ok else 1
 

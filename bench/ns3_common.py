@@ -6,12 +6,18 @@ ns-3 side (``bench/ns3_wifi_link.py`` says why): ``WIFI_STANDARD_80211p`` at 10 
 ``YansWifiPhy`` with 23 dBm and a 9 dB noise figure, ``ThreeGppV2vUrbanPropagationLossModel`` at
 5.9 GHz with ``AlwaysLosChannelConditionModel`` and no shadowing, ``AdhocWifiMac`` without QoS for
 OCB; fixed random streams and static ARP entries, so that a point gives the same figure alone or
-in a sweep.
+in a sweep. With ``states`` the loss model decides each link's state instead
+(``ThreeGppV2vUrbanChannelConditionModel``, no buildings: LOS or NLOSv by TR 37.885's table, drawn
+once per pair of nodes) and adds its log-normal shadowing; every node's mobility model then needs a
+``MobilityBuildingInfo`` (:func:`building_info`).
 """
 
 from __future__ import annotations
 
 import csv
+import datetime
+import os
+import platform
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -20,6 +26,7 @@ from vmc_sim.radio.link_budget import ChannelConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT_DIR = ROOT / "reports" / "channel_validation"
+REPORT = OUT_DIR / "report.md"
 
 BANDWIDTH_HZ = 10e6
 CARRIER_HZ = 5.9e9
@@ -53,13 +60,22 @@ def ns3_mode(rate_bps: float) -> str:
     return f"OfdmRate{rate_bps / 1e6:g}MbpsBW10MHz".replace(".", "_")
 
 
-def wifi_80211p(ns: Any, nodes: Any, manager: str, data_rate_bps: float | None = None) -> tuple[Any, Any, list]:
-    """802.11p devices on ``nodes`` sharing one channel: (devices, channel, objects to keep alive).
-    ``manager``: ``constant`` (every frame at ``data_rate_bps``) or ``ideal`` (ns-3's SNR-based choice)."""
+def wifi_80211p(
+    ns: Any, nodes: Any, manager: str, data_rate_bps: float | None = None, *, states: bool = False
+) -> tuple[Any, Any, list]:
+    """802.11p devices on ``nodes`` sharing one channel: (devices, channel, objects to keep alive, the
+    fourth of them the channel condition model).
+    ``manager``: ``constant`` (every frame at ``data_rate_bps``) or ``ideal`` (ns-3's SNR-based choice).
+    ``states``: TR 37.885's V2V urban link states and shadowing instead of LOS forced without shadowing."""
     loss = ns.CreateObject[ns.ThreeGppV2vUrbanPropagationLossModel]()
     loss.SetAttribute("Frequency", ns.DoubleValue(CARRIER_HZ))
-    loss.SetAttribute("ShadowingEnabled", ns.BooleanValue(False))
-    loss.SetAttribute("ChannelConditionModel", ns.PointerValue(ns.CreateObject[ns.AlwaysLosChannelConditionModel]()))
+    loss.SetAttribute("ShadowingEnabled", ns.BooleanValue(states))
+    if states:
+        condition = ns.CreateObject[ns.ThreeGppV2vUrbanChannelConditionModel]()
+        condition.AssignStreams(30_000)
+    else:
+        condition = ns.CreateObject[ns.AlwaysLosChannelConditionModel]()
+    loss.SetAttribute("ChannelConditionModel", ns.PointerValue(condition))
     channel = ns.CreateObject[ns.YansWifiChannel]()
     channel.SetPropagationLossModel(loss)
     channel.SetPropagationDelayModel(ns.CreateObject[ns.ConstantSpeedPropagationDelayModel]())
@@ -82,13 +98,29 @@ def wifi_80211p(ns: Any, nodes: Any, manager: str, data_rate_bps: float | None =
     mac = ns.WifiMacHelper()
     mac.SetType("ns3::AdhocWifiMac")  # OCB stand-in: no association, DCF (no QoS)
     devices = wifi.Install(phy, mac, nodes)
-    return devices, channel, [devices, channel, loss]
+    return devices, channel, [devices, channel, loss, condition]
+
+
+def building_info(ns: Any, nodes: Any) -> list:
+    """Give every node's mobility model a ``MobilityBuildingInfo`` (the V2V condition models ask it
+    whether a building stands between two nodes; there are none here); the objects to keep alive."""
+    keep = []
+    for i in range(nodes.GetN()):
+        info = ns.CreateObject[ns.MobilityBuildingInfo]()
+        nodes.Get(i).GetObject[ns.MobilityModel]().AggregateObject(info)
+        keep.append(info)
+    return keep
 
 
 def ip_stack(ns: Any, nodes: Any, devices: Any, channel: Any, rsu_index: int = 0) -> Any:
     """Install IPv4 on ``nodes`` with fixed random streams and static ARP entries; the RSU's (node
     ``rsu_index``'s) address. Fixed streams: a point gives the same result alone or after others in one
     process; static ARP: with many saturated senders a lost ARP exchange can starve a vehicle."""
+    return ip_interfaces(ns, nodes, devices, channel).GetAddress(rsu_index)
+
+
+def ip_interfaces(ns: Any, nodes: Any, devices: Any, channel: Any) -> Any:
+    """:func:`ip_stack`, returning every node's interface (``GetAddress(i)``: node ``i``'s address)."""
     internet = ns.InternetStackHelper()
     internet.Install(nodes)
     ns.WifiHelper.AssignStreams(devices, 0)
@@ -96,7 +128,7 @@ def ip_stack(ns: Any, nodes: Any, devices: Any, channel: Any, rsu_index: int = 0
     channel.AssignStreams(20_000)
     addresses = ns.Ipv4AddressHelper(ns.Ipv4Address("10.1.0.0"), ns.Ipv4Mask("255.255.0.0")).Assign(devices)
     ns.NeighborCacheHelper().PopulateNeighborCache()
-    return addresses.GetAddress(rsu_index)
+    return addresses
 
 
 def fmt(value: Any) -> str:
@@ -128,3 +160,26 @@ def read_floats(path: Path) -> list[dict]:
     """A CSV whose every cell is a number, as dicts of floats."""
     with path.open(newline="") as f:
         return [{k: float(v) for k, v in r.items()} for r in csv.DictReader(f)]
+
+
+def update_report(path: Path, heading: str, text: str) -> None:
+    """Replace the section under ``heading`` in the report (up to the next top-level heading), or
+    append it: each script regenerates its own section and leaves the others alone."""
+    old = path.read_text() if path.exists() else ""
+    start = old.find(heading)
+    if start < 0:
+        path.write_text(old.rstrip("\n") + "\n\n" + text)
+        return
+    nxt = old.find("\n# ", start + len(heading))
+    rest = "" if nxt < 0 else old[nxt:]
+    path.write_text(old[:start] + text.rstrip("\n") + ("\n" + rest if rest else "\n"))
+
+
+def provenance() -> str:
+    """The date, machine and ns-3 wheel a generated section states."""
+    from importlib.metadata import version
+
+    return (
+        f"Date: {datetime.date.today().isoformat()}. Machine: {os.cpu_count()}-core {platform.machine()}, "
+        f"Python {platform.python_version()}; ns-3: the `ns3` wheel {version('ns3')}"
+    )

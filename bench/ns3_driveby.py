@@ -44,6 +44,7 @@ from ns3_common import (
     RSU_HEIGHT_M,
     SEED,
     VEHICLE_HEIGHT_M,
+    building_info,
     fmt,
     ip_stack,
     markdown,
@@ -147,29 +148,39 @@ def simulate_trace(
     transport: str,
     nbytes: int,
     rsu_xy: tuple[float, float] = (0.0, 0.0),
+    *,
+    run: int = 1,
+    states: bool = False,
+    poll_s: float | None = POLL_S,
+    condition: list[str] | None = None,
 ) -> tuple[float, int]:
     """Upload ``nbytes`` from the vehicle that the ns-2 ``trace`` moves (``$node_(vehicle_node)``, 0
     or 1; the RSU is the other node, at ``rsu_xy``) from ``window[0]`` until delivered or
-    ``window[1]``: (completion time s after the start or nan, bytes the RSU received)."""
+    ``window[1]``: (completion time s after the start or nan, bytes the RSU received). ``run``: ns-3's
+    run number (every random stream); ``states``: link states and shadowing on
+    (:func:`ns3_common.wifi_80211p`); ``poll_s`` None: no completion time, only the bytes at the end;
+    ``condition``: a list to which the link's state at the end is appended (``los``, ``nlosv``, ``nlos``)."""
     from ns import ns
 
     if vehicle_node not in (0, 1):
         raise ValueError(f"the vehicle must be ns-2 node 0 or 1, got {vehicle_node}")
     start, leave = window
     ns.RngSeedManager.SetSeed(SEED)
-    ns.RngSeedManager.SetRun(1)
+    ns.RngSeedManager.SetRun(run)
     ns.Config.SetDefault("ns3::TcpSocket::SegmentSize", ns.UintegerValue(TCP_SEGMENT_BYTES))
     nodes = ns.NodeContainer()
     nodes.Create(2)
     rsu_node = 1 - vehicle_node
 
-    devices, channel, keep = wifi_80211p(ns, nodes, manager, TOP_MCS_BPS)
+    devices, channel, keep = wifi_80211p(ns, nodes, manager, TOP_MCS_BPS, states=states)
 
     rsu_mobility = ns.CreateObject[ns.ConstantPositionMobilityModel]()
     rsu_mobility.SetPosition(ns.Vector(rsu_xy[0], rsu_xy[1], RSU_HEIGHT_M))
     nodes.Get(rsu_node).AggregateObject(rsu_mobility)
     ns.Ns2MobilityHelper(str(trace)).Install()  # reads the file now; installs on the vehicle's node
     keep.append(rsu_mobility)
+    if states:
+        keep += building_info(ns, nodes)
 
     rsu_address = ip_stack(ns, nodes, devices, channel, rsu_node)
 
@@ -199,18 +210,23 @@ def simulate_trace(
     app.SetStartTime(ns.Seconds(start))
     keep.append(app)
 
-    steps = int(math.ceil((leave - start) / POLL_S))
+    poll = leave - start if poll_s is None else poll_s
+    steps = int(math.ceil((leave - start) / poll))
     done, rx = math.nan, 0
     ns.Simulator.Stop(ns.Seconds(start))
     ns.Simulator.Run()
     for k in range(1, steps + 1):
-        t = min(start + k * POLL_S, leave)
+        t = min(start + k * poll, leave)
         ns.Simulator.Stop(ns.Seconds(t) - ns.Simulator.Now())
         ns.Simulator.Run()
         rx = int(sink.GetTotalRx())
-        if rx >= nbytes:
+        if rx >= nbytes and poll_s is not None:
             done = t - start
             break
+    if condition is not None:  # the condition model keeps the pair's state once drawn: this is the pass's
+        vehicle = nodes.Get(vehicle_node).GetObject[ns.MobilityModel]()
+        c = keep[3].GetChannelCondition(rsu_mobility, vehicle)
+        condition.append("los" if c.IsLos() else "nlosv" if c.IsNlosv() else "nlos")
     ns.Simulator.Destroy()
     del keep
     return done, rx
