@@ -45,7 +45,7 @@ def shipped_bytes(scenario: Path, dataset: str) -> int:
 
     data = load_scenario(scenario).model_dump(mode="json")
     data["federated"]["dataset"] = dataset
-    _, inputs, ds = ship_scenario(load_model(Scenario, None, data))
+    _, inputs, ds, _ = ship_scenario(load_model(Scenario, None, data))
     return inputs.size + (ds[1].size if ds else 0)
 
 

@@ -140,6 +140,57 @@ def cached_build(
         raise
 
 
+def entry_of(path: str | os.PathLike[str]) -> Path | None:
+    """The cache entry (a build's directory, with its ``build.json``) that holds the file ``path``;
+    None for a file that is not a build's."""
+    parent = Path(path).resolve().parent
+    return parent if (parent / MANIFEST).is_file() else None
+
+
+def lookup(kind: str, params: dict[str, Any], root: str | os.PathLike[str] | None = None) -> Path | None:
+    """The cached build of ``kind`` for ``params`` if it is there and undamaged (nothing is built)."""
+    final = cache_root(root) / f"{kind}-{params_key(params)}"
+    try:
+        manifest = json.loads((final / MANIFEST).read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    return final if isinstance(manifest, dict) and damaged(final, manifest) is None else None
+
+
+def install(name: str, files: dict[str, bytes], root: str | os.PathLike[str] | None = None) -> Path:
+    """Put a build made elsewhere (its files by relative path, ``build.json`` among them) into this
+    machine's cache as entry ``name``, whole or not at all; an entry already there and undamaged is
+    kept. Raises ValueError for files that do not match their own manifest."""
+    if "/" in name or name.startswith(".") or MANIFEST not in files:
+        raise ValueError(f"{name!r} is not a cache entry (a directory name with its {MANIFEST})")
+    base = cache_root(root)
+    final = base / name
+    try:
+        if damaged(final, json.loads((final / MANIFEST).read_text())) is None:
+            return final
+    except (OSError, json.JSONDecodeError):
+        pass
+    base.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=base))
+    try:
+        for rel, data in files.items():
+            target = tmp / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+        why = damaged(tmp, json.loads((tmp / MANIFEST).read_text()))
+        if why is not None:
+            raise ValueError(f"cache entry {name}: {why}")
+        if final.exists():
+            stale = Path(tempfile.mkdtemp(prefix=f".stale-{name}-", dir=base))
+            os.replace(final, stale / "old")
+            shutil.rmtree(stale, ignore_errors=True)
+        os.replace(tmp, final)
+        return final
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
 def output_digests(directory: Path) -> dict[str, str]:
     """SHA-256 of every file a build wrote into ``directory`` (its manifest aside), by relative path."""
     return {

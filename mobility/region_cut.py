@@ -38,10 +38,10 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from mobility.cache import cached_build, file_sha256
+from mobility.cache import cached_build, file_sha256, lookup
 from mobility.errors import SumoError
 from mobility.rsu import Rsu
-from mobility.sumo_config import SumoConfig, merge_args, parse_args
+from mobility.sumo_config import SumoConfig, merge_args, traffic_args
 from mobility.sumo_install import run_command, run_tool, sumo_binary, sumo_version
 
 REGION_BUILDER_VERSION = 1
@@ -65,9 +65,6 @@ each vehicle drew, so that it drives the cut at the same speed."""
 
 CUT_RUN_OPTIONS: tuple[str, ...] = ("--device.rerouting.probability", "0")
 """Options the cut's run adds: routes are the ones driven in the reference, not rerouted again."""
-
-_OUTPUT_OPTIONS = ("output", "-output", "log", "error-log", "message-log")
-"""Option-name endings of SUMO outputs: they change nothing in the traffic, so the key ignores them."""
 
 
 class CutTiming(str, Enum):
@@ -120,16 +117,6 @@ def region_bounds(rsus: Sequence[Rsu], buffer: float) -> Bounds:
     )
 
 
-def traffic_options(extra_args: Sequence[str]) -> list[str]:
-    """``extra_args`` without SUMO's output and log options (they do not change the traffic)."""
-    kept: list[str] = []
-    for name, values in parse_args(extra_args):
-        if name.endswith(_OUTPUT_OPTIONS) or name.startswith(("vehroute-output", "fcd-output")):
-            continue
-        kept += [f"--{name}", *values]
-    return kept
-
-
 def cut_key(sumo: SumoConfig, rsus: Sequence[Rsu], cut: RegionCut) -> dict[str, Any]:
     """What a cut is made of, for its cache key: input bytes, run settings, window, RSUs, region."""
     if sumo.config_file is not None:
@@ -152,7 +139,7 @@ def cut_key(sumo: SumoConfig, rsus: Sequence[Rsu], cut: RegionCut) -> dict[str, 
             "end": sumo.end if cut.timing is CutTiming.EXIT_TIMES else None,
             "time_to_teleport": sumo.time_to_teleport,
             "scale": sumo.scale if cut.timing is CutTiming.EXIT_TIMES else None,
-            "options": traffic_options(sumo.extra_args),
+            "options": traffic_args(sumo.extra_args),
         },
         "bounds": [round(v, 3) for v in region_bounds(rsus, cut.buffer)],
         "cut": cut.to_dict(),
@@ -264,6 +251,11 @@ def build_cut(
         extra_args=merge_args(list(sumo.extra_args), list(CUT_RUN_OPTIONS)),
     )
     return CutFiles(run, directory, manifest)
+
+
+def cached_cut(sumo: SumoConfig, rsus: Sequence[Rsu], cut: RegionCut, *, root: str | Path | None = None) -> Path | None:
+    """The cut's cache entry if it was built before (nothing is built)."""
+    return lookup("region", cut_key(sumo, rsus, cut), root)
 
 
 def _count(path: Path, tag: str, keep: Any = None) -> int:

@@ -189,6 +189,23 @@ def merge_args(*arg_lists: Sequence[str]) -> list[str]:
     return [t for tokens in merged.values() for t in tokens]
 
 
+OUTPUT_OPTION_ENDINGS = ("output", "-output", "log", "error-log", "message-log")
+"""Option-name endings of SUMO's outputs and logs (``--vehroute-output``, ``--error-log``)."""
+OUTPUT_OPTION_PREFIXES = ("vehroute-output", "fcd-output", "tripinfo-output", "summary-output", "device.vehroute")
+"""Option-name prefixes of how SUMO's outputs are written (``--vehroute-output.exit-times``)."""
+
+
+def traffic_args(args: Sequence[str]) -> list[str]:
+    """``args`` without SUMO's output and log options: what of them decides the traffic (for cache
+    keys, so that asking for an output does not make the same traffic new)."""
+    kept: list[str] = []
+    for name, tokens in parse_args(args):
+        if name.endswith(OUTPUT_OPTION_ENDINGS) or name.startswith(OUTPUT_OPTION_PREFIXES):
+            continue
+        kept += tokens
+    return kept
+
+
 def options_dict(args: Sequence[str]) -> dict[str, str | None]:
     """SUMO arguments as ``{option name: value or None for a bare flag}`` (later ones win)."""
     return {

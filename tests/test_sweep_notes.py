@@ -74,6 +74,7 @@ def values(tmp: Path) -> dict[str, tuple[Any, Any]]:
         "fcd_geo": (False, True),
         "fcd_invalid": ("refuse", "drop"),
         "buildings": ([], [str(footprints)]),
+        "region": (None, {"buffer": 50.0, "timing": "free_flow"}),
     }
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from mobility.sumo import SumoConfig, merge_args, options_dict
+from mobility.sumo_config import traffic_args
 
 LUST_OSM_NAME = "lust.legacy.scenario.osm.gz"
 LUST_VTYPES_NAME = "vtypes.add.xml"
@@ -175,8 +176,9 @@ def run_settings(
 
 
 def settings_key(args: Sequence[str]) -> dict[str, str | None]:
-    """Run settings as a sorted ``{option: value}`` mapping (for cache keys and manifests)."""
-    return dict(sorted(options_dict(args).items()))
+    """Run settings as a sorted ``{option: value}`` mapping (for cache keys and manifests), SUMO's
+    outputs left out: they do not change the traffic."""
+    return dict(sorted(options_dict(traffic_args(args)).items()))
 
 
 def _value_text(v: Any) -> str:

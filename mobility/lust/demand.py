@@ -42,6 +42,7 @@ from mobility.lust.config import (
 )
 from mobility.lust.network import build_lust_network
 from mobility.sumo import SumoConfig, merge_args, run_command, sumo_binary, sumo_version
+from mobility.sumo_config import traffic_args
 
 
 def passenger_edges(net: Any) -> list[Any]:
@@ -309,7 +310,7 @@ def build_lust(
                 begin=cfg.demand_begin,
                 end=cfg.end,
                 seed=cfg.seed,
-                extra_args=merge_args(settings, ["--no-warnings", "false", "--error-log", str(log)]),
+                extra_args=merge_args(traffic_args(settings), ["--no-warnings", "false", "--error-log", str(log)]),
             )
             say(
                 f"calibrating {len(pool):,} routed trips over {cfg.demand_begin:.0f}-{cfg.end:.0f} s "

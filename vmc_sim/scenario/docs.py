@@ -14,7 +14,7 @@ from mobility.rsu import RsuConfig
 from ..compute.hardware import profile_table
 from ..radio.link_budget import ChannelConfig
 from .config import FederatedSection, ProjectionSection, RoundsSection, TrainSection
-from .mobility_section import MobilitySection, SumoSection
+from .mobility_section import MobilitySection, RegionSection, SumoSection
 from .schema import CalibrationCosts, ComputeSection, CoordinatorSection, CustomProfile, Scenario
 
 if TYPE_CHECKING:
@@ -27,6 +27,7 @@ SECTIONS: list[tuple[str, type]] = [
     ("mobility.city", CityConfig),
     ("mobility.rsus", RsuConfig),
     ("mobility.coverage", CoverageConfig),
+    ("mobility.region", RegionSection),
     ("federated", FederatedSection),
     ("federated.train", TrainSection),
     ("federated.projection", ProjectionSection),

@@ -16,6 +16,7 @@ from pydantic import Field, field_validator, model_validator
 
 from mobility.city import CityConfig
 from mobility.coverage import CoverageConfig
+from mobility.region_cut import CutTiming, RegionCut
 from mobility.rsu import RsuConfig
 
 from ..sources.registry import SOURCES
@@ -54,7 +55,13 @@ def source_reads(source: str, path: str) -> bool:
     return any(_overlaps(path, f) for f in _declared(source))
 
 
-_METHOD_FIELDS = {"rsu_config": "rsus", "coverage_config": "coverage", "city_config": "city", "runs_sumo": "source"}
+_METHOD_FIELDS = {
+    "rsu_config": "rsus",
+    "coverage_config": "coverage",
+    "city_config": "city",
+    "region_cut": "region",
+    "runs_sumo": "source",
+}
 """The section's methods and the field each one reads."""
 
 
@@ -99,6 +106,28 @@ class SumoSection(Strict):
     )
     time_to_teleport: float | None = Field(None, description="SUMO --time-to-teleport (null: SUMO's default)")
     extra_args: list[str] = Field(default_factory=list, description="more SUMO command-line options")
+
+
+class RegionSection(Strict):
+    """``mobility.region``: SUMO steps only a cut of the network around the RSUs (:mod:`mobility.region_cut`)."""
+
+    buffer: float = Field(
+        ...,
+        ge=0,
+        description="metres the cut reaches beyond the box around every RSU's coverage circle",
+    )
+    timing: Literal["exit_times", "free_flow"] = Field(
+        "exit_times",
+        description="exit_times: a vehicle enters the cut when it reached the region in one bare-SUMO run of the "
+        "whole network (made once per traffic and cached with the cut); free_flow: when it would at the "
+        "edges' speed limits times speed_factor (no reference run; congestion outside the cut is lost)",
+    )
+    speed_factor: float = Field(
+        1.0, gt=0, description="timing free_flow: the factor on the speed limits that times a vehicle's way in"
+    )
+
+    def cut(self) -> RegionCut:
+        return RegionCut(buffer=self.buffer, timing=CutTiming(self.timing), speed_factor=self.speed_factor)
 
 
 class MobilitySection(Strict):
@@ -151,6 +180,12 @@ class MobilitySection(Strict):
         description="SUMO polygon files (what polyconvert writes from OSM) whose building footprints block the "
         "radio's line of sight (NLOS), relative to the scenario file; the embedded city makes its own "
         "(city.building_setback); none: the link states stand a probability in for them",
+    )
+    region: RegionSection | None = Field(
+        None,
+        description="city, files, lust: SUMO steps only the network within region.buffer metres of the RSUs' "
+        "coverage, the routes cut to it (mobility/region_cut.py; checked against the whole city in "
+        "reports/lust_region_cut/); null = the whole network",
     )
     trace_cache: str | None = Field(
         None,
@@ -209,6 +244,10 @@ class MobilitySection(Strict):
 
     def rsu_config(self) -> RsuConfig:
         return RsuConfig(**self.rsus)
+
+    def region_cut(self) -> RegionCut | None:
+        """The cut SUMO steps instead of the whole network (None: the whole network)."""
+        return None if self.region is None else self.region.cut()
 
     def coverage_config(self) -> CoverageConfig:
         return CoverageConfig(**self.coverage)

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from mobility.cache import entry_of
+from mobility.region_cut import CutTiming, RegionCut, build_cut, cached_cut
 from mobility.rsu import Rsu, place_rsus, reaches
 from mobility.source import MobilitySource, SumoSource
 from mobility.sumo import SumoConfig
@@ -93,6 +95,13 @@ class SourceKind:
         and the mobility fields that point the node's scenario at it; None when there is none."""
         return None
 
+    def built(self, m: Any, duration: float) -> tuple[list[Path], dict[str, Any]]:
+        """Cache entries (:mod:`mobility.cache`) a run of ``duration`` s reads that were built on this
+        machine, built here now where that is cheaper than on every node (a cluster ships them once
+        and a node uses them instead of building its own), and what changes in the node's mobility
+        section so that it looks in its own cache (``{section: {field: value}}``)."""
+        return [], {}
+
     def open(self, m: Any, request: OpenRequest) -> tuple[MobilitySource, list[Rsu]]:
         """The source and the RSUs it covers."""
         raise NotImplementedError(f"mobility source {self.name!r} cannot be opened")
@@ -131,17 +140,78 @@ def check_placed_rsus(rsus: list[Rsu], net_file: str | Path | None) -> None:
             )
 
 
+def cut_scenario_dir(sumo: SumoConfig, rsus: list[Rsu], cut: RegionCut) -> Path:
+    """The cache entry of the cut around ``rsus`` (built if it is not yet)."""
+    try:
+        return build_cut(sumo, rsus, cut).directory
+    except ValueError as e:
+        raise SourceInputError(f"mobility.region: {e}") from None
+
+
+def cut_scenario(sumo: SumoConfig, rsus: list[Rsu], cut: RegionCut) -> tuple[SumoConfig, dict[str, Any]]:
+    """The run of the cut around ``rsus`` instead of ``sumo``'s whole network, and what the trace's
+    header says of it (built once per traffic, :mod:`mobility.region_cut`)."""
+    try:
+        built = build_cut(sumo, rsus, cut)
+    except ValueError as e:
+        raise SourceInputError(f"mobility.region: {e}") from None
+    made = built.manifest
+    return built.sumo, {
+        **cut.to_dict(),
+        "key": made.get("key"),
+        "bounds": made.get("bounds"),
+        "edges": made.get("edges"),
+        "vehicles": made.get("vehicles"),
+        "reference_wall_s": (made.get("reference") or {}).get("wall_s"),
+    }
+
+
 class SumoKind(SourceKind):
     """A source that runs SUMO on inputs the kind gives (:meth:`sumo_inputs`); the run, the trace
     cache (``trace_cache``) and SUMO's own outputs (``outputs``) are handled here."""
 
     runs_sumo = True
-    reads: ClassVar[tuple[str, ...]] = ("density", "sumo", "rsus", "coverage", "trace_cache", "outputs", "fcd_area")
+    reads: ClassVar[tuple[str, ...]] = (
+        "density",
+        "sumo",
+        "rsus",
+        "coverage",
+        "region",
+        "trace_cache",
+        "outputs",
+        "fcd_area",
+    )
+
+    cache_section: ClassVar[str | None] = None
+    """The mobility section whose ``cache_dir`` says where the kind's builds live (a path of this
+    machine: a node's scenario drops it and uses its own cache)."""
 
     def sumo_inputs(self, m: Any) -> dict[str, Any]:
         """SUMO's inputs (``net_file``, ``route_files``, ``config_file``; ``extra_args`` to replace
         the scenario's), built or found in a cache."""
         raise NotImplementedError
+
+    def built(self, m: Any, duration: float) -> tuple[list[Path], dict[str, Any]]:
+        """The builds SUMO's inputs come from (built here if they are not yet) and the region's cut:
+        built here when it is timed by free flow (seconds, the same for every seed), shipped when
+        found when it is timed by exit times (its reference run is per traffic: a node makes its
+        own)."""
+        sumo, inputs = self.sumo_config(m, duration)
+        files = [inputs.get("net_file"), inputs.get("config_file"), *inputs.get("route_files", [])]
+        files += inputs.get("additional_files", [])
+        entries = [e for e in (entry_of(f) for f in files if f) if e is not None]
+        cut = m.region_cut()
+        if cut is not None:
+            net = sumo.net_file
+            rsus = place_rsus(m.rsu_config(), net)
+            if cut.timing is CutTiming.FREE_FLOW:
+                entries.append(cut_scenario_dir(sumo, rsus, cut))
+            else:
+                found = cached_cut(sumo, rsus, cut)
+                entries += [found] if found is not None else []
+        section = self.cache_section
+        patch = {section: {"cache_dir": None}} if section and getattr(m, section).get("cache_dir") else {}
+        return list(dict.fromkeys(entries)), patch
 
     def begin(self, m: Any) -> float | None:
         """SUMO's begin time (``mobility.sumo.begin`` by default)."""
@@ -172,7 +242,10 @@ class SumoKind(SourceKind):
         net = inputs.get("net_file") or (sumocfg_inputs(config)["net_file"] if config else None)
         rsus = place_rsus(m.rsu_config(), net)
         check_placed_rsus(rsus, net)
-        meta = {"scenario": request.scenario, "density": m.density}
+        meta: dict[str, Any] = {"scenario": request.scenario, "density": m.density}
+        cut = m.region_cut()
+        if cut is not None:
+            sumo, meta["region"] = cut_scenario(sumo, rsus, cut)
         trace, overwrite = request.trace, request.overwrite
         if m.outputs and request.outputs_dir is not None:  # SUMO must run to write them: no trace cache
             sumo = with_outputs(sumo, m.outputs, request.outputs_dir, rsus=rsus, fcd_area=m.fcd_area)

@@ -13,6 +13,7 @@ from .base import Bounds, SumoKind
 class CityKind(SumoKind):
     name = "city"
     reads: ClassVar[tuple[str, ...]] = ("city", *SumoKind.reads)
+    cache_section = "city"
 
     def sumo_inputs(self, m: Any) -> dict[str, Any]:
         files = build_city(m.city_config())

@@ -12,6 +12,7 @@ from .base import SumoKind
 class LustKind(SumoKind):
     name = "lust"
     reads: ClassVar[tuple[str, ...]] = ("lust", *SumoKind.reads)
+    cache_section = "lust"
 
     def sumo_inputs(self, m: Any) -> dict[str, Any]:
         """LuST's files, and its run settings with the scenario's ``extra_args`` and

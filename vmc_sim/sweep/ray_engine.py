@@ -141,20 +141,23 @@ def run_ray(
             if sweep_dir is not None and any(t["scenario"]["mobility"].get("trace_cache") for t in tasks):
                 keepers["traces"] = _keeper(sweep_dir / "trace_cache")
             objects: dict[tuple[str, str], Any] = {}  # one copy in the object store per distinct bundle
-            prepared: dict[str, tuple[dict[str, Any], Any, Any]] = {}
+            prepared: dict[str, tuple[dict[str, Any], Any, Any, list[Any]]] = {}
             for t in tasks:
-                scenario, inputs, dataset = ship_scenario(load_model(Scenario, None, t["scenario"]))
+                scenario, inputs, dataset, built = ship_scenario(load_model(Scenario, None, t["scenario"]))
+                built_refs = [  # each build once in the object store, however many points read it
+                    objects.setdefault(("built", name), ray.put((name, bundle))) for name, bundle in built
+                ]
                 key = ("inputs", repr(sorted(inputs.digests.items())))
                 in_ref = objects.setdefault(key, ray.put(inputs))
                 data_ref = None
                 if dataset is not None:
                     dkey = ("data", repr(sorted(dataset[1].digests.items())))
                     data_ref = objects.setdefault(dkey, ray.put(dataset))
-                prepared[t["id"]] = ({**t, "scenario": scenario}, in_ref, data_ref)
+                prepared[t["id"]] = ({**t, "scenario": scenario}, in_ref, data_ref, built_refs)
 
             def submit(t: dict[str, Any]) -> Any:
-                task, in_ref, data_ref = prepared[t["id"]]
-                return shipped.remote(task, in_ref, data_ref, keepers)
+                task, in_ref, data_ref, built_refs = prepared[t["id"]]
+                return shipped.remote(task, in_ref, data_ref, keepers, *built_refs)
 
         attempts: dict[str, list[dict[str, Any]]] = {t["id"]: [] for t in tasks}
         refs = {submit(t): t for t in tasks}

@@ -61,9 +61,15 @@ def unpack(bundle: Bundle, into: Path, what: str) -> None:
         target.write_bytes(data)
 
 
-def ship_scenario(scenario: Any) -> tuple[dict[str, Any], Bundle, tuple[str, Bundle] | None]:
+Built = tuple[str, Bundle]
+"""A cache entry built on the driver (a LuST build, a region cut): its name and files."""
+
+
+def ship_scenario(scenario: Any) -> tuple[dict[str, Any], Bundle, tuple[str, Bundle] | None, list[Built]]:
     """The scenario as a node receives it (input paths under :data:`PLACEHOLDER`), its input files,
-    and its dataset's files (name and bundle; None for a built-in dataset)."""
+    its dataset's files (name and bundle; None for a built-in dataset), and the cache entries its
+    source reads that the driver built (:meth:`vmc_sim.sources.base.SourceKind.built`): a node
+    installs them instead of building them again."""
     from fl_core.data import dataset_files
 
     from ..scenario.input_digests import input_files
@@ -83,12 +89,33 @@ def ship_scenario(scenario: Any) -> tuple[dict[str, Any], Bundle, tuple[str, Bun
         directory, fields = extra
         files.update({f"source/{k}": v for k, v in pack_dir(directory).files.items()})
         data["mobility"].update(fields)
+    entries, patch = SOURCES[m.source].built(m, scenario.duration)
+    for section, values in patch.items():
+        data["mobility"][section] = {**data["mobility"][section], **values}
+    built = [(entry.name, pack_dir(entry)) for entry in entries]
     inputs = Bundle(files, {k: hashlib.sha256(v).hexdigest() for k, v in files.items()})
     fed = scenario.federated
     base, data_files = dataset_files(fed.dataset, fed.data_root)
     dataset = None if base is None else (fed.dataset, pack(base, data_files))
     data["federated"]["data_root"] = None
-    return data, inputs, dataset
+    return data, inputs, dataset, built
+
+
+def install_built(built: list[Built], what: str) -> None:
+    """Put the driver's builds into this node's SUMO cache (each file checked against the driver's
+    digest, then the entry against its own manifest); an entry already here is kept."""
+    from mobility.cache import install
+
+    for name, bundle in built:
+        for rel, data in bundle.files.items():
+            if hashlib.sha256(data).hexdigest() != bundle.digests.get(rel):
+                raise CorruptFileError(
+                    f"{what}: build {name}/{rel} arrived damaged (SHA-256 differs from the sender's)"
+                )
+        try:
+            install(name, bundle.files)
+        except ValueError as e:
+            raise CorruptFileError(f"{what}: {e}") from None
 
 
 def _rewrite(value: Any, old: str, new: str) -> Any:
@@ -128,13 +155,17 @@ class ActorPeer:
 
 
 def run_shipped(
-    task: dict[str, Any], inputs: Bundle, dataset: tuple[str, Bundle] | None, keepers: dict[str, Any] | None = None
+    task: dict[str, Any],
+    inputs: Bundle,
+    dataset: tuple[str, Bundle] | None,
+    keepers: dict[str, Any] | None = None,
+    *built: Built,
 ) -> dict[str, Any]:
-    """On a node: unpack the point's inputs and data into a directory of its own, run it there and
-    return its result with the run directory's files (``files``). With ``keepers`` (the sweep's
-    cache actors, ``contributions`` and ``traces``) the node's caches fetch what they lack from them
-    and send them what they compute. Never raises for the point's own failure (it is a result); a damaged input is a
-    failed point naming the file."""
+    """On a node: install the driver's builds into the node's cache, unpack the point's inputs and
+    data into a directory of its own, run it there and return its result with the run directory's
+    files (``files``). With ``keepers`` (the sweep's cache actors, ``contributions`` and ``traces``)
+    the node's caches fetch what they lack from them and send them what they compute. Never raises
+    for the point's own failure (it is a result); a damaged input is a failed point naming the file."""
     from fl_core.cache_peer import set_peer
     from mobility.trace_cache import set_peer as set_trace_peer
 
@@ -148,6 +179,7 @@ def run_shipped(
     try:
         scenario = task["scenario"]
         try:
+            install_built(list(built), f"point {task['id']}")
             unpack(inputs, work / INPUTS, f"point {task['id']}")
             if dataset is not None:
                 unpack(dataset[1], work / DATA, f"point {task['id']}, dataset {dataset[0]}")
