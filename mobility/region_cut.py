@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
@@ -44,7 +45,7 @@ from mobility.rsu import Rsu
 from mobility.sumo_config import SumoConfig, merge_args, traffic_args
 from mobility.sumo_install import run_command, run_tool, sumo_binary, sumo_version
 
-REGION_BUILDER_VERSION = 1
+REGION_BUILDER_VERSION = 2
 """Raised whenever what a cut is made of changes (its cache entries are then built again)."""
 
 Bounds = tuple[float, float, float, float]
@@ -228,6 +229,7 @@ def build_cut(
             exit_times=cut.timing is CutTiming.EXIT_TIMES,
             speed_factor=cut.speed_factor,
         )
+        free_departures(tmp / "region.rou.xml")
         if (tmp / "reference.rou.xml").exists():
             (tmp / "reference.rou.xml").unlink()  # large, and the cut holds what a run needs of it
         made.update(
@@ -251,6 +253,23 @@ def build_cut(
         extra_args=merge_args(list(sumo.extra_args), list(CUT_RUN_OPTIONS)),
     )
     return CutFiles(run, directory, manifest)
+
+
+_DEPARTS = (
+    (re.compile(r'(<vehicle\b[^>]*?\bdepartLane=")[^"]*(")'), "best"),
+    (re.compile(r'(<vehicle\b[^>]*?\bdepartSpeed=")[^"]*(")'), "max"),
+)
+
+
+def free_departures(routes: Path) -> None:
+    """Every vehicle of the cut departs on the best lane at the largest safe speed (``best``,
+    ``max``: what ``cutRoutes.py`` gives a route it cut). A reference run writes the lane and speed
+    a vehicle did depart with, which the cut's traffic need not allow: SUMO refuses such an
+    insertion and drops the vehicle."""
+    text = routes.read_text()
+    for pattern, value in _DEPARTS:
+        text = pattern.sub(rf"\g<1>{value}\g<2>", text)
+    routes.write_text(text)
 
 
 def cached_cut(sumo: SumoConfig, rsus: Sequence[Rsu], cut: RegionCut, *, root: str | Path | None = None) -> Path | None:

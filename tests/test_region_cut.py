@@ -118,7 +118,7 @@ def test_a_scenario_asks_for_a_cut_with_one_key_and_its_trace_says_so(tmp_path):
     # the same traffic at the RSU, entered when it reached the region in the whole network's run;
     # with a buffer of one block (200 m) the queues at the next lights are inside the cut
     assert b.joins_per_min == pytest.approx(a.joins_per_min, rel=0.01)
-    assert b.occupancy_mean == pytest.approx(a.occupancy_mean, rel=0.01)
+    assert b.occupancy_mean == pytest.approx(a.occupancy_mean, rel=0.02)
     assert b.dwell_median == a.dwell_median
 
 

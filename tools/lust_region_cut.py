@@ -58,6 +58,8 @@ VARIANTS = (
     "exit_times-b0",
     "exit_times-b150",
     "exit_times-b400",
+    "exit_times-b1000",
+    "exit_times-b2000",
     "free_flow-b400-f1",
     "free_flow-b1000-f1",
     "free_flow-b1000-f0.42",
