@@ -1,15 +1,20 @@
 """What a LuST sweep point costs on a Ray cluster without a shared disk, and what a 60-point sweep
 would take on 1, 4, 16 and 64 machines of this size.
 
-Measured here: the bytes a point sends (its scenario's inputs: LuST's sources, the dataset) and
-brings back (its run directory), and how long the driver takes to land and verify one point's
-results. Taken from a finished case study (``--index``: the ``runs.json`` that
-``tools/lust_case_study_replicates.py`` writes): the SUMO pass and the run of one point. The
-projection then charges each machine one LuST build (``--build-s``, measured in bench/RESULTS.md
-"LuST rebuild"), runs ``cores`` points at once per machine, and lands results one at a time on the
-driver, and says which of these bounds the wall-clock.
+Measured here: the bytes a point sends (its scenario's inputs: LuST's sources, the dataset), the
+builds the driver ships once (the LuST network and demand, and a region cut), and, from a finished
+case study (``--index``: the ``runs.json`` that ``tools/lust_case_study_replicates.py`` writes),
+what a point brings back (its run directory) and how long the driver takes to land and verify it,
+the SUMO pass and the run of one point; without ``--index`` those come from ``--sumo-s``,
+``--run-s``, ``--back-mb`` and ``--land-s``. The projection starts from a driver that has built
+LuST (once, before the sweep) and ships the build through the object store to each other machine
+(its bytes over ``--gbps``, the driver's link, one machine after another), runs ``cores`` points at
+once per machine, lands results one at a time on the driver, and says which of these bounds the
+wall-clock; beside it, the same sweep when every other machine builds LuST itself (``--build-s``,
+measured in bench/RESULTS.md "LuST rebuild"), as before the builds were shipped.
 
     python bench/cluster_costs.py --index OUT/runs.json
+    python bench/cluster_costs.py --sumo-s 1015 --run-s 961
 """
 
 from __future__ import annotations
@@ -49,6 +54,15 @@ def shipped_bytes(scenario: Path, dataset: str) -> int:
     return inputs.size + (ds[1].size if ds else 0)
 
 
+def built_bytes(scenario: Path) -> int:
+    """Bytes of the builds the driver ships once for ``scenario`` (built here first if need be)."""
+    from vmc_sim.scenario.schema import load_scenario
+    from vmc_sim.sweep.shipping import ship_scenario
+
+    _, _, _, built = ship_scenario(load_scenario(scenario))
+    return sum(bundle.size for _, bundle in built)
+
+
 def landing(run_dir: Path) -> tuple[int, float]:
     """Bytes of a finished point's run directory and the seconds the driver takes to land and
     verify them (best of three)."""
@@ -67,12 +81,17 @@ def landing(run_dir: Path) -> tuple[int, float]:
     return bundle.size, best
 
 
-def projection(points: int, cores: int, nodes: int, costs: dict[str, Any]) -> dict[str, Any]:
-    """Wall-clock of ``points`` on ``nodes`` machines, and what bounds it."""
+def projection(points: int, cores: int, nodes: int, costs: dict[str, Any], shipped: bool = True) -> dict[str, Any]:
+    """Wall-clock of ``points`` on ``nodes`` machines, and what bounds it: the driver's LuST build
+    shipped to the others (``shipped``), or built by every other machine (the driver, one of the
+    machines, has it in both: built once before the sweep, ``vmc lust build``)."""
     per_point = costs["sumo_s"] + costs["run_s"]
     waves = math.ceil(points / (cores * nodes))
     compute = waves * per_point
-    build = costs["build_s"] if nodes > 1 else 0.0  # one machine: the build is there already
+    if shipped:  # the driver's build, sent to the other machines one after another over its link
+        build = (nodes - 1) * costs["built_B"] * 8 / (costs["gbps"] * 1e9)
+    else:
+        build = costs["build_s"] if nodes > 1 else 0.0  # every other machine builds its own
     driver = points * costs["land_s"]
     wall = build + max(compute, driver)
     bound = "the points (cores)" if waves > 1 else "one point's own length"
@@ -90,29 +109,42 @@ def projection(points: int, cores: int, nodes: int, costs: dict[str, Any]) -> di
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--index", type=Path, required=True, help="runs.json of a finished case study")
+    p.add_argument("--index", type=Path, help="runs.json of a finished case study")
+    p.add_argument("--sumo-s", type=float, default=1015.0, help="without --index: a point's SUMO pass (s)")
+    p.add_argument("--run-s", type=float, default=961.0, help="without --index: a point's cold run (s)")
+    p.add_argument("--back-mb", type=float, default=85.2, help="without --index: a point's run directory (MB)")
+    p.add_argument("--land-s", type=float, default=0.28, help="without --index: landing and verifying it (s)")
+    p.add_argument("--gbps", type=float, default=1.0, help="the driver's link (Gb/s)")
     p.add_argument("--scenario", type=Path, default=Path(__file__).resolve().parents[1] / "scenarios/lust_region.yaml")
     p.add_argument("--dataset", default="mnist")
     p.add_argument("--build-s", type=float, default=1739.0, help="a cold LuST build on one machine (RESULTS.md)")
     p.add_argument("--points", type=int, default=60)
     p.add_argument("--cores", type=int, default=2)
     args = p.parse_args(argv)
-    costs: dict[str, Any] = point_costs(args.index)
+    if args.index is not None:
+        costs: dict[str, Any] = point_costs(args.index)
+        costs["back_B"], costs["land_s"] = landing(Path(costs["run_dir"]))
+    else:
+        costs = {"sumo_s": args.sumo_s, "run_s": args.run_s, "back_B": args.back_mb * 1e6, "land_s": args.land_s}
     costs["sent_B"] = shipped_bytes(args.scenario, args.dataset)
-    costs["back_B"], costs["land_s"] = landing(Path(costs["run_dir"]))
-    costs["build_s"] = args.build_s
+    costs["built_B"] = built_bytes(args.scenario)
+    costs["build_s"], costs["gbps"] = args.build_s, args.gbps
     print(
         f"per point: SUMO pass {costs['sumo_s']:.0f} s, run {costs['run_s']:.0f} s (cold), sent "
         f"{costs['sent_B'] / 1e6:.1f} MB, brought back {costs['back_B'] / 1e6:.1f} MB, landed and verified in "
-        f"{costs['land_s']:.2f} s; LuST build per machine {costs['build_s']:.0f} s"
+        f"{costs['land_s']:.2f} s; LuST built once ({costs['build_s']:.0f} s) and shipped: "
+        f"{costs['built_B'] / 1e6:.1f} MB a machine at {costs['gbps']:g} Gb/s"
     )
-    print("| machines | waves | wall-clock h | bound by | LuST build share | driver share |")
-    print("|---|---|---|---|---|---|")
+    print(
+        "| machines | waves | wall-clock h | bound by | build and shipping share | driver share | every machine builds: h |"
+    )
+    print("|---|---|---|---|---|---|---|")
     for n in (1, 4, 16, 64):
         r = projection(args.points, args.cores, n, costs)
+        each = projection(args.points, args.cores, n, costs, shipped=False)
         print(
             f"| {n} | {r['waves']} | {r['wall_h']:.1f} | {r['bound']} | {100 * r['build_share']:.0f} % | "
-            f"{100 * r['driver_share']:.1f} % |"
+            f"{100 * r['driver_share']:.1f} % | {each['wall_h']:.1f} |"
         )
     return 0
 
