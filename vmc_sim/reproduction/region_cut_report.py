@@ -119,16 +119,17 @@ def _coverage_section(region: str, results: dict[tuple[str, str], dict[str, Any]
     first = next(iter(mine.values()))
     lines = [f"## {REGIONS.get(region, region)}", ""]
     lines.append(
-        f"Traffic seeds {', '.join(map(str, first['seeds']))}; each figure is the mean over the seeds (dwell: of the "
-        "visits pooled over the seeds), the whole city's beside the cut's, and the cut's relative difference; a figure "
-        f"passes within {100 * TOLERANCE:.0f} %."
+        "Each figure is the mean over the traffic seeds a variant ran (dwell: of the visits pooled over them), the "
+        "whole city's on the same seeds beside the cut's, and the cut's relative difference; a figure passes within "
+        f"{100 * TOLERANCE:.0f} %. The whole city's row shows its figures over the first variant's seeds."
     )
     lines.append("")
     names = [c.figure for c in first["checks"]]
-    head = ["variant", *names, "passes", "split vehicles", "whole city s", "cut s (build + run)"]
+    head = ["variant", "seeds", *names, "passes", "split vehicles", "whole city s", "cut s (build + run)"]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     whole_cells = [_num(c.whole, 3) if "KS" not in c.figure else "-" for c in first["checks"]]
-    lines.append("| whole city | " + " | ".join(whole_cells) + f" | - | - | {first['whole_s']:.0f} | - |")
+    whole_n = max(len(r["seeds"]) for r in mine.values())
+    lines.append(f"| whole city | {whole_n} | " + " | ".join(whole_cells) + f" | - | - | {first['whole_s']:.0f} | - |")
     for v, r in mine.items():
         cells = []
         for c in r["checks"]:
@@ -138,7 +139,7 @@ def _coverage_section(region: str, results: dict[tuple[str, str], dict[str, Any]
                 cells.append(f"{_num(c.cut, 3)} ({_pct(c.relative)}{'' if c.passed else ' ✗'})")
         verdict = "yes" if r["passed"] else "no: " + ", ".join(r["failed"])
         lines.append(
-            f"| {v} | " + " | ".join(cells) + f" | {verdict} | {r['parts']} | {r['whole_s']:.0f} | "
+            f"| {v} | {len(r['seeds'])} | " + " | ".join(cells) + f" | {verdict} | {r['parts']} | {r['whole_s']:.0f} | "
             f"{r['build_s']:.0f} + {r['cut_s']:.0f} |"
         )
     lines.append("")
