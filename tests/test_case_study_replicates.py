@@ -1,7 +1,8 @@
-"""``tools/lust_case_study_replicates.py --quick``: replicates differ in traffic and seeds, the
-paper setting loses no contribution, every figure is a mean with its interval over the replicates,
-a rerun continues from ``runs.json`` instead of starting again, and the aggregation's statistics
-are those of a Student-t interval."""
+"""``tools/lust_case_study_replicates.py --quick``: replicates differ in traffic and seeds (both, or
+one of them with ``--vary``, each dataset its own with ``--dataset-draws own``), the paper setting
+loses no contribution, every figure is a mean with its interval over the replicates, the report
+comes from the data files alone, a rerun continues from ``runs.json`` instead of starting again,
+and the aggregation's statistics are those of a Student-t interval."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pytest
 from conftest import load_script
 
 from vmc_sim.reproduction.case_study import method_rows
-from vmc_sim.reproduction.case_study_replicates import pm, summarize, verdict
+from vmc_sim.reproduction.case_study_replicates import pm, summarize
 from vmc_sim.reproduction.common import compute_time
 from vmc_sim.rundir.directory import RunDir
 
@@ -72,16 +73,50 @@ def test_every_figure_is_a_mean_with_its_interval(quick):
     values = [float(r["comm_saving_pct"]) for r in per if r["setting"] == "physics" and r["method"] == "fsosa"]
     assert int(f["comm_saving_pct_n"]) == len(values) == 3
     assert math.isclose(float(f["comm_saving_pct_mean"]), sum(values) / 3)
-    table = rows(tmp / "out" / "paper.csv")
-    assert {r["figure"] for r in table} >= {"cumulative time vs Retrain, %", "communication vs Retrain, %"}
-    verdicts = {"yes", "no", "interval overlaps", "no figure"}
-    for r in table:
-        if r["setting"] == "physics" and r["figure"] == "cumulative time vs Retrain, %, the paper's accounting":
-            assert r["within range?"].startswith("not priced") and r["ours"] == "-"  # one shared device
+    accounting = rows(tmp / "out" / "accounting.csv")
+    assert {(r["setting"], r["replicate"]) for r in accounting} == {
+        (s, str(r)) for s in ("paper", "physics") for r in range(3)
+    }
+    for r in accounting:
+        if r["setting"] == "physics":  # one shared device: the seed's computation time is not priced
+            assert r["T3_saving_pct"] == ""
         else:
-            assert r["within range?"].split(" (")[0] in verdicts
+            assert float(r["T3_saving_pct"]) < 0 and r["T3_untriggered_share_pct"] != ""
     report = (tmp / "out" / "report.md").read_text()
     assert "fig6_paper_digits.png" in report and (tmp / "out" / "fig6_physics_digits.png").is_file()
+
+
+def test_the_report_needs_only_the_data_files(quick, tmp_path):
+    tool, tmp, _ = quick
+    out = tmp_path / "out"
+    out.mkdir()
+    for f in ("replicates.csv", "requests.csv", "runs.csv", "runs.json", "provenance.json"):
+        (out / f).write_bytes((tmp / "out" / f).read_bytes())
+    runs = tmp / "runs"
+    runs.rename(tmp / "runs-away")  # no run directory to read
+    try:
+        assert tool.main(["--report-only", "--out", str(out)]) == 0
+    finally:
+        (tmp / "runs-away").rename(runs)
+    for f in ("report.md", "summary.csv", "accounting.csv", "claims.csv"):
+        assert (out / f).read_bytes() == (tmp / "out" / f).read_bytes(), f
+
+
+def test_each_request_s_computation_time_adds_up_to_the_run_s(quick):
+    _, tmp, _ = quick
+    totals = {
+        (r["setting"], r["replicate"], r["method"]): float(r["compute_time_s"])
+        for r in rows(tmp / "out" / "replicates.csv")
+        if r["setting"] == "paper" and r["method"] in ("fsosa", "retrain")
+    }
+    sums: dict[tuple[str, str, str], float] = {}
+    for r in rows(tmp / "out" / "requests.csv"):
+        if r["setting"] == "paper":
+            key = (r["setting"], r["replicate"], r["method"])
+            sums[key] = sums.get(key, 0.0) + float(r["compute_time_s"])
+    assert sums.keys() == totals.keys()
+    for key, total in totals.items():
+        assert sums[key] == pytest.approx(total, rel=1e-9)
 
 
 def test_a_rerun_continues_instead_of_starting_again(quick):
@@ -93,17 +128,13 @@ def test_a_rerun_continues_instead_of_starting_again(quick):
     assert sorted((tmp / "runs").iterdir()) == runs  # nothing ran again
 
 
-def test_student_t_interval_and_verdicts():
+def test_student_t_interval():
     rows_in = [{"setting": "s", "dataset": "d", "method": "fsosa", "time_saving_pct": v} for v in (-40.0, -50.0, -45.0)]
     (row,) = summarize(rows_in)
     # mean -45, sample std 5, t(0.975, 2) = 4.302653: half-width 4.302653 * 5 / sqrt(3)
     assert math.isclose(row["time_saving_pct_mean"], -45.0)
     assert math.isclose(row["time_saving_pct_ci95"], 4.302653 * 5 / math.sqrt(3), rel_tol=1e-6)
     assert pm(row, "time_saving_pct").startswith("-45.00 ± 12.42")
-    assert verdict(-53.84, -36.66, -45.0, 12.4) == "yes"
-    assert verdict(-25.76, -21.97, -30.0, 5.0) == "interval overlaps"
-    assert verdict(-25.76, -21.97, -40.0, 5.0) == "no"
-    assert verdict(0.0, 3.96, math.nan, math.nan) == "no figure"
 
 
 def test_the_seeds_accounting_of_time_waits_for_the_slowest_client():
@@ -196,3 +227,68 @@ def test_femnist_keeps_its_writers_as_the_seed_does():
     data = {"name": "n", "federated": {"dataset": "mnist", "alpha": 0.5}, "mobility": {"source": "lust"}}
     assert tool.task(data, "physics", "femnist", Path("t.jsonl"))["federated"] == {"dataset": "femnist", "alpha": None}
     assert tool.task(data, "physics", "cifar10", Path("t.jsonl"))["federated"] == {"dataset": "cifar10", "alpha": 0.5}
+
+
+@pytest.fixture(scope="module")
+def arms(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("arms")
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    tool = load_script("tools/lust_case_study_replicates.py")
+    args = ["--quick", "--epochs", "2", "--replicates", "2", "--settings", "paper"]
+    args += ["--vary", "traffic", "members", "both", "--dataset-draws", "own"]
+    args += ["--runs", str(tmp / "runs"), "--out", str(tmp / "out")]
+    args += ["--contribution-cache", str(tmp / "cache"), "--trace-cache", str(tmp / "traces")]
+    assert tool.main(args) == 0
+    return tool, tmp
+
+
+def test_each_arm_moves_its_own_seed_and_a_shared_run_is_made_once(arms):
+    tool, tmp = arms
+    entries = json.loads((tmp / "out" / "runs.json").read_text())
+    seeds = {(e["arm"], e["replicate"]): (e["seed"], e["sumo_seed"]) for e in entries}
+    own = tool.dataset_offset("digits")
+    assert seeds == {
+        ("traffic", 0): (own, 42),
+        ("traffic", 1): (own, 43),  # the traffic moves, the member draw stays
+        ("members", 0): (own, 42),
+        ("members", 1): (own + 1, 42),  # the member draw moves, the traffic stays
+        ("both", 0): (own, 42),
+        ("both", 1): (own + 1, 43),
+    }
+    assert all(e["dataset_draws"] == "own" for e in entries)
+    by = {(e["arm"], e["replicate"]): e["run"] for e in entries}
+    assert by[("traffic", 0)] == by[("members", 0)] == by[("both", 0)]  # one run, recorded under each arm
+    assert len(set(by.values())) == 4
+    for name in ("replicates.csv", "requests.csv", "runs.csv"):
+        got = {(r["arm"], int(r["replicate"]), int(r["seed"]), int(r["sumo_seed"])) for r in rows(tmp / "out" / name)}
+        assert got == {(a, r, *s) for (a, r), s in seeds.items()}, name
+    requests = {}
+    for e in entries:  # the traffic seed decides the requests; the member draw does not
+        recs = [r for r in RunDir(e["run"]).records() if r["method"] == "retrain"]
+        requests[(e["arm"], e["replicate"])] = tuple(r["request_time"] for r in recs)
+    assert requests[("members", 1)] == requests[("members", 0)] != requests[("traffic", 1)]
+
+
+def test_the_arms_reach_the_report(arms):
+    _, tmp = arms
+    claims = rows(tmp / "out" / "claims.csv")
+    spread = [c for c in claims if c["claim"] == "C-SPREAD"]
+    assert spread and all(c["arm"] == "traffic vs members" for c in spread)
+    assert all("awaits" not in c["verdict"] for c in spread)
+    report = (tmp / "out" / "report.md").read_text()
+    assert "arm traffic" in report and "arm members" in report
+
+
+def test_every_dataset_draws_its_own_run_seed_on_the_same_traffic():
+    tool = load_script("tools/lust_case_study_replicates.py")
+    data = {"name": "n", "seed": 7, "federated": {"dataset": "mnist", "alpha": 0.5}, "mobility": {"source": "lust"}}
+    trace = Path("t.jsonl")
+    own = {d: tool.task(data, "paper", d, trace, own_draws=True) for d in ("mnist", "cifar10", "femnist")}
+    assert len({t["seed"] for t in own.values()}) == 3
+    assert all(t["seed"] == 7 + tool.dataset_offset(d) for d, t in own.items())
+    assert all(t["mobility"] == {"source": "trace", "trace": "t.jsonl"} for t in own.values())
+    shared = {tool.task(data, "paper", d, trace)["seed"] for d in ("mnist", "cifar10", "femnist")}
+    assert shared == {7}
+    assert tool.dataset_offset("mnist") % 1000 == 0 and tool.dataset_offset("mnist") >= 1000
+    with pytest.raises(ValueError, match="unknown arm"):
+        tool.replicate({"seed": 0, "name": "n", "mobility": {"sumo": {"seed": 42}}}, 1, "sumo")

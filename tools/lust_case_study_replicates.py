@@ -6,19 +6,32 @@
 - **physics**: the scenario as written: one edge GPU shared by the clients' jobs and transfers
   that end when the vehicle leaves the region (handover between the region's RSUs on).
 
-A replicate is one traffic seed (SUMO's ``--seed``: base + r) and one run seed (member draw, data
-split and W0: base + r). Each replicate's traffic is recorded once by a mobility-only pass (kept in
-the trace cache), then every (setting, dataset) replays it, ``--jobs`` at once. Every finished run
-is appended to ``OUT/runs.json`` at once, and a rerun of the same command skips the runs already
-there and resumes one that stopped part-way (from its run directory, checking what it recorded),
-so a long reproduction can be stopped and continued. ``--fisher kfac`` runs the seed's K-FAC
-setting (``FISHERS``; ``--replicates 1`` runs it once, without an interval). The report gives each figure's mean
-and 95 % interval per (setting, dataset, method), a table "paper | ours | within range?" and
-Fig. 6 with interval bands.
+A replicate draws the traffic (SUMO's ``--seed``) and the run seed (member draw, data split, W0):
+``--vary traffic`` moves only SUMO's seed (base + r), ``--vary members`` only the run seed, ``--vary
+both`` both (the default; several arms at once are allowed, and a run two arms share runs once).
+``--dataset-draws own`` gives each dataset its own run seed (base + r + an offset per dataset,
+:func:`dataset_offset`), so its trigger draws are its own as in seed 000's Tables VIII-XI;
+``shared`` (the default) gives every dataset the same. Each replicate's traffic is recorded once by a
+mobility-only pass (kept in the trace cache), then every (setting, dataset) replays it, ``--jobs``
+at once. Every finished run is appended to ``OUT/runs.json`` at once, and a rerun of the same command
+skips the runs already there and resumes one that stopped part-way (from its run directory, checking
+what it recorded), so a long reproduction can be stopped and continued. ``--fisher kfac`` runs the
+seed's K-FAC setting (``FISHERS``).
+
+What the runs leave in OUT: ``runs.json``, ``replicates.csv`` (per run and method), ``requests.csv``
+(per record, with each record's time in seed 000's accounting), ``runs.csv`` (per run: traffic,
+dwell, job times, from its manifest) and ``provenance.json`` (when, where, from which commit, by
+which command); the report (``report.md``, ``summary.csv``, ``accounting.csv``, ``claims.csv`` and
+Fig. 6 with interval bands) is generated from those files alone
+(:mod:`vmc_sim.reproduction.case_study_analysis`, the analysis reports/lust_case_study/PLAN.md
+fixes), so ``--report-only`` writes it again from a directory whose run directories are gone.
 
     python tools/lust_case_study_replicates.py --jobs 2                          # the region, 5 replicates
     python tools/lust_case_study_replicates.py --datasets mnist --replicates 5 --jobs 2
     python tools/lust_case_study_replicates.py --quick                           # embedded city, digits, 3 replicates
+    python tools/lust_case_study_replicates.py --datasets mnist --settings paper --replicates 10 \
+        --vary traffic members both --dataset-draws own --jobs 2 --out reports/lust_case_study/plan_mnist
+    python tools/lust_case_study_replicates.py --report-only --out reports/lust_case_study/replicates
 """
 
 from __future__ import annotations
@@ -31,9 +44,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from vmc_sim.reproduction import case_study_analysis as analysis
 from vmc_sim.reproduction import case_study_replicates as rep
 from vmc_sim.reproduction import case_study_runs, report
-from vmc_sim.reproduction.case_study import per_request, setting, setting_text
+from vmc_sim.reproduction.case_study import per_request, setting
 from vmc_sim.rundir.directory import RunDir
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -70,22 +84,6 @@ FISHERS: dict[str, dict[str, Any]] = {
 }
 """``--fisher``: each Fisher setting as changes to the scenario's ``federated`` section."""
 
-SUMMARY_COLUMNS = [
-    "setting",
-    "dataset",
-    "method",
-    "replicates",
-    "time_saving_pct",
-    "comm_saving_pct",
-    "device_s_saving_pct",
-    "final_acc",
-    "final_acc_gap_vs_retrain",
-    "fluctuation_pts",
-    "trained",
-    "not_arrived",
-    "withdrawn",
-]
-
 
 def merge(base: dict[str, Any], change: dict[str, Any]) -> dict[str, Any]:
     """``base`` with ``change`` merged in, section by section."""
@@ -102,9 +100,10 @@ def base_scenario(args: argparse.Namespace) -> dict[str, Any]:
     data = load_scenario(None if args.quick else args.scenario).model_dump(mode="json")
     fed = data["federated"]
     fed["methods"] = ["fsosa", "retrain"]
-    if args.quick:  # the embedded city: 10 requests, every client its own shard
+    if args.quick:  # the embedded city: 10 requests, every client its own shard, the LuST scenarios' link
         data["coordinator"]["max_requests"] = 11
         data["duration"] = 400.0
+        data["channel"] = {"path_loss_model": "tr37885_urban_los", "shared_air": False}
         fed.update(num_clients=32, shard_assignment="arrival")
     if args.epochs:
         fed["train"]["epochs"] = args.epochs
@@ -117,13 +116,30 @@ def base_scenario(args: argparse.Namespace) -> dict[str, Any]:
     return data
 
 
-def replicate(base: dict[str, Any], r: int) -> dict[str, Any]:
-    """Replicate ``r`` of ``base``: traffic seed and run seed both moved on by ``r``."""
+ARMS = ("both", "traffic", "members")
+"""``--vary``: which seeds a replicate moves on by its number."""
+
+
+def replicate(base: dict[str, Any], r: int, arm: str = "both") -> dict[str, Any]:
+    """Replicate ``r`` of ``base`` in ``arm``: ``both`` moves the traffic seed and the run seed on
+    by ``r``, ``traffic`` only SUMO's seed, ``members`` only the run seed (the member draw, with the
+    data split and W0 it also seeds)."""
+    if arm not in ARMS:
+        raise ValueError(f"unknown arm {arm!r} (one of {', '.join(ARMS)})")
     data = copy.deepcopy(base)
-    data["seed"] = base["seed"] + r
-    data["mobility"]["sumo"]["seed"] = base["mobility"]["sumo"]["seed"] + r
-    data["name"] = f"{base['name']}-r{r}"
+    data["seed"] = base["seed"] + (r if arm in ("both", "members") else 0)
+    data["mobility"]["sumo"]["seed"] = base["mobility"]["sumo"]["seed"] + (r if arm in ("both", "traffic") else 0)
+    data["name"] = f"{base['name']}-r{r}" if arm == "both" else f"{base['name']}-{arm}-r{r}"
     return data
+
+
+def dataset_offset(dataset: str) -> int:
+    """The run-seed offset of ``dataset`` under ``--dataset-draws own``: a multiple of 1,000 fixed by
+    the dataset's name (stable across processes and machines), so every dataset draws its own
+    members and triggers and replicates stay apart (base + r with r below 1,000)."""
+    from fl_core.rng import derive_seed
+
+    return 1000 * (1 + derive_seed(0, "dataset-draws", dataset) % 997)
 
 
 DATASETS: dict[str, dict[str, Any]] = {
@@ -135,12 +151,15 @@ DATASETS: dict[str, dict[str, Any]] = {
 """Changes to the ``federated`` section a dataset needs (the others take the scenario's split)."""
 
 
-def task(data: dict[str, Any], setting_name: str, dataset: str, trace: Path) -> dict[str, Any]:
-    """One run: replicate ``data`` in ``setting_name`` on ``dataset``, replaying ``trace``."""
+def task(data: dict[str, Any], setting_name: str, dataset: str, trace: Path, own_draws: bool = False) -> dict[str, Any]:
+    """One run: replicate ``data`` in ``setting_name`` on ``dataset``, replaying ``trace``; with
+    ``own_draws`` the run seed moves on by :func:`dataset_offset`."""
     out = merge(data, SETTINGS[setting_name])
     out["federated"] = merge(out["federated"], {"dataset": dataset, **DATASETS.get(dataset, {})})
     out["mobility"] = {"source": "trace", "trace": str(trace)}
     out["name"] = f"{data['name']}-{setting_name}-{dataset}"
+    if own_draws:
+        out["seed"] = data["seed"] + dataset_offset(dataset)
     return out
 
 
@@ -159,59 +178,93 @@ def read_index(path: Path) -> list[dict[str, Any]]:
     return kept
 
 
+def entry_arm(e: dict[str, Any]) -> str:
+    """An entry's arm; runs recorded before ``--vary`` moved both seeds."""
+    return str(e.get("arm") or "both")
+
+
+def entry_draws(e: dict[str, Any]) -> str:
+    """An entry's dataset draws; runs recorded before ``--dataset-draws`` shared them."""
+    return str(e.get("dataset_draws") or "shared")
+
+
 def run_all(args: argparse.Namespace, index: Path) -> list[dict[str, Any]]:
-    """Every (replicate, setting, dataset) run, skipping those ``index`` already holds."""
+    """Every (arm, replicate, setting, dataset) run, skipping those ``index`` already holds; a run
+    another arm already made with the same seeds is recorded again under this arm, not rerun."""
     from vmc_sim.rundir.directory import new_run_dir
     from vmc_sim.scenario.config import load_model
     from vmc_sim.scenario.schema import Scenario
 
     entries = read_index(index)
-    have = {(e["replicate"], e["setting"], e["dataset"]) for e in entries}
+    draws = args.dataset_draws
     base = base_scenario(args)
-    for r in range(args.replicates):
-        wanted = [(s, d) for s in args.settings for d in args.datasets if (r, s, d) not in have]
-        if not wanted:
-            continue
-        data = replicate(base, r)
-        t0 = time.perf_counter()
-        live = load_model(Scenario, None, data)
-        trace = case_study_runs.record_trace(live, new_run_dir(args.runs, f"{live.name}-trace") / "trace.jsonl")
-        trace_s = time.perf_counter() - t0
-        tasks = [task(data, s, d, trace) for s, d in wanted]
-        resume = [unfinished(Path(args.runs), t) for t in tasks]
-        for (s, d), run in zip(wanted, resume, strict=True):
-            if run is not None:
-                print(f"replicate {r}, {s}, {d}: continuing {run}", flush=True)
-        started = time.perf_counter()
+    fisher = base["federated"]["train"]["fisher"]
+    for arm in args.vary:
+        for r in range(args.replicates):
+            data = replicate(base, r, arm)
+            have = {(entry_arm(e), e["replicate"], e["setting"], e["dataset"], entry_draws(e)) for e in entries}
+            wanted = [(s, d) for s in args.settings for d in args.datasets if (arm, r, s, d, draws) not in have]
+            if not wanted:
+                continue
+            sumo_seed = data["mobility"]["sumo"]["seed"]
+            same = {
+                (e["seed"], e["sumo_seed"], e["setting"], e["dataset"], e.get("fisher", fisher)): e for e in entries
+            }
+            left = []
+            for s, d in wanted:
+                seed = task(data, s, d, Path("-"), draws == "own")["seed"]
+                twin = same.get((seed, sumo_seed, s, d, fisher))
+                if twin is None:
+                    left.append((s, d))
+                else:  # the same run under another arm: recorded, not run again
+                    entries.append({**twin, "arm": arm, "replicate": r, "dataset_draws": draws})
+                    report.replace_text(index, json.dumps(entries, indent=1))
+            wanted = left
+            if not wanted:
+                continue
+            t0 = time.perf_counter()
+            live = load_model(Scenario, None, data)
+            trace = case_study_runs.record_trace(live, new_run_dir(args.runs, f"{live.name}-trace") / "trace.jsonl")
+            trace_s = time.perf_counter() - t0
+            tasks = [task(data, s, d, trace, draws == "own") for s, d in wanted]
+            resume = [unfinished(Path(args.runs), t) for t in tasks]
+            for (s, d), run in zip(wanted, resume, strict=True):
+                if run is not None:
+                    print(f"{arm} replicate {r}, {s}, {d}: continuing {run}", flush=True)
+            started = time.perf_counter()
 
-        def done(
-            i: int,
-            run: Path,
-            plot: Path,
-            r: int = r,
-            started: float = started,
-            trace_s: float = trace_s,
-            wanted: list[tuple[str, str]] = wanted,
-            tasks: list[dict[str, Any]] = tasks,
-            data: dict[str, Any] = data,
-        ) -> None:
-            s, d = wanted[i]
-            entries.append(
-                {
-                    "replicate": r,
-                    "setting": s,
-                    "dataset": d,
-                    "seed": tasks[i]["seed"],
-                    "sumo_seed": data["mobility"]["sumo"]["seed"],
-                    "run": str(run),
-                    "trace_s": trace_s,
-                    "finished_after_s": time.perf_counter() - started,
-                }
-            )
-            report.replace_text(index, json.dumps(entries, indent=1))
-            print(f"replicate {r}, {s}, {d}: {run}", flush=True)
+            def done(
+                i: int,
+                run: Path,
+                plot: Path,
+                r: int = r,
+                arm: str = arm,
+                started: float = started,
+                trace_s: float = trace_s,
+                wanted: list[tuple[str, str]] = wanted,
+                tasks: list[dict[str, Any]] = tasks,
+                sumo_seed: int = sumo_seed,
+            ) -> None:
+                s, d = wanted[i]
+                entries.append(
+                    {
+                        "replicate": r,
+                        "arm": arm,
+                        "dataset_draws": draws,
+                        "fisher": fisher,
+                        "setting": s,
+                        "dataset": d,
+                        "seed": tasks[i]["seed"],
+                        "sumo_seed": sumo_seed,
+                        "run": str(run),
+                        "trace_s": trace_s,
+                        "finished_after_s": time.perf_counter() - started,
+                    }
+                )
+                report.replace_text(index, json.dumps(entries, indent=1))
+                print(f"{arm} replicate {r}, {s}, {d}: {run}", flush=True)
 
-        case_study_runs.run_pool(tasks, args.runs, args.jobs, on_done=done, resume=resume)
+            case_study_runs.run_pool(tasks, args.runs, args.jobs, on_done=done, resume=resume)
     return entries
 
 
@@ -239,164 +292,132 @@ def unfinished(runs: Path, scenario: dict[str, Any]) -> str | None:
     return None
 
 
-def choices(entries: list[dict[str, Any]]) -> list[str]:
-    """What the seed leaves open and how the runs chose it, read from the runs' own manifests."""
+def run_rows(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per run, from its manifest and records: the seeds, the traffic (the first fit's clients, the
+    requests' span, teleports, coverage events held back), the dwell in coverage and each method's
+    job times (``runs.csv``)."""
+    out = []
+    for e in entries:
+        run = RunDir(e["run"], create=False)
+        summary = run.manifest().get("summary") or {}
+        st = setting(run)
+        dwell = summary.get("dwell_s") or {}
+        row: dict[str, Any] = {
+            "setting": e["setting"],
+            "dataset": e["dataset"],
+            "fisher": e.get("fisher"),
+            "arm": entry_arm(e),
+            "replicate": e["replicate"],
+            "seed": e["seed"],
+            "sumo_seed": e["sumo_seed"],
+            "clients_at_first_fit": st["clients_at_fit"],
+            "requests": st["requests"],
+            "span_s": st["span_s"],
+            "teleports": st["teleports"],
+            "events_not_dispatched": st["not_dispatched"],
+            "dwell_median_s": dwell.get("median"),
+            "dwell_p10_s": dwell.get("p10"),
+            "dwell_p90_s": dwell.get("p90"),
+            "dwell_visits": dwell.get("count"),
+        }
+        for method, jobs in sorted((summary.get("job_s") or {}).items()):
+            row[f"{method}_job_median_s"] = jobs.get("median")
+            row[f"{method}_jobs_longer_than_median_dwell"] = jobs.get("longer_than_median_dwell")
+        out.append(row)
+    return out
+
+
+def setup_note(entries: list[dict[str, Any]]) -> str:
+    """What seed 000 leaves open (VI-C names a city-centre region at the 08:00 rush hour, arrivals
+    as contributions, departures as unlearning requests, four datasets) and how the runs chose it,
+    read from the runs' own manifests."""
     from statistics import mean
 
     from vmc_sim.cosim import manifest_scenario
 
-    out = [
-        "Choices seed 000 leaves open (Section VI-C names a city-centre region at the 08:00 rush hour, "
-        "arrivals as contributions, departures as unlearning requests, four datasets, nothing more):",
-        "",
-    ]
     first = RunDir(entries[0]["run"], create=False).manifest()
-    config = first["config"]
-    rsus = first.get("rsus") or []
-    fed = config["federated"]
-    out.append(
-        f"- Region: {len(rsus)} RSU(s) of radius {rsus[0]['radius']:g} m sharing one coordinator ("
+    config, rsus = first["config"], first.get("rsus") or []
+    region = (
+        f"{len(rsus)} RSU(s) of radius {rsus[0]['radius']:g} m sharing one coordinator ("
         + ", ".join(str(r.get("junction") or r["id"]) for r in rsus)
-        + "; with several, neighbouring cells touch, so a vehicle crossing the centre is handed over instead of "
-        "leaving)."
+        + ")"
         if rsus
-        else "- Region: the scenario's RSUs."
-    )
-    out.append(
-        f"- Requests: the first fit at the end of the warm-up with the vehicles then covered, then the next "
-        f"{config['coordinator']['max_requests'] - 1} arrivals and departures, as the seed's Tables VIII-XII "
-        "(the seed states no request rate; ours is what the traffic gives, in the traffic lines below)."
+        else "the scenario's RSUs"
     )
     split: dict[str, str] = {}
     for e in entries:
         if e["dataset"] not in split:
             scenario = manifest_scenario(Path(e["run"]) / "manifest.json")
-            setup = scenario.federated.setup(scenario.seed)
-            shards = list(setup.client_data.values())
+            shards = list(scenario.federated.setup(scenario.seed).client_data.values())
             fd = scenario.federated
-            how = (
-                f"its writers grouped into {fd.num_clients} shards (seed 000, VI-A)"
-                if fd.alpha is None
-                else f"{fd.num_clients} Dirichlet shards (alpha {fd.alpha:g}, {fd.scheme.value})"
+            how = "writers grouped" if fd.alpha is None else f"Dirichlet alpha {fd.alpha:g} ({fd.scheme.value})"
+            split[e["dataset"]] = (
+                f"{e['dataset']} {fd.num_clients} shards, {how}, {mean(len(d.y) for d in shards):,.0f} samples a shard"
             )
-            split[e["dataset"]] = f"{e['dataset']} {how}, {mean(len(d.y) for d in shards):,.0f} samples a shard"
-    out.append(
-        "- Data per vehicle: the training set split into shards; "
-        + "; ".join(split.values())
-        + f". Every vehicle that becomes a client holds its own shard (shard_assignment: "
-        f"{fed.get('shard_assignment', 'hash')}): no two clients share data."
+    return (
+        f"Setup from the runs' manifests: {region}; the first fit at the end of the warm-up, then the next "
+        f"{config['coordinator']['max_requests'] - 1} requests; {'; '.join(split.values())}; each vehicle that "
+        f"becomes a client holds its own shard (shard_assignment: {config['federated'].get('shard_assignment')}); "
+        f"channel {json.dumps(config.get('channel') or {}, sort_keys=True)}."
     )
-    out.append(
-        "- Which vehicles count: every vehicle in any RSU's coverage (union over the region) at the first fit, "
-        "and every later entry into or exit from the region's coverage; a vehicle handed over between RSUs "
-        "stays a client."
-    )
-    out.append(f"- Fisher: {fed['train']['fisher']} (the seed's default is K-FAC).")
-    out.append(
-        "- Devices: on board (paper setting) the on-board default profile, an NVIDIA Jetson AGX Orin; at the "
-        "edge (physical setting) an NVIDIA T4; the seed names no hardware. Both are FLOP profiles, so simulated "
-        "time is the same on any host."
-    )
-    datasets = sorted({e["dataset"] for e in entries})
-    out.append(
-        f"- Datasets here: {', '.join(datasets)}. The seed's four are MNIST, SVHN, CIFAR-10 and FEMNIST; SVHN's "
-        "files are not on these machines (its loader is tested)."
-    )
-    return out + [""]
 
 
-def write_report(args: argparse.Namespace, entries: list[dict[str, Any]], out: Path, wall_s: float) -> Path:
-    """replicates.csv, summary.csv, paper.csv, the band plots and report.md from ``entries``."""
-    rows = rep.replicate_rows(entries)
-    summary = rep.summarize(rows)
-    table = rep.paper_table(summary)
-    report.write_csv(out / "replicates.csv", rows)
-    report.write_csv(out / "summary.csv", summary)
-    report.write_csv(out / "paper.csv", table)
+def write_data(args: argparse.Namespace, entries: list[dict[str, Any]], out: Path, wall_s: float, ran: bool) -> None:
+    """The data files of OUT from the run directories of ``entries``: replicates.csv,
+    requests.csv, runs.csv, and provenance.json with this invocation added when it ran anything."""
+    report.write_csv(out / "replicates.csv", rep.replicate_rows(entries))
     report.write_csv(
         out / "requests.csv",
         [
-            {"setting": e["setting"], "replicate": e["replicate"], **r}
+            {
+                "setting": e["setting"],
+                "replicate": e["replicate"],
+                "arm": entry_arm(e),
+                "seed": e["seed"],
+                "sumo_seed": e["sumo_seed"],
+                "fisher": e.get("fisher"),
+                **r,
+            }
             for e in entries
             for r in per_request(RunDir(e["run"], create=False), e["dataset"])
         ],
     )
-    series = rep.request_series(entries)
-    pairs = sorted({(e["setting"], e["dataset"]) for e in entries})
-    for s, d in pairs:
-        rep.plot_bands(series, s, d, out / f"fig6_{s}_{d}.png")
-    shown = [
-        {
-            **{k: row[k] for k in ("setting", "dataset", "method", "replicates")},
-            **{k: rep.pm(row, k) for k in SUMMARY_COLUMNS[4:]},
-        }
-        for row in summary
-    ]
-    first: dict[str, dict[str, Any]] = {}
-    for e in sorted(entries, key=lambda e: e["replicate"]):
-        first.setdefault(e["setting"], e)
-    replicates = sorted({e["replicate"] for e in entries})
-    body = [
-        *choices(entries),
-        "Settings (the same region, traffic and seeds; only these differ):",
-        "",
-        "- **paper**: on-board training (every vehicle its own unit), links that outlast the dwell "
-        "(`coordinator.dwell_limited: false`): no contribution is lost, as in seed 000's case study.",
-        "- **physics**: one edge GPU shared by the clients' jobs, transfers that end when the vehicle "
-        "leaves the region (handover between its RSUs).",
-        *(
-            [
-                "- **paper_cpu**: the paper setting with a CPU-class on-board unit (the Orin's FLOP/s / 75, a "
-                "sensitivity setting, not a measured device), so that compute, not the uploads, dominates "
-                "Retrain's time."
-            ]
-            if any(e["setting"] == "paper_cpu" for e in entries)
-            else []
-        ),
-        "",
-        f"Replicates: {len(replicates)} (traffic seed and run seed both base + r, r in {replicates}). "
-        "Replicate 0's traffic in each setting:",
-        "",
-        *(f"- {s}: {setting_text(setting(RunDir(e['run'])))}" for s, e in sorted(first.items())),
-        "",
-        "Mean ± 95 % interval half-width (Student t) over the replicates, and the count:",
-        "",
-        report.md_table(shown, list(shown[0])),
-        "",
-        "Seed 000, Section VI-C, against ours (F-SOSA; 'within range?': yes when the mean lies in the "
-        "paper's range, 'interval overlaps' when only the interval reaches it):",
-        "",
-        report.md_table(table, ["setting", "dataset", "figure", "paper", "ours", "within range?"]),
-        "",
-        "F-SOSA's time saving priced each way: a triggered request charged Retrain's answer, in "
-        "device-seconds, device plus airtime, and makespan; F-SOSA's own compute with Retrain's "
-        "transfers on a triggered request; and seed 000's own accounting (Appendix B-D, the one the "
-        "table above uses: computation time, each request waiting for its slowest trained client, on-board "
-        "settings only) with the share of its saving made by untriggered requests (the seed's BDD100K "
-        "case: 78.31 %). Beside them Retrain's share of device time and the share of requests F-SOSA "
-        "triggers on:",
-        "",
-        report.md_table(rep.time_accounting(entries), ["setting", "dataset", "figure", "ours"]),
-        "",
-        *(f"![{s} {d}](fig6_{s}_{d}.png)" for s, d in pairs),
-        "",
-        f"Wall-clock: {wall_s:.0f} s for this command; per replicate (its SUMO pass and its runs, "
-        "`--jobs` at once): "
-        + ", ".join(
-            f"r{r}: {max(e['trace_s'] + e['finished_after_s'] for e in entries if e['replicate'] == r):.0f} s"
-            for r in replicates
+    report.write_csv(out / "runs.csv", run_rows(entries))
+    path = out / "provenance.json"
+    prov: dict[str, Any] = json.loads(path.read_text()) if path.is_file() else {}
+    try:
+        shown = Path(out).resolve().relative_to(ROOT)
+    except ValueError:
+        shown = Path(out)
+    fishers = sorted({str(e.get("fisher")) for e in entries})
+    prov.setdefault("title", "SUMO/LuST case study over replicates (seed 000, VI-C)")
+    prov.setdefault("fisher", fishers[0] if len(fishers) == 1 else "see the rows")
+    prov.setdefault("report_command", f"python tools/lust_case_study_replicates.py --report-only --out {shown}")
+    prov.setdefault("notes", [setup_note(entries)])
+    if ran:
+        made = report.provenance()  # "DATE, commit HASH[ +changes]"
+        date, _, commit = made.partition(", commit ")
+        size = "quick (embedded city, digits/mlp, 10 requests)" if args.quick else Path(args.scenario).name
+        prov.setdefault("batches", []).append(
+            {
+                "what": f"{size}: {', '.join(args.datasets)}; settings {', '.join(args.settings)}; "
+                f"{args.replicates} replicate(s); arms {', '.join(args.vary)}; dataset draws {args.dataset_draws}",
+                "command": " ".join(["python tools/lust_case_study_replicates.py", *args.argv]),
+                "commit": commit or None,
+                "dates": date,
+                "machine": report.machine(),
+                "wall_s": round(wall_s),
+                "note": None,
+            }
         )
-        + ". Per-replicate rows: `replicates.csv`; intervals: `summary.csv`; the table above: `paper.csv`; "
-        "every request of every run: `requests.csv`; the runs: `runs.json`.",
-    ]
-    size = (
-        "quick (embedded city, digits/mlp, 10 requests)"
-        if args.quick
-        else f"full ({Path(args.scenario).name}, {', '.join(args.datasets)}, {len(replicates)} replicates)"
-    )
-    cmd = " ".join(["python tools/lust_case_study_replicates.py", *args.argv])
-    title = "SUMO/LuST case study over replicates (seed 000, VI-C)"
-    return report.write_markdown(out / "report.md", title, cmd, size, "\n".join(body))
+    report.replace_text(path, json.dumps(prov, indent=1, ensure_ascii=False) + "\n")
+
+
+def plotter(bundle: analysis.Bundle) -> None:
+    """Fig. 6 with interval bands per (setting, dataset), from ``requests.csv``."""
+    series = rep.request_series(bundle.requests)
+    for s, d in sorted({(r["setting"], r["dataset"]) for r in bundle.requests}):
+        rep.plot_bands(series, s, d, bundle.path / f"fig6_{s}_{d}.png")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -411,7 +432,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", default=str(ROOT / "runs"), help="where the run directories go")
     p.add_argument("--out", default=str(ROOT / "tools" / "out" / "lust_case_study_replicates"))
     p.add_argument("--quick", action="store_true", help="embedded city, digits/mlp, 10 requests, 3 replicates")
-    p.add_argument("--report-only", action="store_true", help="only write the report from OUT/runs.json")
+    p.add_argument("--report-only", action="store_true", help="only write the report from OUT's data files")
+    p.add_argument("--vary", nargs="+", choices=list(ARMS), default=["both"], help="which seeds a replicate moves")
+    p.add_argument(
+        "--dataset-draws",
+        choices=["shared", "own"],
+        default="shared",
+        help="own: every dataset its own run seed (member and trigger draws); shared: the same for all",
+    )
     p.add_argument("--trace-cache", type=Path, default=None, help="default: $VMC_CACHE/traces")
     p.add_argument("--contribution-cache", type=Path, default=None, help="default: $VMC_CACHE/contributions")
     args = p.parse_args(argv)
@@ -422,6 +450,12 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--replicates must be at least 1 (an interval needs two)")
     if args.jobs < 1:
         p.error("--jobs must be at least 1")
+    out = report.out_dir(args.out)
+    if args.report_only:
+        if not (out / "provenance.json").is_file():
+            p.error(f"{out}: no provenance.json beside the data to report")
+        print(analysis.write(out, plots=plotter).read_text())
+        return 0
     if args.trace_cache is None:
         from mobility.trace_cache import default_root
 
@@ -430,14 +464,14 @@ def main(argv: list[str] | None = None) -> int:
         from fl_core.cache import default_root as contributions_root
 
         args.contribution_cache = contributions_root()
-    out = report.out_dir(args.out)
     index = out / "runs.json"
     t0 = time.perf_counter()
-    entries = read_index(index) if args.report_only else run_all(args, index)
+    before = len(read_index(index))
+    entries = run_all(args, index)
     if not entries:
         p.error(f"{index}: no finished runs to report")
-    text = write_report(args, entries, out, time.perf_counter() - t0)
-    print(text.read_text())
+    write_data(args, entries, out, time.perf_counter() - t0, ran=len(entries) > before)
+    print(analysis.write(out, plots=plotter).read_text())
     return 0
 
 

@@ -132,8 +132,20 @@ def _spent(t: dict[str, float] | None) -> dict[str, Any]:
 
 
 def per_request(run, dataset: str) -> list[dict[str, Any]]:
+    """One row per record of every method: what the request asked, what each method trained, sent
+    and spent on it, and its model's accuracy. ``compute_time_s`` is the record's time in seed 000's
+    accounting of time (Appendix B-D, ``common.compute_time``: its slowest trained client plus the
+    solve), filled only where that accounting holds for the whole run (on-board units), so the
+    analysis can split the saving between triggered and untriggered requests."""
+    records = list(run.records())
+    by: dict[str, list[dict[str, Any]]] = {}
+    for r in records:
+        by.setdefault(r["method"], []).append(r)
+    own = own_compute_times(run, by) if "fsosa" in by and "retrain" in by else {}
+    samples = trained_samples(run.path) if any(v is not None for v in own.values()) else {}
     rows = []
-    for r in sorted(run.records(), key=lambda r: (r["method"], r["index"])):
+    for r in sorted(records, key=lambda r: (r["method"], r["index"])):
+        priced = own.get(r["method"]) is not None
         rows.append(
             {
                 "dataset": dataset,
@@ -157,6 +169,11 @@ def per_request(run, dataset: str) -> list[dict[str, Any]]:
                 "bytes_delivered": r.get("bytes_delivered"),
                 "wasted_compute_s": r.get("wasted_compute_s"),
                 "handovers": r.get("handovers"),
+                "trained_n": len(r.get("trained") or []),
+                "compute_sim_s": r.get("compute_sim_s"),
+                "solve_sim_s": r.get("solve_sim_s"),
+                "transfer_s": r.get("transfer_s"),
+                "compute_time_s": compute_time([r], samples) if priced else None,
             }
         )
     return rows

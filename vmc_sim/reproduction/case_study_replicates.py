@@ -1,8 +1,10 @@
 """The LuST case study over replicates: per-replicate figures, their mean and 95 % interval per
-(setting, dataset, method), the comparison with seed 000's figures, and Fig. 6 with interval bands.
+(setting, dataset, method), and Fig. 6 with interval bands; the analysis and the report are
+:mod:`.case_study_analysis`'s, from the files these rows are written to.
 
 A replicate is one traffic seed (SUMO's ``--seed``) and one run seed (the member draw, the data
-split, W0); every setting and dataset of a replicate replays the same recorded traffic.
+split, W0), either or both moved on by its number (the tool's ``--vary``); every setting and dataset
+of a replicate replays the same recorded traffic.
 """
 
 from __future__ import annotations
@@ -17,8 +19,7 @@ import numpy as np
 from ..rundir.directory import RunDir
 from ..rundir.plots import label_fig6
 from ..sweep.stats import interval
-from .case_study import method_rows, own_compute_times, per_request
-from .common import compute_time, trained_samples
+from .case_study import KINDS, method_rows
 
 FIGURES = (
     "time_saving_pct",
@@ -42,32 +43,11 @@ FIGURES = (
 )
 """The figures of a method's row that are summarised over replicates."""
 
-PAPER = {  # seed 000, Section VI-C (the case study's text)
-    "time_saving_pct": (-53.84, -36.66),  # "reduce cumulative time ... by 36.66%-53.84%"
-    "comm_saving_pct": (-25.76, -21.97),  # "... and communication overhead by ... 21.97%-25.76%"
-    "fluctuation_pts": (0.0, 3.96),  # "F-SOSA-I/U keep variations within 3.96% across all datasets"
-    "final_acc_gap_vs_retrain": (-1.0, 1.0),  # "F-SOSA-I/U match the accuracy of Retrain" (1 point, as asked of us)
-}
-"""Each target as a closed range for F-SOSA, with the seed's words it comes from."""
-
-PAPER_TEXT = {
-    "time_saving_pct": "-53.84 to -36.66",
-    "comm_saving_pct": "-25.76 to -21.97",
-    "fluctuation_pts": "at most 3.96",
-    "final_acc_gap_vs_retrain": 'within ±1 ("match the accuracy of Retrain")',
-}
-
-LABELS = {
-    "time_saving_pct": "cumulative time vs Retrain, %",
-    "comm_saving_pct": "communication vs Retrain, %",
-    "fluctuation_pts": "F-SOSA fluctuation (own max - min), points",
-    "final_acc_gap_vs_retrain": "final accuracy, F-SOSA - Retrain, points",
-}
-
 
 def replicate_rows(entries: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Every method's row of every run in ``entries`` (each: setting, replicate, dataset, run),
-    with the replicate's keys and the F-SOSA - Retrain final-accuracy gap added."""
+    """Every method's row of every run in ``entries`` (each: setting, replicate, dataset, run; arm,
+    dataset draws and Fisher where recorded), with the replicate's keys and the F-SOSA - Retrain
+    final-accuracy gap added."""
     rows: list[dict[str, Any]] = []
     for e in entries:
         found = method_rows(RunDir(e["run"], create=False), e["dataset"])
@@ -81,6 +61,9 @@ def replicate_rows(entries: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
                 {
                     "setting": e["setting"],
                     "replicate": e["replicate"],
+                    "arm": e.get("arm") or "both",
+                    "dataset_draws": e.get("dataset_draws") or "shared",
+                    "fisher": e.get("fisher"),
                     "seed": e.get("seed"),
                     "sumo_seed": e.get("sumo_seed"),
                     **r,
@@ -123,74 +106,33 @@ def pm(row: dict[str, Any], figure: str, digits: int = 2) -> str:
     return f"{mean:.{digits}f}{spread} (n={n})"
 
 
-def verdict(lo: float, hi: float, mean: float, ci: float) -> str:
-    """Whether a mean and its interval meet a target range: ``yes`` (the mean inside), ``interval
-    overlaps`` (only the interval reaches it), ``no``."""
-    if math.isnan(mean):
-        return "no figure"
-    if lo <= mean <= hi:
-        return "yes"
-    half = 0.0 if math.isnan(ci) else ci
-    return "interval overlaps" if mean - half <= hi and mean + half >= lo else "no"
-
-
-def paper_table(summary: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Rows "paper | ours | within range?" for F-SOSA in every (setting, dataset), and for the
-    paper's accounting of the same runs: communication re-collects the whole subset on a
-    triggered request (seed 000's implementation, Appendix B-E), time is computation time with
-    each request waiting for its slowest trained client (Appendix B-D; on-board settings only)."""
-    out = []
-    for row in (r for r in summary if r["method"] in ("fsosa", "fsosa, paper accounting")):
-        accounting = row["method"] != "fsosa"
-        for figure, (lo, hi) in PAPER.items():
-            if accounting and figure not in ("time_saving_pct", "comm_saving_pct"):
-                continue
-            n = row.get(f"{figure}_n", 0)
-            if accounting and figure == "time_saving_pct" and n == 0:  # own_compute_times: None on a shared device
-                within = "not priced: the seed's accounting of time assumes on-board units"
-            else:
-                within = verdict(lo, hi, row[f"{figure}_mean"], row[f"{figure}_ci95"]) + (
-                    "" if n == row["replicates"] else f" ({row['replicates'] - n} replicate(s) without the figure)"
-                )
-            out.append(
-                {
-                    "setting": row["setting"],
-                    "dataset": row["dataset"],
-                    "figure": LABELS[figure] + (", the paper's accounting" if accounting else ""),
-                    "paper": PAPER_TEXT[figure],
-                    "ours": pm(row, figure),
-                    "within range?": within,
-                }
-            )
-    return out
-
-
-def request_series(entries: Iterable[dict[str, Any]]) -> dict[tuple[str, str, str], dict[str, np.ndarray]]:
+def request_series(rows: Iterable[dict[str, Any]]) -> dict[tuple[str, str, str], dict[str, np.ndarray]]:
     """Per (setting, dataset, method): accuracy (%), cumulative time (s) and MB after each request,
-    one row per replicate (NaN where the model was withdrawn or the replicate has fewer requests)."""
+    one row per replicate (NaN where the model was withdrawn or the replicate has fewer requests),
+    from the rows of ``requests.csv`` (:func:`..case_study.per_request` with setting and replicate;
+    values as written or as read back, strings)."""
+
+    def num(v: Any) -> float | None:
+        return None if v is None or v == "" else float(v)
+
+    runs: dict[tuple[str, str, str, str, str], list[dict[str, Any]]] = {}
+    for r in rows:
+        key = (r["setting"], r["dataset"], r["method"], str(r.get("arm") or ""), str(r["replicate"]))
+        runs.setdefault(key, []).append(r)
     raw: dict[tuple[str, str, str], dict[str, list[list[float]]]] = {}
-    for e in entries:
-        by: dict[str, list[dict[str, Any]]] = {}
-        for r in per_request(RunDir(e["run"], create=False), e["dataset"]):
-            by.setdefault(r["method"], []).append(r)
-        for method, rs in by.items():
-            rs.sort(key=lambda r: r["index"])
-            acc = [math.nan if r["accuracy"] is None else 100 * r["accuracy"] for r in rs]
-            t = np.cumsum([r["makespan_s"] or 0.0 for r in rs]).tolist()
-            mb = np.cumsum(
-                [
-                    sum(r[f"{k}_bytes"] for k in ("broadcast", "model_upload", "fisher_upload", "control")) / 1e6
-                    for r in rs
-                ]
-            ).tolist()
-            s = raw.setdefault((e["setting"], e["dataset"], method), {"acc": [], "time": [], "MB": []})
-            s["acc"].append(acc)
-            s["time"].append(t)
-            s["MB"].append(mb)
-    out = {}
-    for key, s in raw.items():
-        width = max(len(a) for a in s["acc"])
-        out[key] = {k: np.array([v + [math.nan] * (width - len(v)) for v in vs]) for k, vs in s.items()}
+    for key in sorted(runs):
+        rs = sorted(runs[key], key=lambda r: int(r["index"]))
+        acc = [math.nan if num(r["accuracy"]) is None else 100 * float(r["accuracy"]) for r in rs]
+        t = np.cumsum([num(r["makespan_s"]) or 0.0 for r in rs]).tolist()
+        mb = np.cumsum([sum(num(r[f"{k}_bytes"]) or 0.0 for k in KINDS) / 1e6 for r in rs]).tolist()
+        s = raw.setdefault((key[0], key[1], key[2]), {"acc": [], "time": [], "MB": []})
+        s["acc"].append(acc)
+        s["time"].append(t)
+        s["MB"].append(mb)
+    out: dict[tuple[str, str, str], dict[str, np.ndarray]] = {}
+    for group, series in raw.items():
+        width = max(len(a) for a in series["acc"])
+        out[group] = {k: np.array([v + [math.nan] * (width - len(v)) for v in vs]) for k, vs in series.items()}
     return out
 
 
@@ -227,64 +169,3 @@ def plot_bands(
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
-
-
-def time_accounting(entries: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """F-SOSA's time saving per (setting, dataset) under each way of pricing a request: a
-    triggered request charged Retrain's answer (four measures of time), F-SOSA's own compute
-    with Retrain's transfers, and seed 000's own accounting (Appendix B-D: computation time,
-    each request waiting for its slowest trained client; ``common.compute_time``) with the share
-    of its saving that untriggered requests make (the seed's BDD100K figure: 78.31 %); beside
-    them Retrain's share of device time and F-SOSA's share of triggered requests."""
-
-    def device(r: dict[str, Any]) -> float:
-        return (r.get("compute_sim_s") or 0.0) + (r.get("solve_sim_s") or 0.0)
-
-    def air(r: dict[str, Any]) -> float:
-        return r.get("transfer_s") or 0.0
-
-    measures = {
-        "device_s": lambda f, rt, trig: device(rt if trig else f),
-        "device_and_air_s": lambda f, rt, trig: device(rt if trig else f) + air(rt if trig else f),
-        "makespan_s": lambda f, rt, trig: (rt if trig else f).get("makespan_s") or 0.0,
-        "own_compute_retrain_transfers_s": lambda f, rt, trig: device(f) + air(rt if trig else f),
-    }
-    per: dict[tuple[str, str], dict[str, list[float]]] = {}
-    for e in entries:
-        run = RunDir(e["run"], create=False)
-        by: dict[str, list[dict[str, Any]]] = {}
-        for r in run.records():
-            by.setdefault(r["method"], []).append(r)
-        if "fsosa" not in by or "retrain" not in by:
-            continue
-        rt = {r["index"]: r for r in by["retrain"]}
-        acc = per.setdefault((e["setting"], e["dataset"]), {})
-        for name, cost in measures.items():
-            ref = sum(cost(r, r, False) for r in by["retrain"])
-            ours = sum(
-                cost(r, rt.get(r["index"], r), bool(r.get("triggered")) and r.get("kind") != "suspend")
-                for r in by["fsosa"]
-            )
-            acc.setdefault(name, []).append(100 * (ours / ref - 1) if ref else math.nan)
-        own = own_compute_times(run, by)
-        if own["fsosa"] is not None and own["retrain"]:
-            samples = trained_samples(run.path)
-            acc.setdefault("compute_time_s (seed's accounting)", []).append(100 * (own["fsosa"] / own["retrain"] - 1))
-            skipped = {r["index"] for r in by["fsosa"][1:] if not r.get("triggered")}
-            ref_skipped = compute_time([rt[i] for i in sorted(skipped) if i in rt], samples) or 0.0
-            own_skipped = compute_time([r for r in by["fsosa"] if r["index"] in skipped], samples) or 0.0
-            saved = own["retrain"] - own["fsosa"]
-            acc.setdefault("untriggered_share_of_saving_pct", []).append(
-                100 * (ref_skipped - own_skipped) / saved if saved else math.nan
-            )
-        dev, tot = sum(device(r) for r in by["retrain"]), sum(device(r) + air(r) for r in by["retrain"])
-        acc.setdefault("retrain_device_share_pct", []).append(100 * dev / tot if tot else math.nan)
-        edits = by["fsosa"][1:]
-        acc.setdefault("triggered_pct", []).append(
-            100 * sum(bool(r.get("triggered")) for r in edits) / max(1, len(edits))
-        )
-    return [
-        {"setting": s, "dataset": d, "figure": k, "ours": pm(summarize_values(k, vals), k)}
-        for (s, d), figs in sorted(per.items())
-        for k, vals in figs.items()
-    ]
