@@ -34,5 +34,15 @@ class InvalidContributionError(ValueError):
         self.client = client
 
 
+class UploadLostError(Exception):
+    """A client's upload never reached the coordinator (its reply was lost on the way): a pool
+    raises it from ``train`` so that an editor that can take the client out (the F-SOSA family)
+    keeps the client as a member without a contribution until it is removed."""
+
+    def __init__(self, client: Hashable, reason: str = "lost") -> None:
+        super().__init__(f"client {client!r}: its upload never arrived ({reason})")
+        self.client, self.reason = client, reason
+
+
 class CorruptFileError(ValueError):
     """A file read back from disk is not what was written (tampered, truncated or unreadable)."""

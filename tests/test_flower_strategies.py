@@ -25,8 +25,12 @@ INTERVALS = {  # node: coverage [start, end] (None: still in coverage at the end
 }
 
 
-def synthetic_schedule() -> Schedule:
-    """Five nodes with the coverage of ``INTERVALS``, the ``--format flower`` document's shape."""
+LINK_S = {"a": 12.0, "c": 4.0, "e": 6.0}  # seconds from a round's start to the reply (others: the round's end)
+
+
+def synthetic_schedule(link_s: dict[str, float] | None = None) -> Schedule:
+    """Five nodes with the coverage of ``INTERVALS``, the ``--format flower`` document's shape; with
+    ``link_s``, a radio section giving those nodes their link times."""
     nodes, requests = [], []
     for i, (v, (start, end)) in enumerate(INTERVALS.items(), start=1):
         nodes.append({"node_id": i, "vehicle": v, "intervals": [[start, end or 40.0]], "open_at_end": end is None})
@@ -35,6 +39,8 @@ def synthetic_schedule() -> Schedule:
             requests.append({"time": end, "kind": "leave", "node_id": i, "vehicle": v})
     requests.sort(key=lambda r: (r["time"], r["kind"] == "join", r["node_id"]))
     doc = {"format": "vmc-sim-availability-flower", "begin": 0.0, "end": 40.0, "nodes": nodes, "requests": requests}
+    if link_s is not None:
+        doc["radio"] = {"methods": {"fsosa": {"steps": [], "link_s": link_s, "default_link_s": None}}}
     return parse_schedule(doc)
 
 
@@ -110,3 +116,18 @@ def test_strategy_names_and_refusals(tmp_path: Path):
         build_strategy("nope", 1.0)
     clock = RoundClock(0.0, ROUND_S, coverage(synthetic_schedule()))
     assert clock.reachable(1) == ["a", "b", "c", "e"] and clock.drops_out("c", 2) and not clock.drops_out("c", 1)
+
+
+def test_a_node_whose_upload_outlasts_its_coverage_or_round_drops_out(tmp_path: Path):
+    """On the radio's link times: c's reply (4 s) now arrives before it leaves at 15 s, e's (6 s)
+    not before it leaves at 25 s, a's (12 s) never within a 10 s round."""
+    from vmc_sim.flower.strategies import run_strategy
+
+    sc = scenario(tmp_path / "unused.jsonl", federated=FEDERATED)
+    doc, _ = read_run(run_strategy(sc, synthetic_schedule(LINK_S), tmp_path / "r", "fedavg", ROUNDS, ROUND_S))
+    assert doc["status"] == "complete", doc.get("traceback")
+    assert doc["link_times"] == {"method": "fsosa", "default_s": None}
+    assert {r["round"]: r["dropouts"] for r in doc["records"]} == {1: ["a"], 2: ["a"], 3: ["a", "e"]}
+    for r in doc["records"]:
+        arrives = {m["vehicle"]: m["arrives"] for m in r["messages"]}
+        assert arrives == {v: r["begin"] + LINK_S.get(v, ROUND_S) for v in r["sampled"]}

@@ -191,8 +191,12 @@ class Editor(ABC):
         return self.model
 
     # -- helpers -------------------------------------------------------------------------------
+    def _fitted(self) -> bool:
+        """Whether ``fit`` has been called (an editor may hold no model yet after it)."""
+        return self.model is not None
+
     def _validate(self, removed: list[Hashable], added: list[Hashable]) -> None:
-        if self.model is None:
+        if not self._fitted():
             raise EditError(f"{self.name}: call fit() before editing")
         if not removed and not added:
             raise EditError(f"{self.name}: empty request")

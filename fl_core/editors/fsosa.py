@@ -12,6 +12,12 @@ the model and costs one control message.
 The merge (``fl_core.projection``) weights members by sample count and, when the pool carries
 the server's validator, selects its damping on the held-out validation set.
 
+Uploads that never arrive. A pool whose ``train`` raises :class:`fl_core.errors.UploadLostError`
+(a Flower node's reply lost on the radio) leaves the drawn client a member whose contribution is
+not in the statistics (``unarrived``): the merge holds only what arrived (no solve while nothing
+did), and removing the client later, as the caller must (F-SOSA-U's take-out), subtracts nothing
+and asks nothing of it. The draws are those of an edit whose every upload arrived.
+
 FedFisher (all clients, ``rho = 1``) and one-shot FedAvg (all clients, no Fisher: the fused
 model is the plain mean of the members' weights) are this editor with other settings; see
 ``fl_core.editors.build_editor``.
@@ -27,7 +33,7 @@ import numpy as np
 import torch
 
 from ..clients import ClientPool
-from ..errors import EditError, InvalidContributionError
+from ..errors import EditError, InvalidContributionError, UploadLostError
 from ..fisher import FisherSum
 from ..payload import ByteKind, control_size
 from ..projection import SolveInfo, project
@@ -62,6 +68,7 @@ class FSOSAEditor(Editor):
         self._fisher_sum_factory = fisher_sum_factory
         self.sampler = SubsetSampler(rule, rng)
         self.holders: set[Hashable] = set()  # clients holding a contribution they computed for this editor
+        self.unarrived: set[Hashable] = set()  # members whose upload never arrived (not in the statistics)
         self.stats: SufficientStatistics | None = None
         self.last_solve: SolveInfo | None = None
         self._previous_mean: torch.Tensor | None = None
@@ -70,6 +77,9 @@ class FSOSAEditor(Editor):
     @property
     def members(self) -> set[Hashable]:
         return set(self.sampler.members)
+
+    def _fitted(self) -> bool:
+        return self.stats is not None  # a fit whose every upload was lost holds no model yet
 
     def _new_stats(self) -> SufficientStatistics:
         fsum: FisherSum | None = self._fisher_sum_factory()
@@ -161,6 +171,9 @@ class FSOSAEditor(Editor):
 
         leaving = []
         for c in change.left:
+            if c in self.unarrived:  # nothing of it was aggregated: nothing to subtract, nothing to send
+                self.unarrived.discard(c)
+                continue
             contribution = shaped(self.pool.recall(c))
             leaving.append(contribution)
             report.charge(ByteKind.MODEL_UPLOAD, contribution.model_bytes, c)
@@ -171,7 +184,11 @@ class FSOSAEditor(Editor):
         if trainees:
             report.charge(ByteKind.BROADCAST, self._model_bytes(), None)  # W0 to the trainees
         for c in change.joined:
-            contribution = shaped(self.pool.train(c))
+            try:
+                contribution = shaped(self.pool.train(c))
+            except UploadLostError:
+                self.unarrived.add(c)
+                continue
             joining.append(contribution)
             if c in trainees:
                 report.compute_s += contribution.compute_s
@@ -182,6 +199,9 @@ class FSOSAEditor(Editor):
         report.trained = tuple(trainees)
         self.stats.apply(leaving, joining)
         self.holders |= set(change.joined)
+        report.triggered = True
+        if self.unarrived and not self.stats.count:  # every upload of the subset was lost: no model until one arrives
+            return
         warm = None
         if self.model is not None and self.stats.count and report.kind != "fit" and self.projection.warm_start:
             assert self._previous_mean is not None  # set together with self.model
@@ -189,7 +209,6 @@ class FSOSAEditor(Editor):
         self.model, report.solve = project(self.stats, self.projection, warm, self.validator)
         self._previous_mean = self.stats.mean()
         report.solve_s = report.solve.seconds
-        report.triggered = True
         self.last_solve = report.solve
 
     # -- atomicity ---------------------------------------------------------------------------
@@ -213,10 +232,11 @@ class FSOSAEditor(Editor):
             self.model,
             self._previous_mean,
             set(self.holders),
+            set(self.unarrived),
         )
 
     def _restore(self, snap) -> None:
-        clients, members, rng_state, stats_copy, model, self._previous_mean, self.holders = snap
+        clients, members, rng_state, stats_copy, model, self._previous_mean, self.holders, self.unarrived = snap
         self.sampler.clients, self.sampler.members = clients, members
         self.sampler.rng.bit_generator.state = rng_state
         self.model = model

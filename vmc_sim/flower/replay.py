@@ -5,7 +5,9 @@ vehicles present once ``coordinator.warmup`` seconds have passed and at least
 ``coordinator.min_clients`` are present; then every join is an ``add`` and every leave a
 ``remove``, one request at a time; a request that would leave fewer than ``min_clients`` withdraws
 the model (``suspend``), and a fresh fit (its own subset stream, as ``vmc run``'s) follows once
-enough vehicles are present again. The schedule has no channel: every upload arrives.
+enough vehicles are present again. Coverage alone has no channel: every upload arrives. A schedule
+exported from a run directory also carries the run's link outcomes (``radio``): it is then
+replayed on them (:mod:`vmc_sim.flower.radio`), the uploads ``vmc run`` lost lost here too.
 
 The same replay runs against a pool that trains in this process (:func:`direct_run`) or one that
 asks Flower nodes (:mod:`vmc_sim.flower.apps`), so the two release the same models.
@@ -17,7 +19,6 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from fl_core.clients import ClientPool
-from fl_core.editors import Editor, EditReport, build_editor
+from fl_core.editors import Editor, build_editor
 from fl_core.editors.fsosa import FSOSAEditor
 from fl_core.errors import EmptyPopulationError
 from fl_core.experiment import OneShotSetup
@@ -34,54 +35,29 @@ from fl_core.training import LocalTrainer
 
 from ..scenario.schema import Scenario
 from ..scenario.shards import vehicle_shard
+from .radio import Outcomes, RadioPool, radio_plan, radio_replay
+from .radio import record_row as _row
+from .schedule import SCHEDULE_FORMAT, Schedule, parse_schedule, read_schedule, schedule_document
 
-SCHEDULE_FORMAT = "vmc-sim-availability-flower"
+__all__ = [
+    "SCHEDULE_FORMAT",
+    "Schedule",
+    "collect",
+    "direct_pool",
+    "direct_run",
+    "editor_factory",
+    "parse_schedule",
+    "read_run",
+    "read_schedule",
+    "replay",
+    "run_head",
+    "schedule_document",
+    "uploads",
+    "write_run",
+]
+
 RECORDS = "records.json"
 MODELS = "models.safetensors"
-
-
-@dataclass(frozen=True)
-class Schedule:
-    """The vehicles (by Flower node id, from 1) and their join/leave requests in order."""
-
-    vehicles: dict[int, str]
-    requests: list[tuple[float, str, str]]  # (time, "join" | "leave", vehicle)
-    begin: float
-    end: float
-    meta: dict[str, Any]
-
-
-def parse_schedule(doc: dict[str, Any], where: str = "schedule") -> Schedule:
-    """A :class:`Schedule` from the ``flower`` export document, refusing one that is not."""
-    if not isinstance(doc, dict) or doc.get("format") != SCHEDULE_FORMAT:
-        raise ValueError(f"{where}: not a vmc-sim Flower schedule (format must be {SCHEDULE_FORMAT!r})")
-    try:
-        vehicles = {int(n["node_id"]): str(n["vehicle"]) for n in doc["nodes"]}
-        requests = [(float(r["time"]), str(r["kind"]), str(r["vehicle"])) for r in doc["requests"]]
-        begin, end = float(doc["begin"]), float(doc["end"])
-    except (KeyError, TypeError, ValueError) as e:
-        raise ValueError(f"{where}: malformed Flower schedule ({e!r})") from None
-    if sorted(vehicles) != list(range(1, len(vehicles) + 1)):
-        raise ValueError(f"{where}: node ids must be 1..{len(vehicles)}")
-    known = set(vehicles.values())
-    for t, kind, v in requests:
-        if kind not in ("join", "leave") or v not in known:
-            raise ValueError(f"{where}: request at {t} ({kind!r}, {v!r}) names no known node or kind")
-    return Schedule(vehicles, requests, begin, end, dict(doc.get("meta") or {}))
-
-
-def read_schedule(source: str | os.PathLike[str]) -> Schedule:
-    """The schedule in a ``--format flower`` JSON file, or exported from a run directory or trace."""
-    path = Path(source)
-    if path.is_file() and path.suffix == ".json":
-        try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise ValueError(f"{path}: not valid JSON ({e})") from None
-        return parse_schedule(doc, str(path))
-    from ..rundir.export import flower_schedule, load_availability
-
-    return parse_schedule(flower_schedule(load_availability(path)), str(path))
 
 
 def editor_factory(scenario: Scenario, pool: ClientPool, method: str = "fsosa") -> Callable[[int], Editor]:
@@ -105,24 +81,6 @@ def editor_factory(scenario: Scenario, pool: ClientPool, method: str = "fsosa") 
         return editor
 
     return new
-
-
-def _row(index: int, t: float, kind: str, editor: Editor | None, report: EditReport | None, **extra: Any) -> dict:
-    row: dict[str, Any] = {"index": index, "time": t, "kind": kind, **extra}
-    if report is not None:
-        row.update(
-            triggered=report.triggered,
-            subset_size=report.subset_size,
-            trained=sorted(map(str, report.trained)),
-            left=sorted(map(str, report.left)),
-            joined=sorted(map(str, report.joined)),
-            bytes={k.value: int(report.bytes.get(k.value, 0)) for k in ByteKind},
-            total_bytes=int(report.total_bytes),
-        )
-    else:
-        row.update(triggered=False, bytes={k.value: 0 for k in ByteKind}, total_bytes=0)
-    row["members"] = sorted(map(str, getattr(editor, "members", set()) if editor is not None else set()))
-    return row
 
 
 def replay(
@@ -235,6 +193,7 @@ def run_head(scenario: Scenario, schedule: Schedule, method: str, runner: str) -
         "method": method,
         "nodes": len(schedule.vehicles),
         "schedule": schedule.meta.get("trace"),
+        "radio": None if schedule.radio is None else schedule.radio.get("run"),
         "status": "running",
     }
 
@@ -256,12 +215,23 @@ def collect(
 
 
 def direct_run(scenario: Scenario, schedule: Schedule, out: Path, method: str = "fsosa") -> Path:
-    """Replay ``schedule`` with fl_core's editor training every client in this process."""
+    """Replay ``schedule`` with fl_core's editor training every client in this process (on the
+    run's radio when the schedule carries it)."""
     t0 = time.perf_counter()
     setup = scenario.federated.setup(scenario.seed)
-    pool = direct_pool(setup, scenario.seed)
-    c = scenario.coordinator
-    records, models = collect(replay(schedule, editor_factory(scenario, pool, method), c.warmup, c.min_clients))
+    if schedule.radio is not None:
+        plan, outcomes = radio_plan(schedule, method), Outcomes()
+        shards, seed = setup.client_data, scenario.seed
+        trainer = LocalTrainer(setup.model_fn, setup.w0, setup.train, setup.streams)
+        radio_pool = RadioPool(
+            trainer, lambda v: shards[vehicle_shard(seed, v, len(shards))], outcomes, validator=setup.validator()
+        )
+        rows = radio_replay(plan, editor_factory(scenario, radio_pool, method), radio_pool, outcomes)
+    else:
+        pool = direct_pool(setup, scenario.seed)
+        c = scenario.coordinator
+        rows = replay(schedule, editor_factory(scenario, pool, method), c.warmup, c.min_clients)
+    records, models = collect(rows)
     head = run_head(scenario, schedule, method, "direct")
     head.update(status="complete", wall_s=time.perf_counter() - t0)
     return write_run(out, head, records, models)

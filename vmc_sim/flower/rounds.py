@@ -1,8 +1,13 @@
 """Round windows on a schedule's simulated clock, and a Flower Grid that follows them.
 
 Round ``r`` (Flower's round ``r + 1``) covers ``[begin + r*S, begin + (r+1)*S)``. A node is
-reachable in a round when it is in coverage at the round's start; one whose coverage ends inside
-the round drops out: its reply is discarded as if it never arrived. :class:`ScheduledGrid` wraps
+reachable in a round when it is in coverage at the round's start. Its reply arrives its link time
+after the round's start: the co-simulation's per-node link time when the schedule carries the
+run's radio (``link_s``: the median seconds from a request to its record's completion over the
+node's uploads that arrived in ``vmc run``, the run's median for a node that uploaded nothing
+there), else the round's end. A node whose upload outlasts its coverage
+(it leaves before its reply arrives), or arrives after the round's end, drops out: its reply is
+discarded as if it never arrived. :class:`ScheduledGrid` wraps
 the real Grid so that any Flower strategy samples from the reachable nodes only and aggregates
 the replies that arrive; it records each round (reachable, sampled, dropouts, aggregated, bytes).
 """
@@ -44,6 +49,14 @@ class RoundClock:
     begin: float
     round_s: float
     intervals: dict[str, list[tuple[float, float]]]
+    link_s: dict[str, float] | None = None  # per node: seconds from the round's start to its reply
+    default_link_s: float | None = None  # a node without its own link time (None: the round's end)
+
+    def link(self, vehicle: str) -> float:
+        """Seconds from a round's start until ``vehicle``'s reply arrives."""
+        if self.link_s is not None and vehicle in self.link_s:
+            return self.link_s[vehicle]
+        return self.round_s if self.default_link_s is None else self.default_link_s
 
     def window(self, flower_round: int) -> tuple[float, float]:
         """``[start, end)`` of Flower's round ``flower_round`` (from 1) in simulated seconds."""
@@ -56,9 +69,11 @@ class RoundClock:
         return [v for v, spans in self.intervals.items() if any(s <= t0 < e for s, e in spans)]
 
     def drops_out(self, vehicle: str, flower_round: int) -> bool:
-        """Whether ``vehicle``, reachable at the round's start, leaves coverage before its end."""
+        """Whether ``vehicle``, reachable at the round's start, leaves coverage before its reply
+        arrives, or its reply arrives after the round's end."""
         t0, t1 = self.window(flower_round)
-        return any(s <= t0 < e < t1 for s, e in self.intervals.get(vehicle, []))
+        arrives = t0 + self.link(vehicle)
+        return arrives > t1 or any(s <= t0 < e < arrives for s, e in self.intervals.get(vehicle, []))
 
 
 def _charged(sizes: dict[str, int] | None) -> int:
@@ -135,9 +150,10 @@ class ScheduledGrid(Grid):
             rec["sampled"].append(vehicle)
             rec["bytes_sent"] += _charged(sizes)
             rec["flower_bytes_sent"] += sizes["flower"]
+            arrives = self.clock.window(self.round)[0] + self.clock.link(vehicle)
             rec["messages"].append(
                 {"vehicle": vehicle, "node_id": self.schedule_ids[vehicle], "type": m.metadata.message_type}
-                | {"sent": sizes, "reply": None, "dropped": False}
+                | {"sent": sizes, "reply": None, "dropped": False, "arrives": arrives}
             )
 
     def _received(self, replies: Iterable[Message]) -> list[Message]:

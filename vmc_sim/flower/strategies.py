@@ -2,7 +2,9 @@
 
 The ServerApp wraps its Grid in :class:`~vmc_sim.flower.rounds.ScheduledGrid` and hands it to the
 strategy's ``start``: each round samples from the nodes reachable at the round's start, replies of
-nodes that leave coverage inside the round are discarded, and the aggregated model is evaluated on
+nodes whose upload outlasts their coverage (on the run's per-node link times when the schedule
+carries its radio, :class:`~vmc_sim.flower.rounds.RoundClock`) are discarded, and the aggregated
+model is evaluated on
 the server (fl_core's ``evaluate``) after every round. A node trains ``train.epochs`` from the
 arrays it receives on its vehicle's shard (the shard ``vmc run`` gives it) and replies with its
 arrays and ``num-examples``. Flower samples with Python's ``random``, seeded from the scenario seed
@@ -70,6 +72,19 @@ def build_strategy(name: str, fraction: float) -> flwr_strategy.FedAvg:
     )
 
 
+def link_times(schedule: Schedule, method: str) -> tuple[dict[str, float] | None, float | None, str | None]:
+    """Per-node link times of the schedule's radio (``method``'s, else its first method's), their
+    default, and the method they came from; all None for a schedule without the radio."""
+    methods = (schedule.radio or {}).get("methods") or {}
+    if not methods:
+        return None, None, None
+    name = method if method in methods else next(iter(methods))
+    section = methods[name]
+    default = section.get("default_link_s")
+    links = {str(k): float(v) for k, v in (section.get("link_s") or {}).items()}
+    return links, (None if default is None else float(default)), name
+
+
 def _arrays(weights: torch.Tensor) -> ArrayRecord:
     return ArrayRecord({WEIGHTS: Array(np.ascontiguousarray(weights.detach().cpu().numpy()))})
 
@@ -98,12 +113,14 @@ def serve_strategy(grid: Grid, scenario: Scenario, schedule: Schedule, out: Path
         "sampling_seed": seed,
         "status": "running",
     }
+    links, default_link, links_of = link_times(schedule, str(options.get("method", "fsosa")))
+    head["link_times"] = None if links_of is None else {"method": links_of, "default_s": default_link}
     models: dict[int, torch.Tensor] = {}
     grid_view: ScheduledGrid | None = None
     try:
         setup = scenario.federated.setup(scenario.seed)
         model = setup.model_fn()
-        clock = RoundClock(schedule.begin, float(options["round_s"]), coverage(schedule))
+        clock = RoundClock(schedule.begin, float(options["round_s"]), coverage(schedule), links, default_link)
         ids = {v: k for k, v in schedule.vehicles.items()}
         grid_view = ScheduledGrid(grid, clock, _identify(grid, schedule), ids)
         view = grid_view
@@ -143,24 +160,29 @@ def strategy_server_app(scenario: Scenario, schedule: Schedule, out: Path, optio
     return app
 
 
-def strategy_client_app(scenario: Scenario, schedule: Schedule) -> ClientApp:
-    """A ClientApp whose node plays schedule node ``partition-id + 1``: it trains ``train.epochs``
-    from the arrays received on its vehicle's shard and replies with its arrays and ``num-examples``."""
-    federated = scenario.federated.model_dump_json()
+def strategy_train_reply(scenario: Scenario, schedule: Schedule, message: Message, context: Context) -> Message:
+    """A node's answer to a strategy's ``train``: it plays schedule node ``partition-id + 1``,
+    trains ``train.epochs`` from the arrays received on its vehicle's shard and replies with its
+    arrays and ``num-examples``."""
     seed = scenario.seed
+    setup = _node_setup(scenario.federated.model_dump_json(), seed)
+    vehicle = schedule.vehicles[int(context.node_config["partition-id"]) + 1]
+    server_round = int(str(message.content.config_records["config"].get("server-round", 0)))
+    data = setup.client_data[vehicle_shard(seed, vehicle, len(setup.client_data))]
+    start = _weights(message.content.array_records["arrays"])
+    trainer = LocalTrainer(setup.model_fn, start, setup.train, setup.streams)
+    trained = trainer.train((vehicle, "round", server_round), data)
+    metrics = MetricRecord({"num-examples": len(data), "train_s": float(trained.train_s)})
+    return Message(RecordDict({"arrays": _arrays(trained.weights), "metrics": metrics}), reply_to=message)
+
+
+def strategy_client_app(scenario: Scenario, schedule: Schedule) -> ClientApp:
+    """A ClientApp answering a strategy's rounds (:func:`strategy_train_reply`)."""
     app = ClientApp()
 
     @app.train()
     def train(message: Message, context: Context) -> Message:
-        setup = _node_setup(federated, seed)
-        vehicle = schedule.vehicles[int(context.node_config["partition-id"]) + 1]
-        server_round = int(str(message.content.config_records["config"].get("server-round", 0)))
-        data = setup.client_data[vehicle_shard(seed, vehicle, len(setup.client_data))]
-        start = _weights(message.content.array_records["arrays"])
-        trainer = LocalTrainer(setup.model_fn, start, setup.train, setup.streams)
-        trained = trainer.train((vehicle, "round", server_round), data)
-        metrics = MetricRecord({"num-examples": len(data), "train_s": float(trained.train_s)})
-        return Message(RecordDict({"arrays": _arrays(trained.weights), "metrics": metrics}), reply_to=message)
+        return strategy_train_reply(scenario, schedule, message, context)
 
     app.query("identify")(identify_reply)
     return app
@@ -175,9 +197,11 @@ def run_strategy(
     round_s: float | None = None,
     fraction: float = 1.0,
     cpus_per_node: float = 1.0,
+    method: str = "fsosa",
 ) -> Path:
     """Run Flower's ``strategy`` for ``rounds`` rounds of ``round_s`` simulated seconds (default:
-    the schedule's span split evenly) through ``flwr.simulation.run_simulation``, one node per vehicle."""
+    the schedule's span split evenly) through ``flwr.simulation.run_simulation``, one node per vehicle;
+    on the radio's link times of ``method`` when the schedule carries them."""
     from flwr.simulation import run_simulation
 
     build_strategy(strategy, fraction)
@@ -186,7 +210,7 @@ def run_strategy(
     span = round_s if round_s is not None else (schedule.end - schedule.begin) / rounds
     if not span > 0:
         raise ValueError(f"a round must last a positive number of seconds, got {span}")
-    options = {"strategy": strategy, "rounds": rounds, "round_s": span, "fraction": fraction}
+    options = {"strategy": strategy, "rounds": rounds, "round_s": span, "fraction": fraction, "method": method}
     run_simulation(
         server_app=strategy_server_app(scenario, schedule, out, options),
         client_app=strategy_client_app(scenario, schedule),

@@ -46,7 +46,10 @@ format. Three formats:
     "requests": [{"time", "kind", "node_id", "vehicle"}]}``. A node is reachable within its intervals
     (the CSV's, in the trace's simulated seconds); ``requests`` are the joins (an interval's start)
     and leaves (the end of an interval not open at the end), ordered by time and, at one instant, in
-    the order the trace records them (the order a run meets them).
+    the order the trace records them (the order a run meets them). From a run directory, ``radio``
+    carries the co-simulation's link outcomes: per request-driven method, every record's edit, the
+    uploads that arrived and those lost (with why), the take-outs, and per node its link time
+    (:mod:`vmc_sim.rundir.radio_schedule`), so that a Flower replay drops what ``vmc run`` lost.
 
 Every output carries ``meta``: the run directory and its status, the scenario's name, the seeds,
 the trace's path, SHA-256, line count and whether it is complete, the export format and the tool's
@@ -105,7 +108,8 @@ class Availability:
 
     ``visits`` are :func:`mobility.dwell.coverage_visits` of the trace (``leave`` None: still open
     at ``end``); ``ids`` numbers the vehicles from 1 in order of first arrival; ``contributions``
-    holds the run's contribution rows (None for a trace without its run directory)."""
+    holds the run's contribution rows and ``radio`` its link outcomes by method (both None for a
+    trace without its run directory)."""
 
     meta: dict[str, Any]
     begin: float
@@ -113,6 +117,7 @@ class Availability:
     visits: list[Visit]
     ids: dict[str, int]
     contributions: list[dict[str, Any]] | None
+    radio: dict[str, Any] | None = None
 
     @property
     def duration(self) -> float:
@@ -264,14 +269,18 @@ def load_availability(source: str | os.PathLike[str]) -> Availability:
         "begin": begin,
         "end": end,
     }
-    contributions = None
+    contributions = radio = None
+    if run is not None and manifest is not None:
+        from .radio_schedule import radio_section
+
+        radio = radio_section(run, manifest)
     if run is not None:
         contributions = _contributions(run, ids)
         meta["records"] = {
             "contributions": len(contributions),
             "torn_tail_bytes": RunDir(run, create=False).torn_tail(),
         }
-    return Availability(meta, begin, end, visits, ids, contributions)
+    return Availability(meta, begin, end, visits, ids, contributions, radio)
 
 
 def _num(x: float) -> int | float:
@@ -345,7 +354,7 @@ def flower_schedule(av: Availability) -> dict[str, Any]:
             requests.append((end, visit.leave_seq, node["node_id"], "leave", vehicle))
     requests.sort(key=lambda r: r[:2])  # by time, then in the trace's order, as a run meets them
     meta = {**av.meta, "format": "flower", "time": "simulated seconds of the trace"}
-    return {
+    doc = {
         "format": "vmc-sim-availability-flower",
         "version": EXPORT_VERSION,
         "meta": meta,
@@ -355,6 +364,9 @@ def flower_schedule(av: Availability) -> dict[str, Any]:
         "nodes": sorted(nodes.values(), key=lambda n: n["node_id"]),
         "requests": [{"time": t, "kind": k, "node_id": n, "vehicle": v} for t, _, n, k, v in requests],
     }
+    if av.radio is not None:
+        doc["radio"] = av.radio
+    return doc
 
 
 def _outputs(av: Availability, fmt: str, out: Path) -> dict[Path, str]:
@@ -434,7 +446,8 @@ formats:
   fedscale  FedScale's client_behave_trace fields (active, inactive, finish_time, duration) per
             integer client id, as JSON, with the vehicle -> id map (times from the trace's begin)
   flower    per node (id, vehicle) its reachable [start, end] intervals, the duration, and the
-            join/leave requests in order, as JSON
+            join/leave requests in order, as JSON; from a run directory also the radio's outcomes
+            (each record's edit, the uploads lost, the take-outs, per node its link time)
 Every file carries the run, scenario, seeds, trace SHA-256 and tool version (CSV: a '#' first line).
 
 examples:
