@@ -64,8 +64,11 @@ EXIT_TIME_OPTIONS: tuple[str, ...] = (
 a vehicle drove last (after any rerouting), vehicles still running at the end, and the speed factor
 each vehicle drew, so that it drives the cut at the same speed."""
 
-CUT_RUN_OPTIONS: tuple[str, ...] = ("--device.rerouting.probability", "0")
-"""Options the cut's run adds: routes are the ones driven in the reference, not rerouted again."""
+CUT_RUN_OPTIONS: tuple[str, ...] = ("--device.rerouting.probability", "0", "--max-depart-delay", "-1")
+"""Options the cut's run adds: routes are the ones driven in the reference, not rerouted again;
+a vehicle waits as long as it must to enter (its depart time is when it reached the region, after
+any delay of its own departure; a vehicle that cannot enter the cut because a queue fills its first
+edge waited behind that queue in the whole network, and must not be dropped)."""
 
 
 class CutTiming(str, Enum):

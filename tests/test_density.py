@@ -42,7 +42,7 @@ def test_density_reaches_the_sumo_arguments_of_every_source(source, monkeypatch,
     import mobility.lust
 
     monkeypatch.setattr(
-        "vmc_sim.cosim.build_city",
+        "vmc_sim.sources.city.build_city",
         lambda cfg: type("F", (), {"net_file": tmp_path / "c.net.xml", "route_file": tmp_path / "c.rou.xml"})(),
     )
     monkeypatch.setattr(

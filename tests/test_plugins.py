@@ -14,6 +14,26 @@ from vmc_sim.scenario.config import ConfigError
 PLUGINS = Path(__file__).parent / "plugins"
 
 
+@pytest.fixture(autouse=True)
+def _registries_as_they_were():
+    """A plug-in's names live in the process's registries; take them out again after each test,
+    so that tests sharing the worker see the toolkit's own names only."""
+    import sys
+
+    from fl_core.editors import EDITORS
+    from vmc_sim.radio.rate_models import RATES
+    from vmc_sim.sources.registry import SOURCES
+
+    saved = [(r, dict(r._entries), dict(r._aliases)) for r in (SOURCES, RATES, EDITORS)]
+    yield
+    for registry, entries, aliases in saved:
+        registry._entries.clear()
+        registry._entries.update(entries)
+        registry._aliases.clear()
+        registry._aliases.update(aliases)
+    sys.modules.pop("toy_plugins", None)
+
+
 def toy_scenario() -> dict:
     return {
         "name": "toy",

@@ -170,9 +170,9 @@ def figures_of(trace: Path, o: Opened) -> CoverageFigures:
     return coverage_figures(read_trace(trace).events, *WINDOW)
 
 
-def coverage_rows(work: Path, variants: list[str], seeds: list[int]) -> list[dict[str, Any]]:
+def coverage_rows(work: Path, variants: list[str], seeds: list[int], regions: list[str]) -> list[dict[str, Any]]:
     rows = []
-    for name in SCENARIOS:
+    for name in regions:
         for seed in seeds:
             o = open_scenario(name, seed)
             for variant in ["whole", *variants]:
@@ -206,14 +206,15 @@ def parts_in_coverage(trace: Path) -> int:
     )
 
 
-def figure_rows(work: Path, variant: str, seeds: list[int]) -> list[dict[str, Any]]:
+def figure_rows(work: Path, variant: str, seeds: list[int], regions: list[str]) -> list[dict[str, Any]]:
     """The case study's figures from each scenario replaying the whole city's and the cut's traces."""
     from vmc_sim.cosim import replay_scenario, run_scenario
     from vmc_sim.rundir.summary import method_totals
     from vmc_sim.scenario.config import load_model
 
     rows = []
-    for name, path in SCENARIOS.items():
+    for name in regions:
+        path = SCENARIOS[name]
         for seed in seeds:
             o = open_scenario(name, seed)
             for side in ("whole", variant):
@@ -243,15 +244,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=str(ROOT / "reports" / "lust_region_cut"))
     p.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS))
     p.add_argument("--variants", nargs="+", default=list(VARIANTS))
+    p.add_argument(
+        "--regions",
+        nargs="+",
+        choices=list(SCENARIOS),
+        default=list(SCENARIOS),
+        help="the regions checked (default: both)",
+    )
     p.add_argument("--figures", metavar="VARIANT", help="also replay the case study on this variant's cut")
     a = p.parse_args(argv)
     work, out = Path(a.work), report.out_dir(a.out)
     command = "python tools/lust_region_cut.py " + " ".join(sys.argv[1:] if argv is None else argv)
-    rows = coverage_rows(work, a.variants, a.seeds)
+    rows = coverage_rows(work, a.variants, a.seeds, a.regions)
     report.write_csv(out / "coverage.csv", rows)
     made = {"made": report.provenance(), "command": command, "machine": report.machine(), "window": list(WINDOW)}
     if a.figures:
-        report.write_csv(out / "figures.csv", figure_rows(work, a.figures, a.seeds))
+        report.write_csv(out / "figures.csv", figure_rows(work, a.figures, a.seeds, a.regions))
         made["figures_variant"] = a.figures
     elif (out / "made.json").is_file():
         made["figures_variant"] = json.loads((out / "made.json").read_text()).get("figures_variant")
