@@ -123,6 +123,11 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.index is not None:
         costs: dict[str, Any] = point_costs(args.index)
+        if not Path(costs["run_dir"]).is_dir():
+            p.error(
+                f"--index: the run directory {costs['run_dir']} it names is gone; give --back-mb and --land-s "
+                "(measured before) without --index"
+            )
         costs["back_B"], costs["land_s"] = landing(Path(costs["run_dir"]))
     else:
         costs = {"sumo_s": args.sumo_s, "run_s": args.run_s, "back_B": args.back_mb * 1e6, "land_s": args.land_s}
