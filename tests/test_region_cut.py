@@ -229,6 +229,17 @@ def test_the_report_names_the_smallest_buffer_that_passes_and_is_a_function_of_i
     assert text == rr.render(tmp_path)
 
 
+def test_when_no_cut_passes_the_report_keeps_the_whole_city_and_shows_the_seeds_it_misses(tmp_path):
+    rows = []
+    for seed, jam in ((1, "4.0 4.0"), (2, "1.0 2.0")):  # seed 1 jams in the whole city, seed 2 does not
+        rows += [row("whole", seed, "10 20 30", jam), row("exit_times-b400", seed, "10 20 30", "1.0 2.0")]
+    write_tables(tmp_path, rows)
+    text = rr.render(tmp_path)
+    assert "exit_times: no buffer tried passes every figure." in text
+    assert "So no cut is used for this region" in text and "the whole city the default" in text
+    assert "| whole city | 4.00 | 1.50 |" in text and "| exit_times-b400 | 1.50 | 1.50 |" in text
+
+
 COMMITTED = ROOT / "reports" / "lust_region_cut"
 
 

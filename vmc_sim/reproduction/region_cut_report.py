@@ -112,7 +112,12 @@ def chosen(results: dict[tuple[str, str], dict[str, Any]], region: str) -> dict[
     return out
 
 
-def _coverage_section(region: str, results: dict[tuple[str, str], dict[str, Any]]) -> list[str]:
+def _coverage_section(
+    region: str,
+    results: dict[tuple[str, str], dict[str, Any]],
+    coverage: list[dict[str, str]],
+    window: tuple[float, float],
+) -> list[str]:
     mine = {v: r for (reg, v), r in results.items() if reg == region}
     if not mine:
         return []
@@ -154,7 +159,13 @@ def _coverage_section(region: str, results: dict[tuple[str, str], dict[str, Any]
                 f"{r['cut_s']:.0f} s what the whole city steps in {r['whole_s']:.0f} s "
                 f"({r['whole_s'] / r['cut_s']:.1f}x), after {r['build_s']:.0f} s to build it once."
             )
+    if all(v is None for v in pick.values()):
+        lines.append(
+            "- So no cut is used for this region: `mobility.region` stays a choice a scenario makes, and the whole "
+            "city the default."
+        )
     lines.append("")
+    lines += _per_seed(region, coverage, window)
     lines.append("Paired differences per seed (cut - whole city) of the per-seed figures, mean and 95 % interval:")
     lines.append("")
     lines += ["| variant | figure | mean | 95 % interval | seeds with the cut higher |", "|---|---|---|---|---|"]
@@ -165,6 +176,21 @@ def _coverage_section(region: str, results: dict[tuple[str, str], dict[str, Any]
             m, h = _ci(list(c.paired))
             up = sum(1 for d in c.paired if d > 0)
             lines.append(f"| {v} | {c.figure} | {_num(m, 3)} | ± {_num(h, 3)} | {up} of {len(c.paired)} |")
+    lines.append("")
+    return lines
+
+
+def _per_seed(region: str, coverage: list[dict[str, str]], window: tuple[float, float]) -> list[str]:
+    """Each seed's mean vehicles in coverage, the whole city's beside every cut's: whether a cut
+    misses some seeds (congestion that forms in the whole city only) or all of them."""
+    rows = [r for r in coverage if r["region"] == region]
+    seeds = sorted({int(r["seed"]) for r in rows})
+    lines = ["Per seed, vehicles in coverage (mean over the window):", ""]
+    lines += ["| variant | " + " | ".join(f"seed {s}" for s in seeds) + " |", "|" + "---|" * (len(seeds) + 1)]
+    for variant in dict.fromkeys(r["variant"] for r in rows):
+        each = {int(r["seed"]): _figures(r, window).occupancy_mean for r in rows if r["variant"] == variant}
+        name = "whole city" if variant == "whole" else variant
+        lines.append(f"| {name} | " + " | ".join(_num(each.get(s, math.nan)) for s in seeds) + " |")
     lines.append("")
     return lines
 
@@ -228,6 +254,6 @@ def render(directory: str | Path) -> str:
         "",
     ]
     for region in dict.fromkeys(r["region"] for r in coverage):
-        lines += _coverage_section(region, results)
+        lines += _coverage_section(region, results, coverage, window)
     lines += _figures_section(figures, made.get("figures_variant"))
     return "\n".join(lines).rstrip() + "\n"
