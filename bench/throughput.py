@@ -8,13 +8,16 @@ For each scenario three runs, one after another on this machine:
   ``--duration-log.statistics``: its vehicle updates (SUMO's UPS times its duration) are the
   scenario's vehicle-steps, and vehicle-seconds are those times the step length;
 - **mobility pass**: the co-simulation's mobility process alone (libsumo, coverage, the trace
-  written), as ``vmc run`` steps it: pass / bare is the coupling's own overhead;
+  written), as ``vmc run`` steps it: pass / bare is the coupling's own overhead; run twice, the
+  second time in the same process, which leaves out the one-off start-up (lazy imports, the
+  scenario's checks, reading the network to place the RSUs);
 - **full run** (unless ``--pass-only``): ``vmc run`` of the scenario, training and all, with a
   fresh contribution store: requests answered per wall-second.
 
     python bench/throughput.py                                   # the default city
     python bench/throughput.py --scenario scenarios/lust_region.yaml --region '{"buffer": 2000}'
     python bench/throughput.py --scenario scenarios/lust_region.yaml --pass-only
+    python bench/throughput.py --scenario scenarios/lust_region.yaml --pass-only --duration 1800 --once
 
 Vehicle-seconds per wall-second are the same vehicle-seconds (bare SUMO's count) over each run's
 wall-clock. Prints one table row per run; the figures go into bench/RESULTS.md by hand with the
@@ -118,12 +121,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--scenario", default=str(ROOT / "scenarios" / "city.yaml"))
     p.add_argument("--region", help="mobility.region as JSON (e.g. '{\"buffer\": 2000}')")
     p.add_argument("--pass-only", action="store_true", help="no full run (training) after the mobility pass")
+    p.add_argument("--duration", type=float, help="simulate this many seconds from the scenario's start instead")
+    p.add_argument("--once", action="store_true", help="one mobility pass, not a second one in the same process")
     a = p.parse_args(argv)
     data = scenario_data(a.scenario, a.region)
+    if a.duration is not None:
+        data["duration"] = a.duration
     sumo, duration = sumo_run(data)
     b = bare(sumo, duration)
     rows: list[tuple[str, float, int | None]] = [("bare SUMO", b["wall_s"], None)]
     rows.append(("mobility pass", mobility_pass(data), None))
+    # the same pass again in this process: what the coupling costs per step, without the one-off
+    # start-up (lazy imports, the scenario's checks, reading the network for the RSUs)
+    if not a.once:
+        rows.append(("mobility pass, again in the process", mobility_pass(data), None))
     if not a.pass_only:
         full_wall, answered = full_run(data)
         rows.append(("full run", full_wall, answered))
