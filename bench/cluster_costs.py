@@ -13,8 +13,15 @@ once per machine, lands results one at a time on the driver, and says which of t
 wall-clock; beside it, the same sweep when every other machine builds LuST itself (``--build-s``,
 measured in bench/RESULTS.md "LuST rebuild"), as before the builds were shipped.
 
+With ``--warm-s`` the points share one contribution store (a local sweep's cache, a cluster's
+store on the driver): only the first wave trains its vehicles (``--run-s``), every later point
+finds the contributions of the shards it hands out stored (the k-th client holds shard k, trained
+from the same W0 at every density) and costs its SUMO pass and ``--warm-s``
+(``bench/warm_point.py`` measures it).
+
     python bench/cluster_costs.py --index OUT/runs.json
     python bench/cluster_costs.py --sumo-s 1015 --run-s 961
+    python bench/cluster_costs.py --warm-s 48
 """
 
 from __future__ import annotations
@@ -87,7 +94,8 @@ def projection(points: int, cores: int, nodes: int, costs: dict[str, Any], shipp
     machines, has it in both: built once before the sweep, ``vmc lust build``)."""
     per_point = costs["sumo_s"] + costs["run_s"]
     waves = math.ceil(points / (cores * nodes))
-    compute = waves * per_point
+    warm = costs.get("warm_s")
+    compute = waves * per_point if warm is None else per_point + (waves - 1) * (costs["sumo_s"] + warm)
     if shipped:  # the driver's build, sent to the other machines one after another over its link
         build = (nodes - 1) * costs["built_B"] * 8 / (costs["gbps"] * 1e9)
     else:
@@ -114,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--run-s", type=float, default=961.0, help="without --index: a point's cold run (s)")
     p.add_argument("--back-mb", type=float, default=85.2, help="without --index: a point's run directory (MB)")
     p.add_argument("--land-s", type=float, default=0.28, help="without --index: landing and verifying it (s)")
+    p.add_argument("--warm-s", type=float, default=None, help="a later point's run with its contributions stored (s)")
     p.add_argument("--gbps", type=float, default=1.0, help="the driver's link (Gb/s)")
     p.add_argument("--scenario", type=Path, default=Path(__file__).resolve().parents[1] / "scenarios/lust_region.yaml")
     p.add_argument("--dataset", default="mnist")
@@ -133,12 +142,17 @@ def main(argv: list[str] | None = None) -> int:
         costs = {"sumo_s": args.sumo_s, "run_s": args.run_s, "back_B": args.back_mb * 1e6, "land_s": args.land_s}
     costs["sent_B"] = shipped_bytes(args.scenario, args.dataset)
     costs["built_B"] = built_bytes(args.scenario)
-    costs["build_s"], costs["gbps"] = args.build_s, args.gbps
+    costs["build_s"], costs["gbps"], costs["warm_s"] = args.build_s, args.gbps, args.warm_s
     print(
         f"per point: SUMO pass {costs['sumo_s']:.0f} s, run {costs['run_s']:.0f} s (cold), sent "
         f"{costs['sent_B'] / 1e6:.1f} MB, brought back {costs['back_B'] / 1e6:.1f} MB, landed and verified in "
         f"{costs['land_s']:.2f} s; LuST built once ({costs['build_s']:.0f} s) and shipped: "
         f"{costs['built_B'] / 1e6:.1f} MB a machine at {costs['gbps']:g} Gb/s"
+        + (
+            ""
+            if args.warm_s is None
+            else f"; points after the first wave find their contributions stored: run {args.warm_s:.0f} s"
+        )
     )
     print(
         "| machines | waves | wall-clock h | bound by | build and shipping share | driver share | every machine builds: h |"

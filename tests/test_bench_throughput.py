@@ -40,6 +40,11 @@ def test_cluster_costs_projects_the_sweep_with_the_build_shipped_and_built_every
     assert float(one[2]) == float(one[6])  # one machine ships nothing and builds nothing more
     for r in rows[1:]:
         assert float(r[2]) <= float(r[6])  # shipping the built city never costs more than building it
+    # later waves with their contributions stored: only the first wave pays for training
+    args = ["--scenario", str(scenario), "--dataset", "digits", "--points", "8", "--sumo-s", "100", "--run-s", "900"]
+    assert costs.main([*args, "--warm-s", "50"]) == 0
+    warm = [line.split("|")[1:-1] for line in capsys.readouterr().out.splitlines() if line.startswith("| 1 |")][0]
+    assert float(warm[2]) == pytest.approx((1000 + 3 * 150) / 3600, abs=0.05)  # 4 waves on 2 cores
     index = tmp_path / "runs.json"  # an index whose run directory is gone is refused by name
     entry = {"run": str(tmp_path / "gone"), "trace_s": 900.0, "finished_after_s": 1000.0, "replicate": 0}
     index.write_text(json.dumps([entry]))
