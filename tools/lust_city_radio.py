@@ -219,11 +219,55 @@ def render(directory: Path) -> str:
             if ours and theirs and float(theirs["sim_time_s"]):
                 per.append(100 * (float(ours["sim_time_s"]) / float(theirs["sim_time_s"]) - 1))
         saving.append(f"{radio}: {_ci(per)}")
-    lines += [
-        "",
-        "F-SOSA's simulated time against Retrain's, % per seed: " + "; ".join(saving) + ".",
-    ]
+    lines += ["", "F-SOSA's simulated time against Retrain's, % per seed: " + "; ".join(saving) + ".", ""]
+    for radio in RADIOS:
+        ended = {m: [s for s in seeds if (get.get((s, radio, m)) or {}).get("final_accuracy")] for m in methods}
+        lines.append(
+            f"- {radio}: seeds that end with a released model: "
+            + "; ".join(
+                f"{m} {len(v)} of {len(seeds)}" + (f" ({', '.join(map(str, v))})" if v else "")
+                for m, v in ended.items()
+            )
+            + "."
+        )
+    check = made.get("replicates_check")
+    if check:
+        same = sum(1 for c in check if c["committed"] is not None and abs(c["ours"] - c["committed"]) < 1e-6)
+        lines.append(
+            f"- The idealised side against the committed replicates' physics setting on MNIST "
+            f"(`{check[0]['file']}`, replicate = seed - 42): simulated time equal on {same} of {len(check)} "
+            "(seed, method) pairs."
+        )
     return "\n".join(lines) + "\n"
+
+
+REPLICATES = ROOT / "reports" / "lust_case_study" / "replicates" / "replicates.csv"
+
+
+def replicates_check(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The idealised rows beside the committed replicates' physics setting on MNIST (the same
+    scenario, traffic and seeds): their simulated time should be the same."""
+    if not REPLICATES.is_file():
+        return []
+    with open(REPLICATES, newline="") as f:
+        committed = {
+            (int(r["replicate"]), r["method"]): float(r["time_s"])
+            for r in csv.DictReader(f)
+            if r["setting"] == "physics" and r["dataset"] == "mnist" and r["time_s"]
+        }
+    return [
+        {
+            "file": str(REPLICATES.relative_to(ROOT)),
+            "seed": r["seed"],
+            "method": r["method"],
+            "ours": r["sim_time_s"],
+            "committed": None
+            if committed.get((r["seed"] - 42, r["method"])) is None
+            else round(committed[(r["seed"] - 42, r["method"])], 3),
+        }
+        for r in rows
+        if r["radio"] == RADIOS[0]
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -242,7 +286,12 @@ def main(argv: list[str] | None = None) -> int:
     rows = [row for trace in a.traces for row in run_rows(trace, a.work)]
     report.write_csv(out / "runs.csv", rows)
     command = "python tools/lust_city_radio.py " + " ".join(sys.argv[1:] if argv is None else argv)
-    made = {"made": report.provenance(), "command": command, "machine": report.machine()}
+    made = {
+        "made": report.provenance(),
+        "command": command,
+        "machine": report.machine(),
+        "replicates_check": replicates_check(rows),
+    }
     report.replace_text(out / "made.json", json.dumps(made, indent=1) + "\n")
     report.replace_text(out / "report.md", render(out))
     print(f"written {out / 'report.md'}")
