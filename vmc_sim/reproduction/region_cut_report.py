@@ -198,9 +198,15 @@ def _per_seed(region: str, coverage: list[dict[str, str]], window: tuple[float, 
 FIGURES = (("requests", "requests", 0), ("sim_time_s", "simulated time (s)", 1), ("total_MB", "MB", 2))
 
 
-def _figures_section(figures: list[dict[str, str]], variant: str | None) -> list[str]:
+def _figures_section(figures: list[dict[str, str]], variant: str | None, any_passed: bool) -> list[str]:
     if not figures:
-        return ["## The case study's figures", "", "Not replayed yet (`--figures VARIANT`).", ""]
+        why = (
+            "Not replayed: no cut passes the coverage checks above, so no cut's case-study figures are compared "
+            "(`--figures VARIANT` replays one)."
+            if not any_passed
+            else "Not replayed yet (`--figures VARIANT`)."
+        )
+        return ["## The case study's figures", "", why, ""]
     lines = [
         "## The case study's figures",
         "",
@@ -255,5 +261,5 @@ def render(directory: str | Path) -> str:
     ]
     for region in dict.fromkeys(r["region"] for r in coverage):
         lines += _coverage_section(region, results, coverage, window)
-    lines += _figures_section(figures, made.get("figures_variant"))
+    lines += _figures_section(figures, made.get("figures_variant"), any(r["passed"] for r in results.values()))
     return "\n".join(lines).rstrip() + "\n"
