@@ -46,7 +46,6 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.utils.flop_counter import FlopCounterMode
 
 from .fisher import FisherKind, FisherLabels, compute_fisher, layer_specs
 from .json_store import read_entries, write_entry
@@ -83,6 +82,10 @@ _CACHE: dict[Hashable, ModelFlops] = {}
 
 
 def _total(run: Callable[[], object]) -> int:
+    # imported here: the counter pulls in triton (80 ms), and a process whose counts are stored
+    # never counts
+    from torch.utils.flop_counter import FlopCounterMode
+
     with FlopCounterMode(display=False) as counter:
         run()
     return int(counter.get_total_flops())

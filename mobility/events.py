@@ -10,12 +10,13 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Literal
 
 EventKind = Literal["join", "leave"]
 EVENT_KINDS: tuple[str, ...] = ("join", "leave")
 EVENT_FIELDS: tuple[str, ...] = ("time", "kind", "vehicle", "rsu", "x", "y", "speed")
+"""The fields of :class:`MobilityEvent` in order (its JSON form's keys)."""
 
 
 @dataclass(frozen=True)
@@ -50,8 +51,17 @@ class MobilityEvent:
             object.__setattr__(self, name, float(value))
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain dict with the fields in a fixed order (the JSON form)."""
-        return asdict(self)
+        """Plain dict with the fields in a fixed order (the JSON form). Written out rather than
+        ``dataclasses.asdict``, which deep-copies every value: a trace writes one per event."""
+        return {
+            "time": self.time,
+            "kind": self.kind,
+            "vehicle": self.vehicle,
+            "rsu": self.rsu,
+            "x": self.x,
+            "y": self.y,
+            "speed": self.speed,
+        }
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> MobilityEvent:

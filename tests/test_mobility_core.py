@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +12,7 @@ import pytest
 from mobility.city import CityConfig
 from mobility.coverage import CoverageConfig, CoverageTracker, MemberState
 from mobility.errors import TraceError
-from mobility.events import MobilityEvent, events_from_json, events_to_json
+from mobility.events import EVENT_FIELDS, MobilityEvent, events_from_json, events_to_json
 from mobility.rsu import Rsu, RsuConfig, place_rsus
 from mobility.source import MobilitySource, TraceSource
 from mobility.sumo import SumoConfig
@@ -33,6 +34,9 @@ def test_event_json_round_trip_is_exact():
     events = [e, MobilityEvent(13, "leave", "veh7", "rsu0", 1, 2, 0)]
     assert events_from_json(events_to_json(events)) == events
     assert isinstance(events[1].time, float)
+    # the JSON form holds every field, in the dataclass's order, as the fields hold them
+    assert e.to_dict() == dataclasses.asdict(e)
+    assert list(e.to_dict()) == [f.name for f in dataclasses.fields(MobilityEvent)] == list(EVENT_FIELDS)
 
 
 @pytest.mark.parametrize(
