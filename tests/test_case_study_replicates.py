@@ -19,6 +19,7 @@ from vmc_sim.reproduction.case_study import method_rows
 from vmc_sim.reproduction.case_study_replicates import pm, summarize
 from vmc_sim.reproduction.common import compute_time
 from vmc_sim.rundir.directory import RunDir
+from vmc_sim.scenario.schema import load_scenario
 
 
 @pytest.fixture(scope="module")
@@ -286,9 +287,24 @@ def test_every_dataset_draws_its_own_run_seed_on_the_same_traffic():
     own = {d: tool.task(data, "paper", d, trace, own_draws=True) for d in ("mnist", "cifar10", "femnist")}
     assert len({t["seed"] for t in own.values()}) == 3
     assert all(t["seed"] == 7 + tool.dataset_offset(d) for d, t in own.items())
-    assert all(t["mobility"] == {"source": "trace", "trace": "t.jsonl"} for t in own.values())
+    # LuST has no building footprints: the replay's radio has none either
+    assert all(t["mobility"] == {"source": "trace", "trace": "t.jsonl", "buildings": []} for t in own.values())
     shared = {tool.task(data, "paper", d, trace)["seed"] for d in ("mnist", "cifar10", "femnist")}
     assert shared == {7}
     assert tool.dataset_offset("mnist") % 1000 == 0 and tool.dataset_offset("mnist") >= 1000
     with pytest.raises(ValueError, match="unknown arm"):
         tool.replicate({"seed": 0, "name": "n", "mobility": {"sumo": {"seed": 42}}}, 1, "sumo")
+
+
+def test_a_replay_keeps_the_buildings_its_traffic_was_recorded_with():
+    """The embedded city's blocks decide NLOS on its radio: a replicate replaying its traffic
+    carries them, or the replay's links would all be in line of sight."""
+    pytest.importorskip("sumo")
+    from vmc_sim.scenario.inputs import building_files
+
+    tool = load_script("tools/lust_case_study_replicates.py")
+    city = load_scenario(None)
+    buildings = building_files(city)
+    assert len(buildings) == 1  # the city's blocks
+    task = tool.task(city.model_dump(mode="json"), "physics", "digits", Path("t.jsonl"))
+    assert task["mobility"] == {"source": "trace", "trace": "t.jsonl", "buildings": buildings}
