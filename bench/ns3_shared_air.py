@@ -55,7 +55,7 @@ from ns3_common import (
     wifi_80211p,
     write_csv,
 )
-from ns3_wifi_link import MEASURE_S, OFFERED_BPS, UDP_PAYLOAD_BYTES, WARMUP_S
+from ns3_wifi_link import MEASURE_S, OFFERED_BPS, WARMUP_S, goodputs_mbps, udp_upload
 
 from vmc_sim.radio.air import carrier_sense_range_m, media
 from vmc_sim.radio.channel import RsuChannel
@@ -142,35 +142,20 @@ def simulate(rsus: list[Rsu], cars: list[tuple[float, float, int]]) -> list[floa
         nodes.Get(i).AggregateObject(mobility)
         keep.append(mobility)
     interfaces = ip_interfaces(ns, nodes, devices, channel)
-    sinks = []
-    for k, (_x, _y, rsu) in enumerate(cars):
-        port = 9000 + k
-        sink = ns.CreateObject[ns.PacketSink]()
-        sink.SetAttribute("Protocol", ns.TypeIdValue(ns.UdpSocketFactory.GetTypeId()))
-        sink.SetAttribute("Local", ns.AddressValue(ns.InetSocketAddress(ns.Ipv4Address.GetAny(), port).ConvertTo()))
-        nodes.Get(rsu).AddApplication(sink)
-        sink.SetStartTime(ns.Seconds(0.0))
-        sinks.append(sink)
-        app = ns.CreateObject[ns.OnOffApplication]()
-        app.SetAttribute("Protocol", ns.TypeIdValue(ns.UdpSocketFactory.GetTypeId()))
-        remote = ns.InetSocketAddress(interfaces.GetAddress(rsu), port).ConvertTo()
-        app.SetAttribute("Remote", ns.AddressValue(remote))
-        app.SetAttribute("OnTime", ns.StringValue("ns3::ConstantRandomVariable[Constant=1]"))
-        app.SetAttribute("OffTime", ns.StringValue("ns3::ConstantRandomVariable[Constant=0]"))
-        app.SetAttribute("DataRate", ns.StringValue(f"{OFFERED_BPS:.0f}bps"))
-        app.SetAttribute("PacketSize", ns.UintegerValue(UDP_PAYLOAD_BYTES))
-        nodes.Get(len(rsus) + k).AddApplication(app)
-        app.SetStartTime(ns.Seconds(0.1 + 0.01 * k))
-        keep.append(app)
-    ns.Simulator.Stop(ns.Seconds(WARMUP_S))
-    ns.Simulator.Run()
-    before = [s.GetTotalRx() for s in sinks]
-    ns.Simulator.Stop(ns.Seconds(MEASURE_S))
-    ns.Simulator.Run()
-    after = [s.GetTotalRx() for s in sinks]
-    ns.Simulator.Destroy()
-    del keep
-    return [8.0 * (a - b) / MEASURE_S / 1e6 for a, b in zip(after, before, strict=True)]
+    sinks = [
+        udp_upload(
+            ns,
+            nodes,
+            len(rsus) + k,
+            rsu,
+            ns.InetSocketAddress(interfaces.GetAddress(rsu), 9000 + k),
+            9000 + k,
+            0.1 + 0.01 * k,
+            keep,
+        )
+        for k, (_x, _y, rsu) in enumerate(cars)
+    ]
+    return goodputs_mbps(ns, sinks)
 
 
 def ns3_mbps(n: int, mode: str) -> list[float]:

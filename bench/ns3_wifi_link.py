@@ -34,6 +34,7 @@ import math
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from ns3_common import (
     BANDWIDTH_HZ,
@@ -92,6 +93,43 @@ def our_mcs_bps(distance_m: float) -> float:
     return ieee80211p_rate(snr_db(distance_m, "uplink", our_80211p()))
 
 
+def udp_upload(
+    ns: Any, nodes: Any, sender: int, receiver: int, remote: Any, port: int, start_s: float, keep: list
+) -> Any:
+    """A saturated UDP upload (``OFFERED_BPS`` in ``UDP_PAYLOAD_BYTES`` packets) from node ``sender``
+    to a packet sink on node ``receiver`` listening on ``port`` (``remote``: its socket address as
+    the sender reaches it), starting at ``start_s``; the sink."""
+    sink = ns.CreateObject[ns.PacketSink]()
+    sink.SetAttribute("Protocol", ns.TypeIdValue(ns.UdpSocketFactory.GetTypeId()))
+    sink.SetAttribute("Local", ns.AddressValue(ns.InetSocketAddress(ns.Ipv4Address.GetAny(), port).ConvertTo()))
+    nodes.Get(receiver).AddApplication(sink)
+    sink.SetStartTime(ns.Seconds(0.0))
+    app = ns.CreateObject[ns.OnOffApplication]()
+    app.SetAttribute("Protocol", ns.TypeIdValue(ns.UdpSocketFactory.GetTypeId()))
+    app.SetAttribute("Remote", ns.AddressValue(remote.ConvertTo()))
+    app.SetAttribute("OnTime", ns.StringValue("ns3::ConstantRandomVariable[Constant=1]"))
+    app.SetAttribute("OffTime", ns.StringValue("ns3::ConstantRandomVariable[Constant=0]"))
+    app.SetAttribute("DataRate", ns.StringValue(f"{OFFERED_BPS:.0f}bps"))
+    app.SetAttribute("PacketSize", ns.UintegerValue(UDP_PAYLOAD_BYTES))
+    nodes.Get(sender).AddApplication(app)
+    app.SetStartTime(ns.Seconds(start_s))
+    keep.append(app)
+    return sink
+
+
+def goodputs_mbps(ns: Any, sinks: list) -> list[float]:
+    """Run the simulation through ``WARMUP_S``, then ``MEASURE_S`` more; each sink's goodput over
+    the second part (Mb/s). Destroys the simulation."""
+    ns.Simulator.Stop(ns.Seconds(WARMUP_S))
+    ns.Simulator.Run()
+    before = [s.GetTotalRx() for s in sinks]
+    ns.Simulator.Stop(ns.Seconds(MEASURE_S))
+    ns.Simulator.Run()
+    after = [s.GetTotalRx() for s in sinks]
+    ns.Simulator.Destroy()
+    return [8.0 * (a - b) / MEASURE_S / 1e6 for a, b in zip(after, before, strict=True)]
+
+
 def simulate(vehicles_xy: list[tuple[float, float]], manager: str, data_rate_bps: float | None = None) -> list[float]:
     """Goodput (Mb/s) of each vehicle's saturating UDP upload to the RSU at the origin (ns-3)."""
     from ns import ns
@@ -113,36 +151,11 @@ def simulate(vehicles_xy: list[tuple[float, float]], manager: str, data_rate_bps
 
     rsu_address = ip_stack(ns, nodes, devices, channel)
 
-    sinks = []
-    for i in range(n):
-        port = 9000 + i
-        sink = ns.CreateObject[ns.PacketSink]()
-        sink.SetAttribute("Protocol", ns.TypeIdValue(ns.UdpSocketFactory.GetTypeId()))
-        sink.SetAttribute("Local", ns.AddressValue(ns.InetSocketAddress(ns.Ipv4Address.GetAny(), port).ConvertTo()))
-        nodes.Get(0).AddApplication(sink)
-        sink.SetStartTime(ns.Seconds(0.0))
-        sinks.append(sink)
-
-        app = ns.CreateObject[ns.OnOffApplication]()
-        app.SetAttribute("Protocol", ns.TypeIdValue(ns.UdpSocketFactory.GetTypeId()))
-        app.SetAttribute("Remote", ns.AddressValue(ns.InetSocketAddress(rsu_address, port).ConvertTo()))
-        app.SetAttribute("OnTime", ns.StringValue("ns3::ConstantRandomVariable[Constant=1]"))
-        app.SetAttribute("OffTime", ns.StringValue("ns3::ConstantRandomVariable[Constant=0]"))
-        app.SetAttribute("DataRate", ns.StringValue(f"{OFFERED_BPS:.0f}bps"))
-        app.SetAttribute("PacketSize", ns.UintegerValue(UDP_PAYLOAD_BYTES))
-        nodes.Get(1 + i).AddApplication(app)
-        app.SetStartTime(ns.Seconds(0.1 + 0.01 * i))
-        keep.append(app)
-
-    ns.Simulator.Stop(ns.Seconds(WARMUP_S))
-    ns.Simulator.Run()
-    before = [s.GetTotalRx() for s in sinks]
-    ns.Simulator.Stop(ns.Seconds(MEASURE_S))
-    ns.Simulator.Run()
-    after = [s.GetTotalRx() for s in sinks]
-    ns.Simulator.Destroy()
-    del keep
-    return [8.0 * (a - b) / MEASURE_S / 1e6 for a, b in zip(after, before, strict=True)]
+    sinks = [
+        udp_upload(ns, nodes, 1 + i, 0, ns.InetSocketAddress(rsu_address, 9000 + i), 9000 + i, 0.1 + 0.01 * i, keep)
+        for i in range(n)
+    ]
+    return goodputs_mbps(ns, sinks)
 
 
 def run_link(distances_m: list[float]) -> list[dict]:
