@@ -41,6 +41,19 @@ def returning_trace(path: Path) -> Path:
     return write_trace(path, events, meta, end_time=90.0)
 
 
+def two_method_replay(tmp: Path) -> Path:
+    """F-SOSA and Retrain replaying :func:`returning_trace` (no SUMO, no network), uploads slow enough
+    to fail: the run directory (the run that test_frames.py and test_map.py read)."""
+    from conftest import small_scenario
+
+    sc = small_scenario(
+        returning_trace(tmp / "traffic.jsonl"),
+        {"methods": ["fsosa", "retrain"]},
+        compute={"time_model": "device", "seconds_per_sample_epoch": 0.2},
+    )
+    return run_scenario(sc, out=tmp / "runs", progress=False, say=lambda s: None).path
+
+
 @pytest.fixture(scope="module")
 def replay_run(tmp_path_factory) -> Path:
     """A run replaying :func:`returning_trace` (no SUMO), with uploads slow enough to fail."""

@@ -9,13 +9,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_export import returning_trace
+from test_export import two_method_replay
 from test_sweep import tiny_base, tiny_trace
 
 import vmc_sim
 from fl_core.errors import CorruptFileError
 from mobility.trace import read_trace
-from vmc_sim.cosim import run_scenario
 from vmc_sim.rundir.directory import RunDir
 from vmc_sim.rundir.export import load_availability
 
@@ -25,15 +24,7 @@ pd = pytest.importorskip("pandas")
 @pytest.fixture(scope="module")
 def replay_run(tmp_path_factory) -> Path:
     """A replay of a written trace with state samples (no SUMO), uploads slow enough to fail."""
-    from conftest import small_scenario
-
-    tmp = tmp_path_factory.mktemp("replay")
-    sc = small_scenario(
-        returning_trace(tmp / "traffic.jsonl"),
-        {"methods": ["fsosa", "retrain"]},
-        compute={"time_model": "device", "seconds_per_sample_epoch": 0.2},
-    )
-    return run_scenario(sc, out=tmp / "runs", progress=False, say=lambda s: None).path
+    return two_method_replay(tmp_path_factory.mktemp("replay"))
 
 
 def test_a_run_as_dataframes_holds_its_files(replay_run):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from matplotlib.colors import to_hex
-from test_export import returning_trace
+from test_export import two_method_replay
 
 from fl_core.errors import CorruptFileError
 from mobility.errors import TraceError
@@ -44,15 +44,7 @@ def city_run(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def replay_run(tmp_path_factory) -> Path:
     """A replay of a written trace (no SUMO, no network), with uploads slow enough to fail."""
-    from conftest import small_scenario
-
-    tmp = tmp_path_factory.mktemp("replay")
-    sc = small_scenario(
-        returning_trace(tmp / "traffic.jsonl"),
-        {"methods": ["fsosa", "retrain"]},
-        compute={"time_model": "device", "seconds_per_sample_epoch": 0.2},
-    )
-    return run_scenario(sc, out=tmp / "runs", progress=False, say=lambda s: None).path
+    return two_method_replay(tmp_path_factory.mktemp("replay"))
 
 
 def gids(ax, prefix: str) -> dict[str, object]:
