@@ -27,13 +27,13 @@ import argparse
 import csv
 import json
 import math
-import statistics
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from vmc_sim.reproduction import report
+from vmc_sim.reproduction.case_study_analysis import mean_ci
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = ROOT / "scenarios" / "lust_region.yaml"
@@ -121,18 +121,6 @@ def run_rows(trace: Path, work: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def _ci(values: list[float]) -> str:
-    from scipy.stats import t
-
-    if not values:
-        return "-"
-    m = statistics.fmean(values)
-    if len(values) < 2:
-        return f"{m:.2f} (n=1)"
-    h = float(t.ppf(0.975, len(values) - 1)) * statistics.stdev(values) / math.sqrt(len(values))
-    return f"{m:.2f} ± {h:.2f} (n={len(values)})"
-
-
 COMPARED = (
     ("sim_time_s", "simulated time (s)"),
     ("total_MB", "MB"),
@@ -208,7 +196,7 @@ def render(directory: Path) -> str:
             up = sum(d > 0 for d in diffs)
             down = sum(d < 0 for d in diffs)
             lines.append(
-                f"| {m} | {label} | {_ci([a for a, _ in pairs])} | {_ci([b for _, b in pairs])} | {_ci(diffs)} | "
+                f"| {m} | {label} | {mean_ci([a for a, _ in pairs])} | {mean_ci([b for _, b in pairs])} | {mean_ci(diffs)} | "
                 f"{up} / {down} / {len(diffs) - up - down} |"
             )
     saving = []
@@ -218,7 +206,7 @@ def render(directory: Path) -> str:
             ours, theirs = get.get((s, radio, "fsosa")), get.get((s, radio, "retrain"))
             if ours and theirs and float(theirs["sim_time_s"]):
                 per.append(100 * (float(ours["sim_time_s"]) / float(theirs["sim_time_s"]) - 1))
-        saving.append(f"{radio}: {_ci(per)}")
+        saving.append(f"{radio}: {mean_ci(per)}")
     lines += ["", "F-SOSA's simulated time against Retrain's, % per seed: " + "; ".join(saving) + ".", ""]
     for radio in RADIOS:
         ended = {m: [s for s in seeds if (get.get((s, radio, m)) or {}).get("final_accuracy")] for m in methods}

@@ -16,6 +16,8 @@ from typing import Any
 
 from mobility.region_check import CoverageFigures, compare
 
+from ..sweep.stats import interval
+
 TOLERANCE = 0.05
 """The largest relative difference a figure may show (the check's 5 %)."""
 REGIONS = {
@@ -53,13 +55,9 @@ def _num(x: float, digits: int = 2) -> str:
 
 
 def _ci(values: list[float]) -> tuple[float, float]:
-    """Mean and the half-width of its 95 % t interval."""
-    from scipy.stats import t
-
-    m = statistics.fmean(values)
-    if len(values) < 2:
-        return m, math.nan
-    return m, float(t.ppf(0.975, len(values) - 1)) * statistics.stdev(values) / math.sqrt(len(values))
+    """Mean and the half-width of its 95 % t interval (NaN below two values)."""
+    iv = interval(values)
+    return iv.mean, iv.ci
 
 
 def _clock(s: float) -> str:
