@@ -74,8 +74,8 @@ PAPER: dict[str, Any] = {  # seed 000, Section VI-C (the case study's text) and 
 
 
 def scenario_for(args: argparse.Namespace, dataset: str, trace: Path | None):
+    from vmc_sim.cosim import replay_mobility
     from vmc_sim.scenario.config import load_model
-    from vmc_sim.scenario.inputs import building_files
     from vmc_sim.scenario.schema import Scenario, load_scenario
 
     data = load_scenario(None if args.quick else args.scenario).model_dump(mode="json")
@@ -97,9 +97,8 @@ def scenario_for(args: argparse.Namespace, dataset: str, trace: Path | None):
         fed["train"]["epochs"] = args.epochs
     if getattr(args, "time_model", None):
         data["compute"]["time_model"] = args.time_model
-    if trace is not None:  # the radio the traffic was recorded with: the source's buildings go along
-        buildings = building_files(load_model(Scenario, None, data))
-        data["mobility"] = {"source": "trace", "trace": str(trace), "buildings": buildings}
+    if trace is not None:
+        data["mobility"] = replay_mobility(data, trace)
     elif getattr(args, "trace_cache", None) and not data["mobility"].get("trace_cache"):
         data["mobility"]["trace_cache"] = str(args.trace_cache)
     if getattr(args, "contribution_cache", None) and not data["compute"].get("contribution_cache"):

@@ -44,6 +44,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from vmc_sim.cosim import replay_mobility
 from vmc_sim.reproduction import case_study_analysis as analysis
 from vmc_sim.reproduction import case_study_replicates as rep
 from vmc_sim.reproduction import case_study_runs, report
@@ -151,22 +152,12 @@ DATASETS: dict[str, dict[str, Any]] = {
 """Changes to the ``federated`` section a dataset needs (the others take the scenario's split)."""
 
 
-def _buildings(data: dict[str, Any]) -> list[str]:
-    """The building files the scenario's radio reads (its source's and ``mobility.buildings``):
-    a replay keeps the radio the traffic was recorded with."""
-    from vmc_sim.scenario.config import load_model
-    from vmc_sim.scenario.inputs import building_files
-    from vmc_sim.scenario.schema import Scenario
-
-    return building_files(load_model(Scenario, None, data))
-
-
 def task(data: dict[str, Any], setting_name: str, dataset: str, trace: Path, own_draws: bool = False) -> dict[str, Any]:
     """One run: replicate ``data`` in ``setting_name`` on ``dataset``, replaying ``trace``; with
     ``own_draws`` the run seed moves on by :func:`dataset_offset`."""
     out = merge(data, SETTINGS[setting_name])
     out["federated"] = merge(out["federated"], {"dataset": dataset, **DATASETS.get(dataset, {})})
-    out["mobility"] = {"source": "trace", "trace": str(trace), "buildings": _buildings(data)}
+    out["mobility"] = replay_mobility(data, trace)
     out["name"] = f"{data['name']}-{setting_name}-{dataset}"
     if own_draws:
         out["seed"] = data["seed"] + dataset_offset(dataset)

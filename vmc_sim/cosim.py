@@ -58,6 +58,16 @@ def replays(scenario: Scenario) -> bool:
     return SOURCES[scenario.mobility.source].replays_trace
 
 
+def replay_mobility(data: dict[str, Any], trace: str | Path) -> dict[str, Any]:
+    """The mobility fields that make the scenario ``data`` (a dumped :class:`Scenario`) replay
+    ``trace``: the trace source, and the building files its radio read when the traffic was
+    recorded (the source's own, such as the embedded city's blocks, and ``mobility.buildings``), so
+    that the replay's links see the same buildings."""
+    from .scenario.config import load_model
+
+    return {"source": "trace", "trace": str(trace), "buildings": building_files(load_model(Scenario, None, data))}
+
+
 def replay_scenario(trace: str | Path, scenario_path: str | Path | None = None) -> Scenario:
     """The scenario of a recorded run, switched to replay ``trace`` without SUMO.
 
@@ -79,9 +89,7 @@ def replay_scenario(trace: str | Path, scenario_path: str | Path | None = None) 
             RunDir(trace.parent, create=False).verify_file("trace.jsonl")
         base = pin_calibration(manifest_scenario(manifest), read_manifest(manifest).get("calibration"))
     data = base.model_dump(mode="json")
-    data["mobility"]["buildings"] = building_files(base)  # the radio the traffic was recorded with
-    data["mobility"]["source"] = "trace"
-    data["mobility"]["trace"] = str(trace)
+    data["mobility"].update(replay_mobility(data, trace))
     data["mobility"]["outputs"] = []  # a replay runs no SUMO
     data["name"] = f"{base.name}-replay"
     return load_model(Scenario, None, data)
