@@ -49,6 +49,13 @@ class Registry(Generic[T]):
             raise UnknownNameError(f"alias {alias!r} of an unknown {self.kind} {name!r}")
         self._aliases[alias] = name
 
+    def remove(self, name: str) -> None:
+        """Take the registered ``name`` out, with the aliases that stand for it (a plug-in's entry
+        removed again, as a test that registers one must)."""
+        key = self.canonical(name)
+        del self._entries[key]
+        self._aliases = {a: n for a, n in self._aliases.items() if n != key}
+
     def canonical(self, name: str) -> str:
         """The registered name ``name`` stands for (itself, or what its alias names)."""
         key = self._aliases.get(name, name)

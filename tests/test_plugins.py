@@ -24,13 +24,11 @@ def _registries_as_they_were():
     from vmc_sim.radio.rate_models import RATES
     from vmc_sim.sources.registry import SOURCES
 
-    saved = [(r, dict(r._entries), dict(r._aliases)) for r in (SOURCES, RATES, EDITORS)]
+    saved = [(r, set(r.names())) for r in (SOURCES, RATES, EDITORS)]
     yield
-    for registry, entries, aliases in saved:
-        registry._entries.clear()
-        registry._entries.update(entries)
-        registry._aliases.clear()
-        registry._aliases.update(aliases)
+    for registry, names in saved:
+        for name in set(registry.names()) - names:
+            registry.remove(name)
     sys.modules.pop("toy_plugins", None)
 
 

@@ -32,6 +32,10 @@ def test_a_registry_takes_each_name_once_and_resolves_aliases():
         r.add("a", 2)
     with pytest.raises(UnknownNameError, match="unknown thing"):
         r.alias("beta", "b")
+    r.remove("a")  # the name and its aliases go; the name can be registered again
+    assert "a" not in r and "alpha" not in r and r.names() == []
+    r.add("a", 3)
+    assert r["a"] == 3
 
 
 def test_each_strategy_has_its_own_file_named_after_it():
