@@ -119,7 +119,7 @@ def step(source: SumoSource, duration: float, step_length: float) -> None:
 def complete(trace: Path) -> bool:
     try:
         return trace.is_file() and read_trace(trace).complete
-    except Exception:  # noqa: BLE001  unreadable: record it again
+    except (OSError, ValueError):  # unreadable or malformed (TraceError is a ValueError): record it again
         return False
 
 
