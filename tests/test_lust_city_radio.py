@@ -74,3 +74,21 @@ def test_the_committed_report_is_generated_from_its_table(tmp_path):
     for name in ("runs.csv", "made.json"):
         shutil.copy(COMMITTED / name, tmp_path / name)
     assert tool.render(tmp_path) == (COMMITTED / "report.md").read_text()
+
+
+@pytest.mark.parametrize("script", ["tools/lust_city_radio.py", "tools/lust_region_cut.py"])
+def test_work_inside_a_finished_run_is_refused_and_nothing_is_written(script, tmp_path, capsys):
+    from vmc_sim.rundir.outputs import RUN_MARKER
+
+    run = tmp_path / "run"  # a run directory this command does not own
+    run.mkdir()
+    (run / RUN_MARKER).write_text("{}")
+    before = sorted(p.name for p in run.iterdir())
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("")
+    tool = load_script(script)
+    args = ["--work", str(run / "w"), "--out", str(tmp_path / "out")]
+    with pytest.raises(SystemExit) as e:
+        tool.main([*args, "--traces", str(trace)] if "city_radio" in script else args)
+    assert e.value.code == 2 and "does not own" in capsys.readouterr().err
+    assert sorted(p.name for p in run.iterdir()) == before and not (tmp_path / "out").exists()

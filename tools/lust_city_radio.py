@@ -34,6 +34,7 @@ from typing import Any
 
 from vmc_sim.reproduction import report
 from vmc_sim.reproduction.case_study_analysis import mean_ci
+from vmc_sim.rundir.outputs import OutputRefused
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = ROOT / "scenarios" / "lust_region.yaml"
@@ -269,9 +270,11 @@ def main(argv: list[str] | None = None) -> int:
     missing = [t for t in a.traces if not t.is_file()]
     if missing:
         p.error(f"--traces: {', '.join(map(str, missing))} does not exist")
-    out = report.out_dir(a.out)
-    a.work.mkdir(parents=True, exist_ok=True)
-    rows = [row for trace in a.traces for row in run_rows(trace, a.work)]
+    try:  # neither inside a run or sweep directory
+        work, out = report.out_dir(a.work), report.out_dir(a.out)
+    except OutputRefused as e:
+        p.error(str(e))
+    rows = [row for trace in a.traces for row in run_rows(trace, work)]
     report.write_csv(out / "runs.csv", rows)
     command = "python tools/lust_city_radio.py " + " ".join(sys.argv[1:] if argv is None else argv)
     made = {

@@ -42,6 +42,7 @@ from mobility.sumo_config import SumoConfig, merge_args
 from mobility.trace import read_trace
 from vmc_sim.reproduction import region_cut_report as rr
 from vmc_sim.reproduction import report
+from vmc_sim.rundir.outputs import OutputRefused
 from vmc_sim.scenario.mobility_section import source_fields
 from vmc_sim.scenario.schema import Scenario, load_scenario
 from vmc_sim.sources.base import SumoKind
@@ -253,7 +254,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--figures", metavar="VARIANT", help="also replay the case study on this variant's cut")
     a = p.parse_args(argv)
-    work, out = Path(a.work), report.out_dir(a.out)
+    try:  # neither inside a run or sweep directory
+        work, out = report.out_dir(a.work), report.out_dir(a.out)
+    except OutputRefused as e:
+        p.error(str(e))
     command = "python tools/lust_region_cut.py " + " ".join(sys.argv[1:] if argv is None else argv)
     rows = coverage_rows(work, a.variants, a.seeds, a.regions)
     report.write_csv(out / "coverage.csv", rows)
