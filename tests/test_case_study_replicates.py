@@ -308,3 +308,30 @@ def test_a_replay_keeps_the_buildings_its_traffic_was_recorded_with():
     assert len(buildings) == 1  # the city's blocks
     task = tool.task(city.model_dump(mode="json"), "physics", "digits", Path("t.jsonl"))
     assert task["mobility"] == {"source": "trace", "trace": "t.jsonl", "buildings": buildings}
+
+
+def test_two_jobs_overlap_the_traffic_passes_and_change_no_record(arms, tmp_path):
+    """``--jobs 2`` records each traffic seed's trace once, in the pool beside the runs, and
+    gives every (arm, replicate) the run and the records ``--jobs 1`` gave it."""
+    tool, tmp = arms
+    args = ["--quick", "--epochs", "2", "--replicates", "2", "--settings", "paper", "--jobs", "2"]
+    args += ["--vary", "traffic", "members", "both", "--dataset-draws", "own"]
+    args += ["--runs", str(tmp_path / "runs"), "--out", str(tmp_path / "out")]
+    args += ["--contribution-cache", str(tmp_path / "cache"), "--trace-cache", str(tmp_path / "traces")]
+    assert tool.main(args) == 0
+
+    def by_arm(out: Path) -> dict[tuple[str, int], tuple[int, int, str]]:
+        return {(e["arm"], e["replicate"]): (e["seed"], e["sumo_seed"], e["run"]) for e in json.loads(out.read_text())}
+
+    one, two = by_arm(tmp / "out" / "runs.json"), by_arm(tmp_path / "out" / "runs.json")
+    assert one.keys() == two.keys()
+    assert len({run for *_, run in two.values()}) == 4  # the run three arms share is made once here too
+    traces = [p for p in (tmp_path / "runs").iterdir() if "-trace-" in p.name]
+    assert len(traces) == 2  # one pass per traffic seed (42 and 43), not one per replicate
+
+    def sim(run: str) -> list[dict[str, object]]:
+        return [{k: v for k, v in r.items() if not k.startswith("host_")} for r in RunDir(run).records()]
+
+    for k, (seed, sumo_seed, run) in one.items():
+        assert two[k][:2] == (seed, sumo_seed)
+        assert sim(two[k][2]) == sim(run), k

@@ -191,81 +191,78 @@ def entry_draws(e: dict[str, Any]) -> str:
 
 def run_all(args: argparse.Namespace, index: Path) -> list[dict[str, Any]]:
     """Every (arm, replicate, setting, dataset) run, skipping those ``index`` already holds; a run
-    another arm already made with the same seeds is recorded again under this arm, not rerun."""
-    from vmc_sim.rundir.directory import new_run_dir
-    from vmc_sim.scenario.config import load_model
-    from vmc_sim.scenario.schema import Scenario
-
+    another arm already made (or is about to make) with the same seeds is recorded again under this
+    arm, not rerun. Each traffic seed's trace is recorded once and replayed by every run on it;
+    with ``--jobs`` above one the later replicates' traffic passes overlap earlier runs
+    (:func:`case_study_runs.run_staged`)."""
     entries = read_index(index)
     draws = args.dataset_draws
     base = base_scenario(args)
     fisher = base["federated"]["train"]["fisher"]
+    same = {(e["seed"], e["sumo_seed"], e["setting"], e["dataset"], e.get("fisher", fisher)): e for e in entries}
+    have = {(entry_arm(e), e["replicate"], e["setting"], e["dataset"], entry_draws(e)) for e in entries}
+    planned: dict[tuple[Any, ...], list[tuple[str, int]]] = {}  # a run to make -> the (arm, replicate)s it serves
+    units: list[tuple[str, int, dict[str, Any], list[tuple[str, str]]]] = []
     for arm in args.vary:
         for r in range(args.replicates):
             data = replicate(base, r, arm)
-            have = {(entry_arm(e), e["replicate"], e["setting"], e["dataset"], entry_draws(e)) for e in entries}
-            wanted = [(s, d) for s in args.settings for d in args.datasets if (arm, r, s, d, draws) not in have]
-            if not wanted:
-                continue
             sumo_seed = data["mobility"]["sumo"]["seed"]
-            same = {
-                (e["seed"], e["sumo_seed"], e["setting"], e["dataset"], e.get("fisher", fisher)): e for e in entries
-            }
             left = []
-            for s, d in wanted:
-                seed = task(data, s, d, Path("-"), draws == "own")["seed"]
-                twin = same.get((seed, sumo_seed, s, d, fisher))
-                if twin is None:
-                    left.append((s, d))
-                else:  # the same run under another arm: recorded, not run again
-                    entries.append({**twin, "arm": arm, "replicate": r, "dataset_draws": draws})
+            for s, d in ((s, d) for s in args.settings for d in args.datasets):
+                if (arm, r, s, d, draws) in have:
+                    continue
+                key = (task(data, s, d, Path("-"), draws == "own")["seed"], sumo_seed, s, d, fisher)
+                if key in same:  # the same run under another arm: recorded, not run again
+                    entries.append({**same[key], "arm": arm, "replicate": r, "dataset_draws": draws})
                     report.replace_text(index, json.dumps(entries, indent=1))
-            wanted = left
-            if not wanted:
-                continue
-            t0 = time.perf_counter()
-            live = load_model(Scenario, None, data)
-            trace = case_study_runs.record_trace(live, new_run_dir(args.runs, f"{live.name}-trace") / "trace.jsonl")
-            trace_s = time.perf_counter() - t0
-            tasks = [task(data, s, d, trace, draws == "own") for s, d in wanted]
-            resume = [unfinished(Path(args.runs), t) for t in tasks]
-            for (s, d), run in zip(wanted, resume, strict=True):
-                if run is not None:
-                    print(f"{arm} replicate {r}, {s}, {d}: continuing {run}", flush=True)
-            started = time.perf_counter()
+                elif key in planned:  # made by an earlier unit of this invocation, recorded for both
+                    planned[key].append((arm, r))
+                else:
+                    planned[key] = [(arm, r)]
+                    left.append((s, d))
+            if left:
+                units.append((arm, r, data, left))
+    seeds = list(dict.fromkeys(u[2]["mobility"]["sumo"]["seed"] for u in units))
+    traces = [next(u[2] for u in units if u[2]["mobility"]["sumo"]["seed"] == seed) for seed in seeds]
+    made: dict[int, list[tuple[dict[str, Any], str, str, dict[str, Any], float, float]]] = {}
 
-            def done(
-                i: int,
-                run: Path,
-                plot: Path,
-                r: int = r,
-                arm: str = arm,
-                started: float = started,
-                trace_s: float = trace_s,
-                wanted: list[tuple[str, str]] = wanted,
-                tasks: list[dict[str, Any]] = tasks,
-                sumo_seed: int = sumo_seed,
-            ) -> None:
-                s, d = wanted[i]
-                entries.append(
-                    {
-                        "replicate": r,
-                        "arm": arm,
-                        "dataset_draws": draws,
-                        "fisher": fisher,
-                        "setting": s,
-                        "dataset": d,
-                        "seed": tasks[i]["seed"],
-                        "sumo_seed": sumo_seed,
-                        "run": str(run),
-                        "trace_s": trace_s,
-                        "finished_after_s": time.perf_counter() - started,
-                    }
-                )
-                report.replace_text(index, json.dumps(entries, indent=1))
-                print(f"{arm} replicate {r}, {s}, {d}: {run}", flush=True)
+    def expand(i: int, trace: Path, trace_s: float) -> list[tuple[dict[str, Any], str | None]]:
+        ready = time.perf_counter()
+        made[i] = []
+        for _, _, data, wanted in (u for u in units if u[2]["mobility"]["sumo"]["seed"] == seeds[i]):
+            for s, d in wanted:
+                made[i].append((data, s, d, task(data, s, d, trace, draws == "own"), trace_s, ready))
+        runs = []
+        for data, s, d, t, _, _ in made[i]:
+            resume = unfinished(Path(args.runs), t)
+            if resume is not None:
+                print(f"{data['name']}, {s}, {d}: continuing {resume}", flush=True)
+            runs.append((t, resume))
+        return runs
 
-            case_study_runs.run_pool(tasks, args.runs, args.jobs, on_done=done, resume=resume)
+    def done(i: int, j: int, run: Path, plot: Path) -> None:
+        data, s, d, t, trace_s, ready = made[i][j]
+        sumo_seed = data["mobility"]["sumo"]["seed"]
+        for arm, r in planned[(t["seed"], sumo_seed, s, d, fisher)]:
+            entries.append(
+                {
+                    "replicate": r,
+                    "arm": arm,
+                    "dataset_draws": draws,
+                    "fisher": fisher,
+                    "setting": s,
+                    "dataset": d,
+                    "seed": t["seed"],
+                    "sumo_seed": sumo_seed,
+                    "run": str(run),
+                    "trace_s": trace_s,
+                    "finished_after_s": time.perf_counter() - ready,
+                }
+            )
+            print(f"{arm} replicate {r}, {s}, {d}: {run}", flush=True)
+        report.replace_text(index, json.dumps(entries, indent=1))
+
+    case_study_runs.run_staged(traces, expand, args.runs, args.jobs, done)
     return entries
 
 
