@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import load_script
 
+from vmc_sim.radio.link_budget import ChannelConfig
 from vmc_sim.reproduction.case_study import method_rows
 from vmc_sim.reproduction.case_study_replicates import pm, summarize
 from vmc_sim.reproduction.common import compute_time
@@ -335,3 +336,15 @@ def test_two_jobs_overlap_the_traffic_passes_and_change_no_record(arms, tmp_path
     for k, (seed, sumo_seed, run) in one.items():
         assert two[k][:2] == (seed, sumo_seed)
         assert sim(two[k][2]) == sim(run), k
+
+
+def test_the_physics_setting_runs_on_the_city_radio_and_the_paper_setting_on_the_scenario_s_link():
+    tool = load_script("tools/lust_case_study_replicates.py")
+    link = {"path_loss_model": "tr37885_urban_los", "shared_air": False}
+    data = {"name": "n", "seed": 0, "channel": link, "federated": {"dataset": "mnist"}, "mobility": {"source": "lust"}}
+    physics = tool.task(data, "physics", "mnist", Path("t.jsonl"))
+    assert physics["channel"] == {}  # every field its default: the city's radio
+    city = ChannelConfig(**physics["channel"])
+    assert (city.path_loss_model, city.link_state_model, city.shared_air) == ("tr37885_urban", "city", True)
+    for setting in ("paper", "paper_cpu"):
+        assert tool.task(data, setting, "mnist", Path("t.jsonl"))["channel"] == link
