@@ -10,6 +10,7 @@ import csv
 import json
 import math
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -348,3 +349,21 @@ def test_the_physics_setting_runs_on_the_city_radio_and_the_paper_setting_on_the
     assert (city.path_loss_model, city.link_state_model, city.shared_air) == ("tr37885_urban", "city", True)
     for setting in ("paper", "paper_cpu"):
         assert tool.task(data, setting, "mnist", Path("t.jsonl"))["channel"] == link
+
+
+def test_a_second_process_on_the_same_replicate_directory_is_refused(quick, tmp_path, capsys):
+    """Two invocations on one ``--out`` would each rewrite runs.json over the other's runs."""
+    from vmc_sim.rundir.lock import RunLock
+
+    tool, tmp, _ = quick
+    out = tmp_path / "out"
+    out.mkdir()
+    for name in ("runs.json", "provenance.json", "replicates.csv", "requests.csv", "runs.csv"):
+        shutil.copy(tmp / "out" / name, out / name)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    with RunLock(out, what="replicate directory"), pytest.raises(SystemExit) as e:
+        tool.main(["--report-only", "--out", str(out)])
+    assert e.value.code == 2
+    assert "another process is writing this replicate directory" in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.name != ".lock"} == before
+    assert tool.main(["--report-only", "--out", str(out)]) == 0  # the lock let go: the report is written

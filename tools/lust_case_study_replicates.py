@@ -458,10 +458,29 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--replicates must be at least 1 (an interval needs two)")
     if args.jobs < 1:
         p.error("--jobs must be at least 1")
+    from vmc_sim.rundir.lock import RunLock, RunLockedError
+
     out = report.out_dir(args.out)
+    try:  # one process writes a replicate directory: a second would overwrite runs.json under the first
+        lock = RunLock(out, what="replicate directory")
+    except RunLockedError as e:
+        p.error(str(e))
+    with lock:
+        try:
+            return write(args, out)
+        except NothingToReport as e:
+            p.error(str(e))
+
+
+class NothingToReport(Exception):
+    """A replicate directory with no data to write a report from."""
+
+
+def write(args: argparse.Namespace, out: Path) -> int:
+    """Make the runs ``out`` lacks (unless ``--report-only``) and write its data files and report."""
     if args.report_only:
         if not (out / "provenance.json").is_file():
-            p.error(f"{out}: no provenance.json beside the data to report")
+            raise NothingToReport(f"{out}: no provenance.json beside the data to report")
         print(analysis.write(out, plots=plotter).read_text())
         return 0
     if args.trace_cache is None:
@@ -477,7 +496,7 @@ def main(argv: list[str] | None = None) -> int:
     before = len(read_index(index))
     entries = run_all(args, index)
     if not entries:
-        p.error(f"{index}: no finished runs to report")
+        raise NothingToReport(f"{index}: no finished runs to report")
     write_data(args, entries, out, time.perf_counter() - t0, ran=len(entries) > before)
     print(analysis.write(out, plots=plotter).read_text())
     return 0
