@@ -35,9 +35,9 @@ def test_csv_covers_every_count_in_both_modes(bench, rows):
     assert [(r["N"], r["mode"]) for r in rows] == [(n, m) for n in bench.STATIONS for m in bench.MODES]
 
 
-def test_the_cells_share_one_medium_only_on_one_channel(bench):
-    shared, separate = (media(list(bench.RSUS), bench.our_config(m)) for m in ("shared", "separate"))
-    assert shared["A"] is shared["B"] and separate["A"] is not separate["B"]
+def test_the_cells_share_one_medium_only_on_one_channel_and_within_carrier_sense(bench):
+    one = {m: (air := media(list(bench.rsus(m)), bench.our_config(m)))["A"] is air["B"] for m in bench.MODES}
+    assert one == {"shared": True, "inner": True, "far": True, "separate": False, "apart": False}
 
 
 def test_ours_is_the_committed_total(bench, rows):
@@ -52,17 +52,26 @@ def _off(bench, rows, mode: str) -> list[tuple[int, float]]:
     ]
 
 
-@pytest.mark.parametrize("mode", ["separate", "inner"])
+@pytest.mark.parametrize("mode", ["separate", "inner", "apart"])
 def test_ours_matches_ns3(bench, rows, mode):
-    """Each cell on its own channel, and the cells sharing one with the vehicles at their common edge."""
+    """Each cell on its own channel, the cells sharing one with the vehicles at their common edge, and
+    cells just out of carrier sense, which ours lets not interfere (the error of that approximation)."""
     assert not _off(bench, rows, mode), f"(N, ns-3 / ours) beyond {bench.TOLERANCE}"
 
 
 @pytest.mark.xfail(
-    strict=True, reason="ns-3 decodes a frame through a collision with the other cell's (capture): 15.8 % at N = 16"
+    strict=True,
+    reason="ns-3 decodes a frame through a collision with the other cell's (capture): 15.8 % at N = 16, 23.9 % far",
 )
-def test_ours_matches_ns3_with_the_vehicles_spread(bench, rows):
-    assert not _off(bench, rows, "shared"), f"(N, ns-3 / ours) beyond {bench.TOLERANCE}"
+@pytest.mark.parametrize("mode", ["shared", "far"])
+def test_ours_matches_ns3_with_the_vehicles_spread(bench, rows, mode):
+    assert not _off(bench, rows, mode), f"(N, ns-3 / ours) beyond {bench.TOLERANCE}"
+
+
+def test_beyond_carrier_sense_the_other_cell_costs_ns3_a_little(rows):
+    """Ours lets cells out of carrier sense not interfere; in ns-3 they do, so ns-3 is at or below ours."""
+    apart = [r["ratio"] for r in rows if r["mode"] == "apart"]
+    assert apart and all(x <= 1.01 for x in apart), apart
 
 
 def test_ns3_gains_by_capture_where_the_vehicles_stand_near_their_rsus(rows):
@@ -73,8 +82,11 @@ def test_ns3_gains_by_capture_where_the_vehicles_stand_near_their_rsus(rows):
 
 
 def test_every_vehicle_hears_every_other(bench):
-    """No hidden terminals in the shared runs: the comparison is of contention alone."""
-    assert all(bench.heard_dbm(n) > bench.NS3_CCA_DBM for n in bench.STATIONS)
+    """No hidden terminals in the shared and far runs (the comparison is of contention alone); in
+    the apart runs no vehicle defers to the other cell's."""
+    for n in bench.STATIONS:
+        assert bench.heard_dbm(n, "shared") > bench.NS3_CCA_DBM and bench.heard_dbm(n, "far") > bench.NS3_CCA_DBM
+        assert bench.heard_dbm(n, "apart") < bench.NS3_CCA_DBM
 
 
 @pytest.mark.slow  # ns-3's import alone takes 6-14 s
