@@ -367,3 +367,15 @@ def test_a_second_process_on_the_same_replicate_directory_is_refused(quick, tmp_
     assert "another process is writing this replicate directory" in capsys.readouterr().err
     assert {p.name: p.read_bytes() for p in out.iterdir() if p.name != ".lock"} == before
     assert tool.main(["--report-only", "--out", str(out)]) == 0  # the lock let go: the report is written
+
+
+def test_runs_or_out_inside_a_finished_run_is_refused_before_anything_is_made(quick, tmp_path, capsys):
+    tool, tmp, _ = quick
+    run = Path(json.loads((tmp / "out" / "runs.json").read_text())[0]["run"])
+    before = sorted((p.relative_to(run), p.stat().st_mtime_ns) for p in run.rglob("*"))
+    for runs, out in ((run, tmp_path / "out"), (tmp_path / "runs", run / "report")):
+        with pytest.raises(SystemExit) as e:
+            tool.main(["--quick", "--replicates", "1", "--runs", str(runs), "--out", str(out)])
+        assert e.value.code == 2 and "does not own" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists() and not (tmp_path / "runs").exists()
+    assert sorted((p.relative_to(run), p.stat().st_mtime_ns) for p in run.rglob("*")) == before

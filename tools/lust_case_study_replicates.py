@@ -459,8 +459,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.jobs < 1:
         p.error("--jobs must be at least 1")
     from vmc_sim.rundir.lock import RunLock, RunLockedError
+    from vmc_sim.rundir.outputs import OutputRefused, claim_parent
 
-    out = report.out_dir(args.out)
+    try:  # neither inside a run or sweep directory, checked before anything is made
+        claim_parent(args.runs)
+        out = report.out_dir(args.out)
+    except OutputRefused as e:
+        p.error(str(e))
     try:  # one process writes a replicate directory: a second would overwrite runs.json under the first
         lock = RunLock(out, what="replicate directory")
     except RunLockedError as e:
