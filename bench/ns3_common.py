@@ -137,7 +137,11 @@ def fmt(value: Any) -> str:
 
 
 def write_csv(path: Path, fields: Iterable[str], rows: Iterable[Iterable[str]]) -> None:
-    """Write the header ``fields`` and the already formatted ``rows``."""
+    """Write the header ``fields`` and the already formatted ``rows`` (replacing the bench's own CSV;
+    refused inside a run or sweep directory, :func:`vmc_sim.rundir.outputs.claim_file`)."""
+    from vmc_sim.rundir.outputs import claim_file
+
+    claim_file(path, force=True)
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", newline="") as f:
         w = csv.writer(f)

@@ -68,6 +68,7 @@ from vmc_sim.radio.channel import RsuChannel
 from vmc_sim.radio.link_budget import ChannelConfig, path_loss_db, snr_db
 from vmc_sim.radio.link_results import TransferResult
 from vmc_sim.radio.rates import IEEE80211P_SNR_THRESHOLDS, ieee80211p_rate
+from vmc_sim.rundir.outputs import OutputRefused, claim_file
 
 SPACING_M = 200.0
 RADIUS_M = 85.0
@@ -349,6 +350,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if any(n < 2 or n % 2 for n in args.stations):
         ap.error(f"--stations must be even numbers of at least 2, got {args.stations}")
+    try:  # before ns-3 runs: not inside a run or sweep directory
+        claim_file(args.out, force=True)
+    except OutputRefused as e:
+        ap.error(str(e))
 
     t0 = time.perf_counter()
     from ns import ns  # noqa: F401  (timed here)

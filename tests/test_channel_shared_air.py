@@ -101,3 +101,13 @@ def test_ns3_still_gives_the_committed_totals(bench, rows, tmp_path):
     assert [(r["N"], r["mode"]) for r in fresh] == [(4, m) for m in bench.MODES]
     for r in fresh:
         assert r["ns3_total_mbps"] == pytest.approx(old[r["N"], r["mode"]]["ns3_total_mbps"], abs=1e-3), r
+
+
+def test_an_out_inside_a_run_directory_is_refused_before_ns3_runs(bench, tmp_path, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "manifest.json").write_text('{"status": "complete"}')
+    with pytest.raises(SystemExit) as e:
+        bench.main(["--stations", "2", "--out", str(run / "air.csv"), "--no-report"])
+    assert e.value.code == 2 and "does not own" in capsys.readouterr().err
+    assert sorted(p.name for p in run.iterdir()) == ["manifest.json"]
