@@ -55,66 +55,6 @@ def trace_job(scenario: dict[str, Any], runs: str) -> tuple[str, float]:
     return str(path), time.perf_counter() - t0
 
 
-#: What :func:`run_staged` asks for once trace ``i`` is recorded: the runs that replay it, each a
-#: scenario (JSON dict) and the unfinished run directory it continues, if any.
-Expand = Callable[[int, Path, float], list[tuple[dict[str, Any], str | None]]]
-
-
-def run_staged(
-    traces: Sequence[dict[str, Any]],
-    expand: Expand,
-    runs: str,
-    jobs: int,
-    on_done: Callable[[int, int, Path, Path], None],
-) -> None:
-    """Record every trace of ``traces`` and make the runs that replay it, ``jobs`` at a time.
-
-    ``expand(i, trace, seconds)`` turns trace ``i``, once recorded, into its runs; ``on_done(i, j,
-    run, plot)`` is called as run ``j`` of trace ``i`` finishes (in completion order), so a caller
-    can record progress that survives a later failure. With one job everything runs here, in order;
-    with more, a run whose trace is ready goes first and a trace is recorded whenever no run is
-    waiting, so the traffic passes of later replicates overlap the training of earlier ones
-    instead of each waiting for the last.
-    """
-    if jobs <= 1:
-        for i, t in enumerate(traces):
-            path, seconds = trace_job(t, runs)
-            for j, (task, resume) in enumerate(expand(i, Path(path), seconds)):
-                on_done(i, j, *map(Path, run_one(task, runs, None, resume)))
-        return
-    import multiprocessing
-    from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-
-    threads = None if "OMP_NUM_THREADS" in os.environ else max(1, (os.cpu_count() or 1) // jobs)
-    waiting_traces = list(range(len(traces)))
-    waiting_runs: list[tuple[int, int, dict[str, Any], str | None]] = []
-    busy: dict[Future[tuple[str, Any]], tuple[int, int]] = {}  # (trace, run), run -1 for the trace
-    error: BaseException | None = None  # the first failure: nothing new starts, what runs is kept
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-        while busy or (error is None and (waiting_traces or waiting_runs)):
-            while error is None and len(busy) < jobs and (waiting_runs or waiting_traces):
-                if waiting_runs:
-                    i, j, task, resume = waiting_runs.pop(0)
-                    busy[pool.submit(run_one, task, runs, threads, resume)] = (i, j)
-                else:
-                    i = waiting_traces.pop(0)
-                    busy[pool.submit(trace_job, traces[i], runs)] = (i, -1)
-            finished, _ = wait(busy, return_when=FIRST_COMPLETED)
-            for f in finished:
-                i, j = busy.pop(f)
-                try:
-                    first, second = f.result()
-                    if j < 0:
-                        made = expand(i, Path(first), float(second))
-                        waiting_runs += [(i, k, task, resume) for k, (task, resume) in enumerate(made)]
-                    else:
-                        on_done(i, j, Path(first), Path(second))
-                except Exception as e:  # noqa: BLE001 - re-raised once the runs in flight are kept
-                    error = error or e
-    if error is not None:
-        raise error
-
-
 def run_one(
     scenario: dict[str, Any], runs: str, threads: int | None = None, resume: str | None = None
 ) -> tuple[str, str]:
@@ -136,6 +76,70 @@ def run_one(
     else:
         run = run_scenario(load_model(Scenario, None, scenario), out=runs, progress=False, say=lambda s: None)
     return str(run.path), str(plot_run(run.path))
+
+
+#: What :func:`run_staged` asks for once trace ``i`` is recorded: the runs that replay it, each a
+#: scenario (JSON dict) and the unfinished run directory it continues, if any.
+Expand = Callable[[int, Path, float], list[tuple[dict[str, Any], str | None]]]
+
+
+def run_staged(
+    traces: Sequence[dict[str, Any]],
+    expand: Expand,
+    runs: str,
+    jobs: int,
+    on_done: Callable[[int, int, Path, Path], None],
+    *,
+    record: Callable[[dict[str, Any], str], tuple[str, float]] = trace_job,
+    run: Callable[[dict[str, Any], str, int | None, str | None], tuple[str, str]] = run_one,
+) -> None:
+    """Record every trace of ``traces`` and make the runs that replay it, ``jobs`` at a time
+    (``record`` and ``run`` do one of each: :func:`trace_job`, :func:`run_one`).
+
+    ``expand(i, trace, seconds)`` turns trace ``i``, once recorded, into its runs; ``on_done(i, j,
+    run, plot)`` is called as run ``j`` of trace ``i`` finishes (in completion order), so a caller
+    can record progress that survives a later failure. With one job everything runs here, in order;
+    with more, a run whose trace is ready goes first and a trace is recorded whenever no run is
+    waiting, so the traffic passes of later replicates overlap the training of earlier ones
+    instead of each waiting for the last.
+    """
+    if jobs <= 1:
+        for i, t in enumerate(traces):
+            path, seconds = record(t, runs)
+            for j, (task, resume) in enumerate(expand(i, Path(path), seconds)):
+                on_done(i, j, *map(Path, run(task, runs, None, resume)))
+        return
+    import multiprocessing
+    from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+
+    threads = None if "OMP_NUM_THREADS" in os.environ else max(1, (os.cpu_count() or 1) // jobs)
+    waiting_traces = list(range(len(traces)))
+    waiting_runs: list[tuple[int, int, dict[str, Any], str | None]] = []
+    busy: dict[Future[tuple[str, Any]], tuple[int, int]] = {}  # (trace, run), run -1 for the trace
+    error: BaseException | None = None  # the first failure: nothing new starts, what runs is kept
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        while busy or (error is None and (waiting_traces or waiting_runs)):
+            while error is None and len(busy) < jobs and (waiting_runs or waiting_traces):
+                if waiting_runs:
+                    i, j, task, resume = waiting_runs.pop(0)
+                    busy[pool.submit(run, task, runs, threads, resume)] = (i, j)
+                else:
+                    i = waiting_traces.pop(0)
+                    busy[pool.submit(record, traces[i], runs)] = (i, -1)
+            finished, _ = wait(busy, return_when=FIRST_COMPLETED)
+            for f in finished:
+                i, j = busy.pop(f)
+                try:
+                    first, second = f.result()
+                    if j < 0:
+                        made = expand(i, Path(first), float(second))
+                        waiting_runs += [(i, k, task, resume) for k, (task, resume) in enumerate(made)]
+                    else:
+                        on_done(i, j, Path(first), Path(second))
+                except Exception as e:  # noqa: BLE001 - re-raised once the runs in flight are kept
+                    error = error or e
+    if error is not None:
+        raise error
 
 
 def run_pool(
