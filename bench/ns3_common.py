@@ -136,6 +136,23 @@ def fmt(value: Any) -> str:
     return f"{value:d}" if isinstance(value, int) else f"{value:.4f}"
 
 
+#: UDP payload of a saturating source's packets: + 8 UDP + 20 IPv4 = a 1500-byte MSDU (ours: msdu_bytes = 1500).
+UDP_PAYLOAD_BYTES = 1472
+
+
+def udp_onoff(ns: Any, remote: Any, offered_bps: float) -> Any:
+    """A UDP source that sends without pause: ``offered_bps`` in ``UDP_PAYLOAD_BYTES`` packets to
+    ``remote`` (an ``AddressValue``); the caller adds it to its node and starts it."""
+    app = ns.CreateObject[ns.OnOffApplication]()
+    app.SetAttribute("Protocol", ns.TypeIdValue(ns.UdpSocketFactory.GetTypeId()))
+    app.SetAttribute("Remote", remote)
+    app.SetAttribute("OnTime", ns.StringValue("ns3::ConstantRandomVariable[Constant=1]"))
+    app.SetAttribute("OffTime", ns.StringValue("ns3::ConstantRandomVariable[Constant=0]"))
+    app.SetAttribute("DataRate", ns.StringValue(f"{offered_bps:.0f}bps"))
+    app.SetAttribute("PacketSize", ns.UintegerValue(UDP_PAYLOAD_BYTES))
+    return app
+
+
 def write_csv(path: Path, fields: Iterable[str], rows: Iterable[Iterable[str]]) -> None:
     """Write the header ``fields`` and the already formatted ``rows`` (replacing the bench's own CSV;
     refused inside a run or sweep directory, :func:`vmc_sim.rundir.outputs.claim_file`)."""

@@ -50,6 +50,7 @@ from ns3_common import (
     markdown,
     our_80211p,
     read_floats,
+    udp_onoff,
     wifi_80211p,
     write_csv,
 )
@@ -66,7 +67,6 @@ ROAD_Y_M = 10.0
 X_ENTER_M = math.sqrt(RADIUS_M**2 - ROAD_Y_M**2)  # 84.41 m: where the road crosses the 85 m circle
 TOP_MCS_BPS = 27e6
 TCP_SEGMENT_BYTES = 1448  # + 12 timestamp option + 20 TCP + 20 IPv4 = 1500-byte IP packet
-UDP_PAYLOAD_BYTES = 1472
 UDP_OFFERED_BPS = 20e6  # above the 16 Mb/s the MAC carries at 27 Mb/s; the MAC queue drops the surplus at its tail
 T_ENTER_S = 1.0  # ns-3 time at which the vehicle crosses into coverage and the upload starts
 POLL_S = 0.001
@@ -199,13 +199,7 @@ def simulate_trace(
         app.SetAttribute("SendSize", ns.UintegerValue(TCP_SEGMENT_BYTES))
         app.SetAttribute("MaxBytes", ns.UintegerValue(nbytes))
     else:
-        app = ns.CreateObject[ns.OnOffApplication]()
-        app.SetAttribute("Protocol", ns.TypeIdValue(factory.GetTypeId()))
-        app.SetAttribute("Remote", remote)
-        app.SetAttribute("OnTime", ns.StringValue("ns3::ConstantRandomVariable[Constant=1]"))
-        app.SetAttribute("OffTime", ns.StringValue("ns3::ConstantRandomVariable[Constant=0]"))
-        app.SetAttribute("DataRate", ns.StringValue(f"{UDP_OFFERED_BPS:.0f}bps"))
-        app.SetAttribute("PacketSize", ns.UintegerValue(UDP_PAYLOAD_BYTES))
+        app = udp_onoff(ns, remote, UDP_OFFERED_BPS)
     nodes.Get(vehicle_node).AddApplication(app)
     app.SetStartTime(ns.Seconds(start))
     keep.append(app)

@@ -47,6 +47,7 @@ from ns3_common import (
     markdown,
     our_80211p,
     read_floats,
+    udp_onoff,
     wifi_80211p,
     write_csv,
 )
@@ -57,7 +58,6 @@ from vmc_sim.radio.rates import ieee80211p_rate
 DISTANCES_M = (10, 50, 100, 200, 300, 400, 500)
 STATIONS = (1, 2, 4, 8, 16)
 CONTENTION_DISTANCE_M = 50.0
-UDP_PAYLOAD_BYTES = 1472  # + 8 UDP + 20 IPv4 = 1500-byte MSDU (ours: msdu_bytes = 1500)
 OFFERED_BPS = 40e6  # above the 27 Mb/s PHY rate: every sender's queue stays full
 WARMUP_S = 1.0
 MEASURE_S = 3.0
@@ -104,13 +104,7 @@ def udp_upload(
     sink.SetAttribute("Local", ns.AddressValue(ns.InetSocketAddress(ns.Ipv4Address.GetAny(), port).ConvertTo()))
     nodes.Get(receiver).AddApplication(sink)
     sink.SetStartTime(ns.Seconds(0.0))
-    app = ns.CreateObject[ns.OnOffApplication]()
-    app.SetAttribute("Protocol", ns.TypeIdValue(ns.UdpSocketFactory.GetTypeId()))
-    app.SetAttribute("Remote", ns.AddressValue(remote.ConvertTo()))
-    app.SetAttribute("OnTime", ns.StringValue("ns3::ConstantRandomVariable[Constant=1]"))
-    app.SetAttribute("OffTime", ns.StringValue("ns3::ConstantRandomVariable[Constant=0]"))
-    app.SetAttribute("DataRate", ns.StringValue(f"{OFFERED_BPS:.0f}bps"))
-    app.SetAttribute("PacketSize", ns.UintegerValue(UDP_PAYLOAD_BYTES))
+    app = udp_onoff(ns, ns.AddressValue(remote.ConvertTo()), OFFERED_BPS)
     nodes.Get(sender).AddApplication(app)
     app.SetStartTime(ns.Seconds(start_s))
     keep.append(app)
