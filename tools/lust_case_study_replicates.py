@@ -174,21 +174,6 @@ def task(data: dict[str, Any], setting_name: str, dataset: str, trace: Path, own
     return out
 
 
-def read_index(path: Path) -> list[dict[str, Any]]:
-    """The finished runs recorded in ``path`` whose run directories still hold a complete run."""
-    if not path.is_file():
-        return []
-    entries = json.loads(path.read_text(encoding="utf-8"))
-    kept = []
-    for e in entries:
-        manifest = Path(e["run"]) / "manifest.json"
-        if manifest.is_file() and json.loads(manifest.read_text()).get("status") == "complete":
-            kept.append(e)
-        else:
-            print(f"{path}: {e['run']} is not a complete run any more; it runs again", file=sys.stderr)
-    return kept
-
-
 def entry_arm(e: dict[str, Any]) -> str:
     """An entry's arm; runs recorded before ``--vary`` moved both seeds."""
     return str(e.get("arm") or "both")
@@ -205,7 +190,7 @@ def run_all(args: argparse.Namespace, index: Path) -> list[dict[str, Any]]:
     arm, not rerun. Each traffic seed's trace is recorded once and replayed by every run on it;
     with ``--jobs`` above one the later replicates' traffic passes overlap earlier runs
     (:func:`case_study_runs.run_staged`)."""
-    entries = read_index(index)
+    entries = case_study_runs.read_index(index)
     draws = args.dataset_draws
     base = base_scenario(args)
     fisher = base["federated"]["train"]["fisher"]
@@ -244,7 +229,7 @@ def run_all(args: argparse.Namespace, index: Path) -> list[dict[str, Any]]:
                 made[i].append((data, s, d, task(data, s, d, trace, draws == "own"), trace_s, ready))
         runs = []
         for data, s, d, t, _, _ in made[i]:
-            resume = unfinished(Path(args.runs), t)
+            resume = case_study_runs.unfinished(Path(args.runs), t)
             if resume is not None:
                 print(f"{data['name']}, {s}, {d}: continuing {resume}", flush=True)
             runs.append((t, resume))
@@ -274,30 +259,6 @@ def run_all(args: argparse.Namespace, index: Path) -> list[dict[str, Any]]:
 
     case_study_runs.run_staged(traces, expand, args.runs, args.jobs, done)
     return entries
-
-
-def unfinished(runs: Path, scenario: dict[str, Any]) -> str | None:
-    """The newest run directory under ``runs`` that an earlier invocation started for
-    ``scenario`` and did not finish (interrupted, killed, or failed after its first record), to
-    be resumed rather than started again; the traffic it replays may sit in an older trace
-    directory (the same traffic: the replicate's SUMO inputs and seeds are in its name and config)."""
-    from vmc_sim.cosim import manifest_scenario
-    from vmc_sim.rundir.directory import read_manifest, writer_alive
-    from vmc_sim.scenario.config import load_model
-    from vmc_sim.scenario.schema import Scenario
-
-    want = {**load_model(Scenario, None, scenario).model_dump(mode="json"), "mobility": None}
-    for path in sorted(runs.glob(f"{scenario['name']}-*"), reverse=True):
-        manifest = path / "manifest.json"
-        if not manifest.is_file() or not (path / "records.jsonl").is_file():
-            continue
-        m = read_manifest(manifest)
-        if m.get("status") == "complete" or writer_alive(path):
-            continue
-        recorded = manifest_scenario(manifest).model_dump(mode="json")
-        if recorded["mobility"]["source"] == "trace" and {**recorded, "mobility": None} == want:
-            return str(path)
-    return None
 
 
 def run_rows(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -498,7 +459,7 @@ def write(args: argparse.Namespace, out: Path) -> int:
         args.contribution_cache = contributions_root()
     index = out / "runs.json"
     t0 = time.perf_counter()
-    before = len(read_index(index))
+    before = len(case_study_runs.read_index(index))
     entries = run_all(args, index)
     if not entries:
         raise NothingToReport(f"{index}: no finished runs to report")

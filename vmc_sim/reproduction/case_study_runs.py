@@ -1,9 +1,12 @@
 """Running the LuST case study's scenarios: one mobility-only pass records the traffic, then every
-(dataset, setting) scenario replays it, in spawned processes when asked."""
+(dataset, setting) scenario replays it, in spawned processes when asked; the index of finished runs
+a reproduction keeps, and the unfinished run a rerun continues."""
 
 from __future__ import annotations
 
+import json
 import os
+import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -175,3 +178,42 @@ def run_pool(
         for f in as_completed(futures):
             finished(futures[f], *f.result())
     return [done[i] for i in range(len(tasks))]
+
+
+def read_index(path: Path) -> list[dict[str, Any]]:
+    """The finished runs recorded in ``path`` whose run directories still hold a complete run."""
+    if not path.is_file():
+        return []
+    entries = json.loads(path.read_text(encoding="utf-8"))
+    kept = []
+    for e in entries:
+        manifest = Path(e["run"]) / "manifest.json"
+        if manifest.is_file() and json.loads(manifest.read_text()).get("status") == "complete":
+            kept.append(e)
+        else:
+            print(f"{path}: {e['run']} is not a complete run any more; it runs again", file=sys.stderr)
+    return kept
+
+
+def unfinished(runs: Path, scenario: dict[str, Any]) -> str | None:
+    """The newest run directory under ``runs`` that an earlier invocation started for
+    ``scenario`` and did not finish (interrupted, killed, or failed after its first record), to
+    be resumed rather than started again; the traffic it replays may sit in an older trace
+    directory (the same traffic: the replicate's SUMO inputs and seeds are in its name and config)."""
+    from ..cosim import manifest_scenario
+    from ..rundir.directory import read_manifest, writer_alive
+    from ..scenario.config import load_model
+    from ..scenario.schema import Scenario
+
+    want = {**load_model(Scenario, None, scenario).model_dump(mode="json"), "mobility": None}
+    for path in sorted(runs.glob(f"{scenario['name']}-*"), reverse=True):
+        manifest = path / "manifest.json"
+        if not manifest.is_file() or not (path / "records.jsonl").is_file():
+            continue
+        m = read_manifest(manifest)
+        if m.get("status") == "complete" or writer_alive(path):
+            continue
+        recorded = manifest_scenario(manifest).model_dump(mode="json")
+        if recorded["mobility"]["source"] == "trace" and {**recorded, "mobility": None} == want:
+            return str(path)
+    return None
