@@ -81,6 +81,12 @@ def run_one(
     return str(run.path), str(plot_run(run.path))
 
 
+def worker_threads(workers: int) -> int | None:
+    """Torch threads for each of ``workers`` processes sharing this machine's cores (None: leave
+    torch's own choice, when ``OMP_NUM_THREADS`` says it)."""
+    return None if "OMP_NUM_THREADS" in os.environ else max(1, (os.cpu_count() or 1) // workers)
+
+
 #: What :func:`run_staged` asks for once trace ``i`` is recorded: the runs that replay it, each a
 #: scenario (JSON dict) and the unfinished run directory it continues, if any.
 Expand = Callable[[int, Path, float], list[tuple[dict[str, Any], str | None]]]
@@ -115,7 +121,7 @@ def run_staged(
     import multiprocessing
     from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 
-    threads = None if "OMP_NUM_THREADS" in os.environ else max(1, (os.cpu_count() or 1) // jobs)
+    threads = worker_threads(jobs)
     waiting_traces = list(range(len(traces)))
     waiting_runs: list[tuple[int, int, dict[str, Any], str | None]] = []
     busy: dict[Future[tuple[str, Any]], tuple[int, int]] = {}  # (trace, run), run -1 for the trace
@@ -172,7 +178,7 @@ def run_pool(
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     workers = min(jobs, len(tasks))
-    threads = None if "OMP_NUM_THREADS" in os.environ else max(1, (os.cpu_count() or 1) // workers)
+    threads = worker_threads(workers)
     with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
         futures = {pool.submit(run_one, t, runs, threads, again[i]): i for i, t in enumerate(tasks)}
         for f in as_completed(futures):
