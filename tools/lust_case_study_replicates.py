@@ -197,7 +197,7 @@ def run_all(args: argparse.Namespace, index: Path) -> list[dict[str, Any]]:
     same = {(e["seed"], e["sumo_seed"], e["setting"], e["dataset"], e.get("fisher", fisher)): e for e in entries}
     have = {(entry_arm(e), e["replicate"], e["setting"], e["dataset"], entry_draws(e)) for e in entries}
     planned: dict[tuple[Any, ...], list[tuple[str, int]]] = {}  # a run to make -> the (arm, replicate)s it serves
-    units: list[tuple[str, int, dict[str, Any], list[tuple[str, str]]]] = []
+    units: list[tuple[int, dict[str, Any], list[tuple[str, str]]]] = []  # (SUMO seed, replicate, its runs)
     for arm in args.vary:
         for r in range(args.replicates):
             data = replicate(base, r, arm)
@@ -216,15 +216,15 @@ def run_all(args: argparse.Namespace, index: Path) -> list[dict[str, Any]]:
                     planned[key] = [(arm, r)]
                     left.append((s, d))
             if left:
-                units.append((arm, r, data, left))
-    seeds = list(dict.fromkeys(u[2]["mobility"]["sumo"]["seed"] for u in units))
-    traces = [next(u[2] for u in units if u[2]["mobility"]["sumo"]["seed"] == seed) for seed in seeds]
+                units.append((sumo_seed, data, left))
+    seeds = list(dict.fromkeys(seed for seed, _, _ in units))  # one trace each, recorded by its first replicate
+    traces = [next(data for seed, data, _ in units if seed == want) for want in seeds]
     made: dict[int, list[tuple[dict[str, Any], str, str, dict[str, Any], float, float]]] = {}
 
     def expand(i: int, trace: Path, trace_s: float) -> list[tuple[dict[str, Any], str | None]]:
         ready = time.perf_counter()
         made[i] = []
-        for _, _, data, wanted in (u for u in units if u[2]["mobility"]["sumo"]["seed"] == seeds[i]):
+        for _, data, wanted in (u for u in units if u[0] == seeds[i]):
             for s, d in wanted:
                 made[i].append((data, s, d, task(data, s, d, trace, draws == "own"), trace_s, ready))
         runs = []
