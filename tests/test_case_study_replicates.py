@@ -379,3 +379,12 @@ def test_runs_or_out_inside_a_finished_run_is_refused_before_anything_is_made(qu
         assert e.value.code == 2 and "does not own" in capsys.readouterr().err
     assert not (tmp_path / "out").exists() and not (tmp_path / "runs").exists()
     assert sorted((p.relative_to(run), p.stat().st_mtime_ns) for p in run.rglob("*")) == before
+
+
+def test_the_report_states_each_run_s_own_wall_clock(arms):
+    """Runs made side by side: the report gives each run's own seconds, not the time since its trace."""
+    _, tmp = arms
+    entries = json.loads((tmp / "out" / "runs.json").read_text())
+    assert all(e["run_s"] > 0 for e in entries)
+    line = next(x for x in (tmp / "out" / "report.md").read_text().splitlines() if x.startswith("- Wall-clock"))
+    assert line.startswith(f"- Wall-clock (`runs.json`): {len({e['run'] for e in entries})} runs, each median ")

@@ -38,7 +38,8 @@ def staged(tmp_path: Path, traces: list[dict[str, Any]], runs_of: dict[int, list
         expanded.append(i)
         return [({**t, "trace": str(trace)}, None) for t in runs_of[i]]
 
-    def on_done(i: int, j: int, run: Path, plot: Path) -> None:
+    def on_done(i: int, j: int, run: Path, plot: Path, seconds: float) -> None:
+        assert seconds >= 0.0
         done.append((i, j, str(run)))
 
     error = None

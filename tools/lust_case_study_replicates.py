@@ -235,7 +235,7 @@ def run_all(args: argparse.Namespace, index: Path) -> list[dict[str, Any]]:
             runs.append((t, resume))
         return runs
 
-    def done(i: int, j: int, run: Path, plot: Path) -> None:
+    def done(i: int, j: int, run: Path, plot: Path, run_s: float) -> None:
         data, s, d, t, trace_s, ready = made[i][j]
         sumo_seed = data["mobility"]["sumo"]["seed"]
         for arm, r in planned[(t["seed"], sumo_seed, s, d, fisher)]:
@@ -251,6 +251,7 @@ def run_all(args: argparse.Namespace, index: Path) -> list[dict[str, Any]]:
                     "sumo_seed": sumo_seed,
                     "run": str(run),
                     "trace_s": trace_s,
+                    "run_s": run_s,
                     "finished_after_s": time.perf_counter() - ready,
                 }
             )

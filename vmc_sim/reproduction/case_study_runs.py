@@ -97,7 +97,7 @@ def run_staged(
     expand: Expand,
     runs: str,
     jobs: int,
-    on_done: Callable[[int, int, Path, Path], None],
+    on_done: Callable[[int, int, Path, Path, float], None],
     *,
     record: Callable[[dict[str, Any], str], tuple[str, float]] = trace_job,
     run: Callable[[dict[str, Any], str, int | None, str | None], tuple[str, str]] = run_one,
@@ -106,8 +106,9 @@ def run_staged(
     (``record`` and ``run`` do one of each: :func:`trace_job`, :func:`run_one`).
 
     ``expand(i, trace, seconds)`` turns trace ``i``, once recorded, into its runs; ``on_done(i, j,
-    run, plot)`` is called as run ``j`` of trace ``i`` finishes (in completion order), so a caller
-    can record progress that survives a later failure. With one job everything runs here, in order;
+    run, plot, seconds)`` is called as run ``j`` of trace ``i`` finishes (in completion order, with
+    the wall-clock seconds the run itself took), so a caller can record progress that survives a
+    later failure. With one job everything runs here, in order;
     with more, a run whose trace is ready goes first and a trace is recorded whenever no run is
     waiting, so the traffic passes of later replicates overlap the training of earlier ones
     instead of each waiting for the last.
@@ -116,7 +117,9 @@ def run_staged(
         for i, t in enumerate(traces):
             path, seconds = record(t, runs)
             for j, (task, resume) in enumerate(expand(i, Path(path), seconds)):
-                on_done(i, j, *map(Path, run(task, runs, None, resume)))
+                t0 = time.perf_counter()
+                path_run, plot = run(task, runs, None, resume)
+                on_done(i, j, Path(path_run), Path(plot), time.perf_counter() - t0)
         return
     import multiprocessing
     from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -124,27 +127,27 @@ def run_staged(
     threads = worker_threads(jobs)
     waiting_traces = list(range(len(traces)))
     waiting_runs: list[tuple[int, int, dict[str, Any], str | None]] = []
-    busy: dict[Future[tuple[str, Any]], tuple[int, int]] = {}  # (trace, run), run -1 for the trace
+    busy: dict[Future[tuple[str, Any]], tuple[int, int, float]] = {}  # (trace, run or -1, when it started)
     error: BaseException | None = None  # the first failure: nothing new starts, what runs is kept
     with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
         while busy or (error is None and (waiting_traces or waiting_runs)):
             while error is None and len(busy) < jobs and (waiting_runs or waiting_traces):
                 if waiting_runs:
                     i, j, task, resume = waiting_runs.pop(0)
-                    busy[pool.submit(run, task, runs, threads, resume)] = (i, j)
+                    busy[pool.submit(run, task, runs, threads, resume)] = (i, j, time.perf_counter())
                 else:
                     i = waiting_traces.pop(0)
-                    busy[pool.submit(record, traces[i], runs)] = (i, -1)
+                    busy[pool.submit(record, traces[i], runs)] = (i, -1, time.perf_counter())
             finished, _ = wait(busy, return_when=FIRST_COMPLETED)
             for f in finished:
-                i, j = busy.pop(f)
+                i, j, started = busy.pop(f)
                 try:
                     first, second = f.result()
                     if j < 0:
                         made = expand(i, Path(first), float(second))
                         waiting_runs += [(i, k, task, resume) for k, (task, resume) in enumerate(made)]
                     else:
-                        on_done(i, j, Path(first), Path(second))
+                        on_done(i, j, Path(first), Path(second), time.perf_counter() - started)
                 except Exception as e:  # noqa: BLE001 - re-raised once the runs in flight are kept
                     error = error or e
     if error is not None:

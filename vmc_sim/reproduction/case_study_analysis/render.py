@@ -83,6 +83,16 @@ def _provenance_lines(prov: dict[str, Any], bundle: Bundle) -> list[str]:
         lines.append("- " + "; ".join(parts) + ".")
     for note in prov.get("notes", []):
         lines.append(f"- {note}")
+    own = {e["run"]: (float(e["trace_s"] or 0.0), float(e["run_s"])) for e in bundle.index if "run_s" in e}
+    if own:  # each run's own wall-clock (runs made side by side, traffic passes overlapping them)
+        passes = sorted(t for t, _ in own.values() if t > 1.0)  # a trace taken from the cache costs ~0
+        runs = sorted(r for _, r in own.values())
+        lines.append(
+            f"- Wall-clock (`runs.json`): {len(runs)} runs, each {_spread(runs)} s of its own"
+            + (f"; {len(passes)} SUMO passes of the traffic it replays, {_spread(passes)} s each" if passes else "")
+            + "."
+        )
+        return lines
     walls: dict[int, float] = {}
     for e in bundle.index:
         r = int(e["replicate"])
@@ -94,6 +104,14 @@ def _provenance_lines(prov: dict[str, Any], bundle: Bundle) -> list[str]:
             + "."
         )
     return lines
+
+
+def _spread(values: Sequence[float]) -> str:
+    """``median (min-max)`` of sorted ``values``, whole seconds."""
+    mid = (
+        values[len(values) // 2] if len(values) % 2 else 0.5 * (values[len(values) // 2 - 1] + values[len(values) // 2])
+    )
+    return f"median {mid:,.0f} ({values[0]:,.0f}-{values[-1]:,.0f})"
 
 
 def _size(bundle: Bundle) -> str:
