@@ -216,7 +216,7 @@ def test_an_unfinished_run_is_continued_not_started_again(quick, tmp_path, monke
     assert RunDir(broken).manifest()["status"] == "failed" and 0 < len(kept) < len(list(RunDir(done["run"]).records()))
     assert tool.main(args) == 0
     (entry,) = json.loads((tmp_path / "out" / "runs.json").read_text())
-    assert entry["run"] == str(broken)  # the same directory, continued
+    assert entry["run"] == str(broken) and entry["resumed"]  # the same directory, continued
     assert [p for p in (tmp_path / "runs").iterdir() if "-trace-" not in p.name] == [broken]
 
     def sim(run):
@@ -387,4 +387,7 @@ def test_the_report_states_each_run_s_own_wall_clock(arms):
     entries = json.loads((tmp / "out" / "runs.json").read_text())
     assert all(e["run_s"] > 0 for e in entries)
     line = next(x for x in (tmp / "out" / "report.md").read_text().splitlines() if x.startswith("- Wall-clock"))
-    assert line.startswith(f"- Wall-clock (`runs.json`): {len({e['run'] for e in entries})} runs, each median ")
+    assert not any(e["resumed"] for e in entries)
+    assert line.startswith(
+        f"- Wall-clock (`runs.json`): {len({e['run'] for e in entries})} runs made in one go, each median "
+    )

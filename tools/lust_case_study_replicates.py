@@ -221,17 +221,20 @@ def run_all(args: argparse.Namespace, index: Path) -> list[dict[str, Any]]:
     traces = [next(data for seed, data, _ in units if seed == want) for want in seeds]
     made: dict[int, list[tuple[dict[str, Any], str, str, dict[str, Any], float, float]]] = {}
 
+    resumed: set[tuple[int, int]] = set()
+
     def expand(i: int, trace: Path, trace_s: float) -> list[tuple[dict[str, Any], str | None]]:
         ready = time.perf_counter()
         made[i] = []
         for _, data, wanted in (u for u in units if u[0] == seeds[i]):
             for s, d in wanted:
                 made[i].append((data, s, d, task(data, s, d, trace, draws == "own"), trace_s, ready))
-        runs = []
+        runs: list[tuple[dict[str, Any], str | None]] = []
         for data, s, d, t, _, _ in made[i]:
             resume = case_study_runs.unfinished(Path(args.runs), t)
             if resume is not None:
                 print(f"{data['name']}, {s}, {d}: continuing {resume}", flush=True)
+                resumed.add((i, len(runs)))
             runs.append((t, resume))
         return runs
 
@@ -251,7 +254,8 @@ def run_all(args: argparse.Namespace, index: Path) -> list[dict[str, Any]]:
                     "sumo_seed": sumo_seed,
                     "run": str(run),
                     "trace_s": trace_s,
-                    "run_s": run_s,
+                    "run_s": run_s,  # from its resumption when it continued a stopped run
+                    "resumed": (i, j) in resumed,
                     "finished_after_s": time.perf_counter() - ready,
                 }
             )

@@ -86,9 +86,13 @@ def _provenance_lines(prov: dict[str, Any], bundle: Bundle) -> list[str]:
     own = {e["run"]: (float(e["trace_s"] or 0.0), float(e["run_s"])) for e in bundle.index if "run_s" in e}
     if own:  # each run's own wall-clock (runs made side by side, traffic passes overlapping them)
         passes = sorted(t for t, _ in own.values() if t > 1.0)  # a trace taken from the cache costs ~0
-        runs = sorted(r for _, r in own.values())
+        whole = {e["run"] for e in bundle.index if "run_s" in e and not e.get("resumed")}
+        runs = sorted(r for run, (_, r) in own.items() if run in whole)
+        cut = len(own) - len(whole)
         lines.append(
-            f"- Wall-clock (`runs.json`): {len(runs)} runs, each {_spread(runs)} s of its own"
+            f"- Wall-clock (`runs.json`): {len(runs)} runs made in one go, each "
+            + (f"{_spread(runs)} s of its own" if runs else "none")
+            + (f" ({cut} more continued after a stop, not counted)" if cut else "")
             + (f"; {len(passes)} SUMO passes of the traffic it replays, {_spread(passes)} s each" if passes else "")
             + "."
         )
