@@ -391,3 +391,17 @@ def test_the_report_states_each_run_s_own_wall_clock(arms):
     assert line.startswith(
         f"- Wall-clock (`runs.json`): {len({e['run'] for e in entries})} runs made in one go, each median "
     )
+
+
+def test_the_physics_request_queue_comes_from_the_records(quick):
+    """Each physics run's wait (the world's clock behind the request) is latency - makespan of its records."""
+    _, tmp, _ = quick
+    reqs = [r for r in rows(tmp / "out" / "requests.csv") if r["setting"] == "physics"]
+    assert reqs and all(r["latency_s"] != "" and float(r["latency_s"]) >= float(r["makespan_s"]) - 1e-9 for r in reqs)
+    report = (tmp / "out" / "report.md").read_text()
+    assert "The request queue: each request is answered in turn" in report
+    runs = {(r["replicate"], r["method"]) for r in reqs}
+    table = report.split("The request queue: each request is answered in turn", 1)[1].split("\n\n")[1]
+    assert len(table.splitlines()) == 2 + len(runs)
+    worst = max(float(r["latency_s"]) - float(r["makespan_s"]) for r in reqs)
+    assert f"| {worst:.1f} |" in table

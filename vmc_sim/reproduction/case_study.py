@@ -155,6 +155,8 @@ def per_request(run, dataset: str) -> list[dict[str, Any]]:
                 "removed": " ".join(map(str, r.get("removed") or [])),
                 "added": " ".join(map(str, r.get("added") or [])),
                 "request_time": r.get("request_time"),
+                "done_time": r.get("done_time"),
+                "latency_s": r.get("latency_s"),
                 "population": r.get("population"),
                 "subset_size": r.get("subset_size"),
                 "triggered": int(bool(r.get("triggered"))),

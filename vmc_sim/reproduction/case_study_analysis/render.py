@@ -429,6 +429,49 @@ def _physics(bundle: Bundle) -> list[str]:
         "(`replicates.csv`; final accuracy `-` where the model was withdrawn at the end):",
         "",
         report.md_table(rows, list(rows[0])),
+        "",
+        *_queue(bundle),
+    ]
+
+
+def _queue(bundle: Bundle) -> list[str]:
+    """How far the world's clock ran behind the requests of the physics runs: a request is answered
+    in turn, so one that comes while the last is being answered waits (``latency_s`` minus
+    ``makespan_s``), and what it sees of the population is the world's state when its turn comes."""
+    rows: dict[tuple[Any, ...], list[tuple[float, float]]] = {}
+    for r in bundle.requests:
+        if r["setting"] != "physics" or num(r.get("latency_s")) is None or num(r.get("makespan_s")) is None:
+            continue
+        key = (r["dataset"], r.get("fisher") or "", r.get("arm") or "", int(r["replicate"]), r["method"])
+        rows.setdefault(key, []).append((float(r["latency_s"]), float(r["latency_s"]) - float(r["makespan_s"])))
+    if not rows:
+        return [
+            "The request queue (the world's clock against each request's time): not in this directory's files; it "
+            "awaits the runs of the plan (`requests.csv` with `latency_s`).",
+        ]
+    table = []
+    for (dataset, fisher, arm, rep, method), vals in sorted(rows.items()):
+        waits = sorted(w for _, w in vals)
+        table.append(
+            {
+                "dataset": dataset,
+                "fisher": fisher,
+                "arm": arm,
+                "replicate": rep,
+                "method": method,
+                "requests": len(vals),
+                "waited (> 1 s)": sum(1 for w in waits if w > 1.0),
+                "wait median (s)": f"{waits[len(waits) // 2]:.1f}",
+                "wait max (s)": f"{waits[-1]:.1f}",
+                "latency max (s)": f"{max(lat for lat, _ in vals):.1f}",
+            }
+        )
+    return [
+        "The request queue: each request is answered in turn, so one that comes while an earlier one is being "
+        "answered waits (the world's clock behind the request's time: `latency_s` - `makespan_s` in "
+        "`requests.csv`), and the population it records is counted when its turn comes (docs/cosimulation.md):",
+        "",
+        report.md_table(table, list(table[0])),
     ]
 
 
