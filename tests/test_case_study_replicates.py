@@ -93,7 +93,7 @@ def test_the_report_needs_only_the_data_files(quick, tmp_path):
     tool, tmp, _ = quick
     out = tmp_path / "out"
     out.mkdir()
-    for f in ("replicates.csv", "requests.csv", "runs.csv", "runs.json", "provenance.json"):
+    for f in ("replicates.csv", "requests.csv", "runs.csv", "distributions.csv", "runs.json", "provenance.json"):
         (out / f).write_bytes((tmp / "out" / f).read_bytes())
     runs = tmp / "runs"
     runs.rename(tmp / "runs-away")  # no run directory to read
@@ -405,3 +405,25 @@ def test_the_physics_request_queue_comes_from_the_records(quick):
     assert len(table.splitlines()) == 2 + len(runs)
     worst = max(float(r["latency_s"]) - float(r["makespan_s"]) for r in reqs)
     assert f"| {worst:.1f} |" in table
+
+
+def test_the_dwell_and_job_distributions_are_committed_as_data(quick):
+    """distributions.csv holds every visit's dwell and every job's time, the values runs.csv summarises."""
+    from mobility.dwell import dwell_summary
+
+    _, tmp, _ = quick
+    spread = rows(tmp / "out" / "distributions.csv")
+    for run in rows(tmp / "out" / "runs.csv"):
+        mine = [
+            r
+            for r in spread
+            if (r["setting"], r["dataset"], r["replicate"]) == (run["setting"], run["dataset"], run["replicate"])
+        ]
+        dwell = [float(r["s"]) for r in mine if r["what"] == "dwell"]
+        assert dwell and dwell_summary(dwell)["median"] == pytest.approx(float(run["dwell_median_s"]))
+        assert len(dwell) == int(run["dwell_visits"])
+        for method in ("fsosa", "retrain"):
+            jobs = [float(r["s"]) for r in mine if r["what"] == f"job {method}"]
+            if jobs:
+                assert dwell_summary(jobs)["median"] == pytest.approx(float(run[f"{method}_job_median_s"]))
+    assert "`distributions.csv`" in (tmp / "out" / "report.md").read_text()

@@ -21,8 +21,9 @@ seed's K-FAC setting (``FISHERS``).
 
 What the runs leave in OUT: ``runs.json``, ``replicates.csv`` (per run and method), ``requests.csv``
 (per record, with each record's time in seed 000's accounting), ``runs.csv`` (per run: traffic,
-dwell, job times, from its manifest) and ``provenance.json`` (when, where, from which commit, by
-which command); the report (``report.md``, ``summary.csv``, ``accounting.csv``, ``claims.csv`` and
+dwell, job times, from its manifest), ``distributions.csv`` (every visit's dwell and every job's
+time behind those) and ``provenance.json`` (when, where, from which commit, by which command); the
+report (``report.md``, ``summary.csv``, ``accounting.csv``, ``claims.csv`` and
 Fig. 6 with interval bands) is generated from those files alone
 (:mod:`vmc_sim.reproduction.case_study_analysis`, the analysis reports/lust_case_study/PLAN.md
 fixes), so ``--report-only`` writes it again from a directory whose run directories are gone.
@@ -357,6 +358,9 @@ def write_data(args: argparse.Namespace, entries: list[dict[str, Any]], out: Pat
         ],
     )
     report.write_csv(out / "runs.csv", run_rows(entries))
+    spread = rep.distribution_rows(entries)
+    if spread:
+        report.write_csv(out / "distributions.csv", spread)
     path = out / "provenance.json"
     prov: dict[str, Any] = json.loads(path.read_text()) if path.is_file() else {}
     try:

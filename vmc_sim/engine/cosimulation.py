@@ -273,9 +273,11 @@ class CoSimulation:
         for w in self.all_worlds:
             jobs[w.name] = {**dwell_summary(w.job_times), "longer_than_median_dwell": None}
             jobs[w.name]["longer_than_median_dwell"] = share_longer_than_dwell(w.job_times, dwell)
+            jobs[w.name]["values"] = sorted(float(x) for x in w.job_times)  # the distribution, for analyses
             text = dwell_warning(w.job_times, dwell)
             if text:
                 warnings[w.name] = text
+        dwell["values"] = sorted(float(x) for x in self.vehicles.dwells)
         return {"dwell_s": dwell, "job_s": jobs, **({"dwell_warnings": warnings} if warnings else {})}
 
     def save_models(self) -> None:

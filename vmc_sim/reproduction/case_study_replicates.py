@@ -169,3 +169,21 @@ def plot_bands(
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def distribution_rows(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every completed visit's dwell in coverage and every job's time of each run whose manifest
+    holds them (``distributions.csv``: the distributions ``runs.csv`` summarises); a run recorded
+    under several arms once."""
+    out = []
+    seen = set()
+    for e in entries:
+        if e["run"] in seen:
+            continue
+        seen.add(e["run"])
+        summary = RunDir(e["run"], create=False).manifest().get("summary") or {}
+        keys = {k: e[k] for k in ("setting", "dataset", "fisher", "replicate", "seed", "sumo_seed")}
+        series = [("dwell", (summary.get("dwell_s") or {}).get("values"))]
+        series += [(f"job {m}", j.get("values")) for m, j in sorted((summary.get("job_s") or {}).items())]
+        out += [{**keys, "what": what, "s": v} for what, values in series for v in values or []]
+    return out

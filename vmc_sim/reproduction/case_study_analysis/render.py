@@ -11,7 +11,7 @@ from typing import Any
 
 from ...sweep.stats import interval
 from .. import report
-from .claims import CLAIMS, _groups, _yn, claims, method_table, paired_rows, pin_verdict, pins, traffic_rows
+from .claims import CLAIMS, _groups, _yn, claims, paired_rows, pin_verdict, pins, traffic_rows
 from .data import (
     COMM,
     COMM_RANGE,
@@ -27,6 +27,7 @@ from .data import (
     num,
     order,
 )
+from .physics import physics_section, runs_section
 from .stats import each, finite, mean_ci, range_test
 
 # -- the report --------------------------------------------------------------------------------
@@ -304,10 +305,10 @@ def render(path: str | Path) -> dict[str, str]:
             ],
         ),
         "",
-        *_runs_section(bundle),
+        *runs_section(bundle),
         "## Physics setting",
         "",
-        *_physics(bundle),
+        *physics_section(bundle),
         "",
         *(f"![{s} {d}](fig6_{s}_{d}.png)" for s, d in _plotted(bundle)),
         "",
@@ -387,97 +388,6 @@ def _paired_summary(bundle: Bundle) -> list[dict[str, Any]]:
                 }
             )
     return out
-
-
-def _runs_section(bundle: Bundle) -> list[str]:
-    if not bundle.runs:
-        return [
-            "Dwell in coverage, job times, teleports and coverage events held back: not in this directory's files; "
-            "they await the runs of the plan (`runs.csv`).",
-            "",
-        ]
-    cols = [c for c in bundle.runs[0] if c not in ("run",)]
-    return ["Per run (`runs.csv`, from each run's manifest):", "", report.md_table(bundle.runs, cols), ""]
-
-
-def _physics(bundle: Bundle) -> list[str]:
-    rows = []
-    for key, m in sorted(method_table(bundle).items(), key=lambda kv: order(kv[0])):
-        if key[0] != "physics":
-            continue
-        f, r = m.get("fsosa", {}), m.get("retrain", {})
-        rows.append(
-            {
-                "dataset": key[1],
-                "fisher": key[2],
-                "arm": key[3],
-                "replicate": key[4],
-                "F-SOSA / Retrain models released": f"{f.get('models', '-')} / {r.get('models', '-')}",
-                "withdrawn": f"{f.get('withdrawn', '-')} / {r.get('withdrawn', '-')}",
-                "contributions never arrived": f"{f.get('not_arrived', '-')} / {r.get('not_arrived', '-')}",
-                "take-outs": f"{f.get('take_outs', '-')} / {r.get('take_outs', '-')}",
-                "final accuracy": f"{_f2(f.get('final_acc'))} / {_f2(r.get('final_acc'))}",
-                "T1 saving": _f2(f.get("time_saving_pct")),
-                "C1 saving": _f2(f.get("comm_saving_pct")),
-            }
-        )
-    if not rows:
-        return ["No physics runs in this directory."]
-    return [
-        "One edge GPU shared by the clients' jobs, transfers that end when the vehicle leaves the region. The seed's "
-        "claims are not tested here (its case study loses no contribution); per replicate, F-SOSA / Retrain "
-        "(`replicates.csv`; final accuracy `-` where the model was withdrawn at the end):",
-        "",
-        report.md_table(rows, list(rows[0])),
-        "",
-        *_queue(bundle),
-    ]
-
-
-def _queue(bundle: Bundle) -> list[str]:
-    """How far the world's clock ran behind the requests of the physics runs: a request is answered
-    in turn, so one that comes while the last is being answered waits (``latency_s`` minus
-    ``makespan_s``), and what it sees of the population is the world's state when its turn comes."""
-    rows: dict[tuple[Any, ...], list[tuple[float, float]]] = {}
-    for r in bundle.requests:
-        if r["setting"] != "physics" or num(r.get("latency_s")) is None or num(r.get("makespan_s")) is None:
-            continue
-        key = (r["dataset"], r.get("fisher") or "", r.get("arm") or "", int(r["replicate"]), r["method"])
-        rows.setdefault(key, []).append((float(r["latency_s"]), float(r["latency_s"]) - float(r["makespan_s"])))
-    if not rows:
-        return [
-            "The request queue (the world's clock against each request's time): not in this directory's files; it "
-            "awaits the runs of the plan (`requests.csv` with `latency_s`).",
-        ]
-    table = []
-    for (dataset, fisher, arm, rep, method), vals in sorted(rows.items()):
-        waits = sorted(w for _, w in vals)
-        table.append(
-            {
-                "dataset": dataset,
-                "fisher": fisher,
-                "arm": arm,
-                "replicate": rep,
-                "method": method,
-                "requests": len(vals),
-                "waited (> 1 s)": sum(1 for w in waits if w > 1.0),
-                "wait median (s)": f"{waits[len(waits) // 2]:.1f}",
-                "wait max (s)": f"{waits[-1]:.1f}",
-                "latency max (s)": f"{max(lat for lat, _ in vals):.1f}",
-            }
-        )
-    return [
-        "The request queue: each request is answered in turn, so one that comes while an earlier one is being "
-        "answered waits (the world's clock behind the request's time: `latency_s` - `makespan_s` in "
-        "`requests.csv`), and the population it records is counted when its turn comes (docs/cosimulation.md):",
-        "",
-        report.md_table(table, list(table[0])),
-    ]
-
-
-def _f2(v: Any) -> str:
-    x = num(v)
-    return "-" if x is None else f"{x:.2f}"
 
 
 def _plotted(bundle: Bundle) -> list[tuple[str, str]]:
