@@ -198,7 +198,7 @@ def run_all(args: argparse.Namespace, index: Path) -> list[dict[str, Any]]:
     same = {(e["seed"], e["sumo_seed"], e["setting"], e["dataset"], e.get("fisher", fisher)): e for e in entries}
     have = {(entry_arm(e), e["replicate"], e["setting"], e["dataset"], entry_draws(e)) for e in entries}
     planned: dict[tuple[Any, ...], list[tuple[str, int]]] = {}  # a run to make -> the (arm, replicate)s it serves
-    units: list[tuple[int, dict[str, Any], list[tuple[str, str]]]] = []  # (SUMO seed, replicate, its runs)
+    units: list[tuple[int, dict[str, Any], list[tuple[str, str]]]] = []  # (SUMO seed, replicate, its runs to make)
     for arm in args.vary:
         for r in range(args.replicates):
             data = replicate(base, r, arm)
@@ -220,9 +220,8 @@ def run_all(args: argparse.Namespace, index: Path) -> list[dict[str, Any]]:
                 units.append((sumo_seed, data, left))
     seeds = list(dict.fromkeys(seed for seed, _, _ in units))  # one trace each, recorded by its first replicate
     traces = [next(data for seed, data, _ in units if seed == want) for want in seeds]
-    made: dict[int, list[tuple[dict[str, Any], str, str, dict[str, Any], float, float]]] = {}
-
-    resumed: set[tuple[int, int]] = set()
+    made: dict[int, list[tuple[dict[str, Any], str, str, dict[str, Any], float, float]]] = {}  # trace -> its runs
+    resumed: set[tuple[int, int]] = set()  # (trace, run) of the runs that continue a stopped one
 
     def expand(i: int, trace: Path, trace_s: float) -> list[tuple[dict[str, Any], str | None]]:
         ready = time.perf_counter()
