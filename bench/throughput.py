@@ -18,6 +18,8 @@ For each scenario three runs, one after another on this machine:
     python bench/throughput.py --scenario scenarios/lust_region.yaml --region '{"buffer": 2000}'
     python bench/throughput.py --scenario scenarios/lust_region.yaml --pass-only
     python bench/throughput.py --scenario scenarios/lust_region.yaml --pass-only --duration 1800 --once
+    python bench/throughput.py --scenario scenarios/lust_region.yaml --region '{"buffer": 400}' --pass-only \
+        --duration 3600 --profile 15                             # and where the pass's time goes
 
 Vehicle-seconds per wall-second are the same vehicle-seconds (bare SUMO's count) over each run's
 wall-clock. Prints one table row per run; the figures go into bench/RESULTS.md by hand with the
@@ -123,6 +125,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pass-only", action="store_true", help="no full run (training) after the mobility pass")
     p.add_argument("--duration", type=float, help="simulate this many seconds from the scenario's start instead")
     p.add_argument("--once", action="store_true", help="one mobility pass, not a second one in the same process")
+    p.add_argument(
+        "--profile", type=int, metavar="N", help="after the table, one more pass under cProfile: its N costliest calls"
+    )
     a = p.parse_args(argv)
     data = scenario_data(a.scenario, a.region)
     if a.duration is not None:
@@ -149,6 +154,14 @@ def main(argv: list[str] | None = None) -> int:
             f"{requests if requests is not None else '-'} | {per} |"
         )
     print(json.dumps({"scenario": name, "bare": b, "runs": rows}))
+    if a.profile:  # where the coupling's time goes beyond bare SUMO's step (cProfile slows Python, not libsumo)
+        import cProfile
+        import pstats
+
+        prof = cProfile.Profile()
+        wall = prof.runcall(mobility_pass, data)
+        print(f"mobility pass under cProfile: {wall:.1f} s (bare SUMO {b['wall_s']:.1f} s)")
+        pstats.Stats(prof, stream=sys.stdout).sort_stats("tottime").print_stats(a.profile)
     return 0
 
 

@@ -28,6 +28,15 @@ def test_throughput_puts_the_pass_beside_bare_sumo_on_the_same_vehicles(capsys):
     assert re.search(r"^\| mobility pass \| [0-9.]+ \| [0-9]+ \| [0-9.]+ \| - \| - \|$", out, re.M)
 
 
+def test_throughput_profile_names_where_the_pass_goes(capsys):
+    pytest.importorskip("sumo")
+    throughput = load_script("bench/throughput.py")
+    args = ["--scenario", str(ROOT / "scenarios" / "city.yaml"), "--pass-only", "--duration", "30", "--once"]
+    assert throughput.main([*args, "--profile", "5"]) == 0
+    out = capsys.readouterr().out
+    assert "mobility pass under cProfile:" in out and "simulation_step" in out
+
+
 def test_cluster_costs_projects_the_sweep_with_the_build_shipped_and_built_everywhere(capsys, tmp_path):
     pytest.importorskip("sumo")
     costs = load_script("bench/cluster_costs.py")
