@@ -111,26 +111,31 @@ def test_expected_conv_diagonal_from_one_batched_backward_matches_per_class_auto
     cnn = build_model("cnn", (1, 28, 28), 10)
     x = torch.randn(5, 1, 28, 28)
     ref = reference_diagonal(cnn, x)
-    real_grad = torch.autograd.grad
+    from fl_core.fisher import capture
+
+    real_vjp, real_grad = capture._vjp, torch.autograd.grad
     calls = []
 
     def spy(*args, **kwargs):
-        calls.append(bool(kwargs.get("is_grads_batched")))
-        return real_grad(*args, **kwargs)
+        calls.append(kwargs["batched"])
+        return real_vjp(*args, **kwargs)
 
-    monkeypatch.setattr(torch.autograd, "grad", spy)
+    monkeypatch.setattr(capture, "_vjp", spy)
     got = compute_fisher("diagonal", cnn, x, torch.Generator(), batch_size=3, labels="expected").diag.double()
     torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-9)
     assert calls == [True, True]  # one batched pass per mini-batch, nothing else
 
     def unbatchable(*args, **kwargs):
+        calls.append(True)
+        raise RuntimeError("no batching rule")
+
+    def per_class(*args, **kwargs):
         calls.append(bool(kwargs.get("is_grads_batched")))
-        if kwargs.get("is_grads_batched"):
-            raise RuntimeError("no batching rule")
         return real_grad(*args, **kwargs)
 
     calls.clear()
-    monkeypatch.setattr(torch.autograd, "grad", unbatchable)
+    monkeypatch.setattr(capture, "_vjp", unbatchable)
+    monkeypatch.setattr(torch.autograd, "grad", per_class)
     with pytest.warns(RuntimeWarning, match="one backward pass per class"):
         looped = compute_fisher("diagonal", cnn, x, torch.Generator(), batch_size=3, labels="expected").diag.double()
     torch.testing.assert_close(looped, got, rtol=1e-5, atol=1e-10)
@@ -215,3 +220,44 @@ def test_table2_store_key_is_unchanged_for_sampled_labels():
 
     assert store("sampled") == "d1ed86363eb748c3"  # MNIST alpha 0.1's store in reports/table2_mnist
     assert store("expected") != store("sampled")
+
+
+@pytest.mark.parametrize("labels", ["expected", "sampled"])
+def test_output_gradients_equal_torch_public_call_bit_for_bit(labels):
+    """The Fisher's own engine call (which skips the public call's shape check and its sympy
+    import) gives exactly the gradients of ``torch.autograd.grad`` with the same cotangents."""
+    from fl_core.fisher.capture import _cotangents, _output_grads
+
+    torch.manual_seed(3)
+    model = build_model("mlp", (1, 8, 8), 10, hidden=(16,))
+    outs: list[torch.Tensor] = []
+    for m in model.modules():
+        if isinstance(m, torch.nn.Linear):
+            m.register_forward_hook(lambda _m, _i, o: outs.append(o))
+    logits = model(torch.randn(12, 1, 8, 8))
+    v = _cotangents(logits, FisherLabels(labels), torch.Generator().manual_seed(0))
+    if v.shape[0] == 1:
+        public = [g.unsqueeze(0) for g in torch.autograd.grad(logits, outs, v[0], retain_graph=True)]
+    else:
+        public = list(torch.autograd.grad(logits, outs, v, retain_graph=True, is_grads_batched=True))
+    ours = _output_grads(logits, outs, v, [True])
+    assert len(ours) == len(public) == 2
+    for a, b in zip(ours, public, strict=True):
+        assert a.shape == b.shape and torch.equal(a, b)
+
+
+def test_a_fisher_pass_imports_no_symbolic_shapes():
+    """A process that only trains and takes a Fisher does not pay for sympy (0.3 s a start)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, torch\n"
+        "from fl_core.fisher import compute_fisher\n"
+        "from fl_core.models import build_model\n"
+        "m = build_model('mlp', (1, 8, 8), 10, hidden=(16,))\n"
+        "compute_fisher('diagonal', m, torch.randn(20, 1, 8, 8), batch_size=8, generator=torch.Generator())\n"
+        "print('sympy' in sys.modules, 'torch.fx.experimental.symbolic_shapes' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "False"]

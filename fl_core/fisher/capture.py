@@ -163,10 +163,10 @@ def _output_grads(
     batching rule, a warning says so once and this call goes on with one pass per cotangent
     (the same values to float rounding)."""
     if cotangents.shape[0] == 1:
-        return [g.unsqueeze(0) for g in torch.autograd.grad(logits, outputs, cotangents[0])]
+        return [g.unsqueeze(0) for g in _vjp(logits, outputs, cotangents[0], retain_graph=False, batched=False)]
     if batched[0]:
         try:
-            return list(torch.autograd.grad(logits, outputs, cotangents, retain_graph=True, is_grads_batched=True))
+            return _vjp(logits, outputs, cotangents, retain_graph=True, batched=True)
         except torch.cuda.OutOfMemoryError:
             raise
         except RuntimeError as e:
@@ -181,3 +181,28 @@ def _output_grads(
         torch.autograd.grad(logits, outputs, v, retain_graph=k < len(cotangents) - 1) for k, v in enumerate(cotangents)
     ]
     return [torch.stack(gs) for gs in zip(*per, strict=True)]
+
+
+def _vjp(
+    logits: torch.Tensor, outputs: list[torch.Tensor], v: torch.Tensor, retain_graph: bool, batched: bool
+) -> list[torch.Tensor]:
+    """``torch.autograd.grad(logits, outputs, v, ..., is_grads_batched=batched)``: the same engine
+    call under the same vmap, without the public call's check of ``v``'s shape, whose first use
+    imports torch's symbolic-shapes module and sympy (0.3 s a process; bench/RESULTS.md, "Start-up").
+    ``v`` is built here with ``logits``' shape, so the check has nothing to find. A torch without
+    these internals gets the public call."""
+    try:
+        from torch._vmap_internals import _vmap
+        from torch.autograd.graph import _engine_run_backward
+    except ImportError:  # pragma: no cover - another torch's layout
+        return list(torch.autograd.grad(logits, outputs, v, retain_graph=retain_graph, is_grads_batched=batched))
+    if v.shape[batched:] != logits.shape:
+        raise ValueError(f"cotangents of shape {tuple(v.shape)} for logits of shape {tuple(logits.shape)}")
+    inputs = tuple(outputs)
+
+    def run(g: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return _engine_run_backward((logits,), (g,), retain_graph, False, inputs, False, accumulate_grad=False)
+
+    if batched:
+        return list(_vmap(run, 0, 0, allow_none_pass_through=True)(v))
+    return list(run(v))
