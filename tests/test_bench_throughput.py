@@ -76,7 +76,8 @@ def test_warm_point_loads_every_contribution_and_changes_no_record(tmp_path, cap
     data["federated"]["train"]["epochs"] = 1
     scenario = tmp_path / "short.yaml"
     scenario.write_text(yaml.safe_dump(data))
-    trace = record_trace(load_scenario(scenario), tmp_path / "trace.jsonl")
+    trace = tmp_path / "trace.jsonl"
+    record_trace(load_scenario(scenario), trace)
     warm_point = load_script("bench/warm_point.py")
     assert warm_point.main(["--trace", str(trace), "--scenario", str(scenario)]) == 0
     figures = json.loads(capsys.readouterr().out.strip().splitlines()[-1])

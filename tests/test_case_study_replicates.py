@@ -391,6 +391,30 @@ def test_the_report_states_each_run_s_own_wall_clock(arms):
     assert line.startswith(
         f"- Wall-clock (`runs.json`): {len({e['run'] for e in entries})} runs made in one go, each median "
     )
+    # a fresh trace cache: SUMO recorded each traffic seed's trace once, and each is one pass
+    assert all(e["trace_recorded"] for e in entries)
+    assert "; 2 SUMO passes of the traffic it replays" in line
+
+
+def test_a_trace_the_cache_held_is_no_sumo_pass_in_the_report(arms, tmp_path):
+    """Copying a cached trace takes seconds; the report must not call that a traffic pass."""
+    tool, tmp = arms
+    out = tmp_path / "out"
+    shutil.copytree(tmp / "out", out)
+    entries = json.loads((out / "runs.json").read_text())
+    for e in entries:
+        e["trace_recorded"] = False
+    (out / "runs.json").write_text(json.dumps(entries))
+    assert tool.main(["--report-only", "--out", str(out)]) == 0
+    line = next(x for x in (out / "report.md").read_text().splitlines() if x.startswith("- Wall-clock"))
+    assert "SUMO passes" not in line and "do not record" not in line
+    for e in entries:
+        del e["trace_recorded"]  # entries written before the record said
+    (out / "runs.json").write_text(json.dumps(entries))
+    assert tool.main(["--report-only", "--out", str(out)]) == 0
+    line = next(x for x in (out / "report.md").read_text().splitlines() if x.startswith("- Wall-clock"))
+    assert "SUMO passes" not in line
+    assert f"{len(entries)} entries do not record whether SUMO or the trace cache gave their traffic" in line
 
 
 def test_the_physics_request_queue_comes_from_the_records(quick):

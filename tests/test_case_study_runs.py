@@ -13,11 +13,12 @@ import pytest
 from vmc_sim.reproduction.case_study_runs import run_staged
 
 
-def fake_record(scenario: dict[str, Any], runs: str) -> tuple[str, float]:
-    """A traffic pass: sleeps as long as the scenario says, then names its trace."""
+def fake_record(scenario: dict[str, Any], runs: str) -> tuple[str, float, bool]:
+    """A traffic pass: sleeps as long as the scenario says, then names its trace (SUMO ran unless
+    the scenario says ``cached``)."""
     time.sleep(scenario.get("sleep", 0.0))
     (Path(runs) / f"{scenario['name']}.trace").write_text(scenario["name"])
-    return str(Path(runs) / f"{scenario['name']}.trace"), scenario.get("sleep", 0.0)
+    return str(Path(runs) / f"{scenario['name']}.trace"), scenario.get("sleep", 0.0), not scenario.get("cached")
 
 
 def fake_run(task: dict[str, Any], runs: str, threads: int | None, resume: str | None) -> tuple[str, str]:
@@ -33,8 +34,9 @@ def staged(tmp_path: Path, traces: list[dict[str, Any]], runs_of: dict[int, list
     done: list[tuple[int, int, str]] = []
     expanded: list[int] = []
 
-    def expand(i: int, trace: Path, seconds: float) -> list[tuple[dict[str, Any], str | None]]:
+    def expand(i: int, trace: Path, seconds: float, sumo_ran: bool) -> list[tuple[dict[str, Any], str | None]]:
         assert trace.read_text() == traces[i]["name"]  # recorded before its runs are asked for
+        assert sumo_ran is not traces[i].get("cached", False)
         expanded.append(i)
         return [({**t, "trace": str(trace)}, None) for t in runs_of[i]]
 
@@ -52,7 +54,7 @@ def staged(tmp_path: Path, traces: list[dict[str, Any]], runs_of: dict[int, list
 
 @pytest.mark.parametrize("jobs", [1, 2])
 def test_every_trace_once_and_every_run_after_its_trace(tmp_path, jobs):
-    traces = [{"name": "t0"}, {"name": "t1", "sleep": 0.2}]
+    traces = [{"name": "t0"}, {"name": "t1", "sleep": 0.2, "cached": True}]
     runs_of = {0: [{"name": "a"}, {"name": "b"}], 1: [{"name": "c"}]}
     done, expanded, error = staged(tmp_path, traces, runs_of, jobs)
     assert error is None and sorted(expanded) == [0, 1]

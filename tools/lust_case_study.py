@@ -163,7 +163,8 @@ def run_datasets(args: argparse.Namespace, datasets: list[str]) -> list[tuple[Pa
     from vmc_sim.rundir.directory import new_run_dir
 
     first = scenario_for(args, datasets[0], None)
-    trace = case_study_runs.record_trace(first, new_run_dir(args.runs, f"{first.name}-trace") / "trace.jsonl")
+    trace = new_run_dir(args.runs, f"{first.name}-trace") / "trace.jsonl"
+    case_study_runs.record_trace(first, trace)
     tasks = [pin_costs(scenario_for(args, d, trace), costs).model_dump(mode="json") for d in datasets]
     return run_pool(args, tasks)
 

@@ -221,11 +221,13 @@ def run_all(args: argparse.Namespace, index: Path) -> list[dict[str, Any]]:
     seeds = list(dict.fromkeys(seed for seed, _, _ in units))  # one trace each, recorded by its first replicate
     traces = [next(data for seed, data, _ in units if seed == want) for want in seeds]
     made: dict[int, list[tuple[dict[str, Any], str, str, dict[str, Any], float, float]]] = {}  # trace -> its runs
+    sumo_ran: dict[int, bool] = {}  # trace -> whether SUMO recorded it (False: the trace cache held it)
     resumed: set[tuple[int, int]] = set()  # (trace, run) of the runs that continue a stopped one
 
-    def expand(i: int, trace: Path, trace_s: float) -> list[tuple[dict[str, Any], str | None]]:
+    def expand(i: int, trace: Path, trace_s: float, recorded: bool) -> list[tuple[dict[str, Any], str | None]]:
         ready = time.perf_counter()
         made[i] = []
+        sumo_ran[i] = recorded
         for _, data, wanted in (u for u in units if u[0] == seeds[i]):
             for s, d in wanted:
                 made[i].append((data, s, d, task(data, s, d, trace, draws == "own"), trace_s, ready))
@@ -254,6 +256,7 @@ def run_all(args: argparse.Namespace, index: Path) -> list[dict[str, Any]]:
                     "sumo_seed": sumo_seed,
                     "run": str(run),
                     "trace_s": trace_s,
+                    "trace_recorded": sumo_ran[i],  # False: trace_s is the cache's copy, not a SUMO pass
                     "run_s": run_s,  # from its resumption when it continued a stopped run
                     "resumed": (i, j) in resumed,
                     "finished_after_s": time.perf_counter() - ready,

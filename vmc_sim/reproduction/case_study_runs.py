@@ -16,10 +16,11 @@ if TYPE_CHECKING:
     from ..scenario.schema import Scenario
 
 
-def record_trace(scenario: Scenario, path: Path) -> Path:
+def record_trace(scenario: Scenario, path: Path) -> bool:
     """Step the scenario's live mobility source alone, as the co-simulation's mobility process
     does (from its start, one step length at a time, until the duration is over or SUMO ends),
-    recording the trace at ``path``: the trace a live run of ``scenario`` records."""
+    recording the trace at ``path``: the trace a live run of ``scenario`` records. True when SUMO
+    ran, False when the trace cache held the trace."""
     from ..cosim import open_source
     from ..scenario.inputs import check_inputs
 
@@ -42,20 +43,22 @@ def record_trace(scenario: Scenario, path: Path) -> Path:
         )
     elif cached:
         print(f"mobility: SUMO recorded the trace, kept in {scenario.mobility.trace_cache} for later runs", flush=True)
-    return path
+    return not cached.get("hit")
 
 
-def trace_job(scenario: dict[str, Any], runs: str) -> tuple[str, float]:
+def trace_job(scenario: dict[str, Any], runs: str) -> tuple[str, float, bool]:
     """Record the traffic of ``scenario`` (a JSON dict) into a new ``<name>-trace`` run directory
-    under ``runs``: the trace's path and the seconds it took. The pool's other unit of work."""
+    under ``runs``: the trace's path, the seconds it took and whether SUMO ran (False: the trace
+    cache held it, and the seconds are a copy's). The pool's other unit of work."""
     from ..rundir.directory import new_run_dir
     from ..scenario.config import load_model
     from ..scenario.schema import Scenario
 
     t0 = time.perf_counter()
     live = load_model(Scenario, None, scenario)
-    path = record_trace(live, new_run_dir(runs, f"{live.name}-trace") / "trace.jsonl")
-    return str(path), time.perf_counter() - t0
+    path = new_run_dir(runs, f"{live.name}-trace") / "trace.jsonl"
+    sumo_ran = record_trace(live, path)
+    return str(path), time.perf_counter() - t0, sumo_ran
 
 
 def run_one(
@@ -87,9 +90,10 @@ def worker_threads(workers: int) -> int | None:
     return None if "OMP_NUM_THREADS" in os.environ else max(1, (os.cpu_count() or 1) // workers)
 
 
-#: What :func:`run_staged` asks for once trace ``i`` is recorded: the runs that replay it, each a
-#: scenario (JSON dict) and the unfinished run directory it continues, if any.
-Expand = Callable[[int, Path, float], list[tuple[dict[str, Any], str | None]]]
+#: What :func:`run_staged` asks for once trace ``i`` is recorded (its path, seconds and whether SUMO
+#: ran): the runs that replay it, each a scenario (JSON dict) and the unfinished run directory it
+#: continues, if any.
+Expand = Callable[[int, Path, float, bool], list[tuple[dict[str, Any], str | None]]]
 
 
 def run_staged(
@@ -99,13 +103,13 @@ def run_staged(
     jobs: int,
     on_done: Callable[[int, int, Path, Path, float], None],
     *,
-    record: Callable[[dict[str, Any], str], tuple[str, float]] = trace_job,
+    record: Callable[[dict[str, Any], str], tuple[str, float, bool]] = trace_job,
     run: Callable[[dict[str, Any], str, int | None, str | None], tuple[str, str]] = run_one,
 ) -> None:
     """Record every trace of ``traces`` and make the runs that replay it, ``jobs`` at a time
     (``record`` and ``run`` do one of each: :func:`trace_job`, :func:`run_one`).
 
-    ``expand(i, trace, seconds)`` turns trace ``i``, once recorded, into its runs; ``on_done(i, j,
+    ``expand(i, trace, seconds, sumo_ran)`` turns trace ``i``, once recorded, into its runs; ``on_done(i, j,
     run, plot, seconds)`` is called as run ``j`` of trace ``i`` finishes (in completion order, with
     the wall-clock seconds the run itself took), so a caller can record progress that survives a
     later failure. With one job everything runs here, in order;
@@ -115,8 +119,8 @@ def run_staged(
     """
     if jobs <= 1:
         for i, t in enumerate(traces):
-            path, seconds = record(t, runs)
-            for j, (task, resume) in enumerate(expand(i, Path(path), seconds)):
+            path, seconds, sumo_ran = record(t, runs)
+            for j, (task, resume) in enumerate(expand(i, Path(path), seconds, sumo_ran)):
                 t0 = time.perf_counter()
                 path_run, plot = run(task, runs, None, resume)
                 on_done(i, j, Path(path_run), Path(plot), time.perf_counter() - t0)
@@ -127,7 +131,7 @@ def run_staged(
     threads = worker_threads(jobs)
     waiting_traces = list(range(len(traces)))
     waiting_runs: list[tuple[int, int, dict[str, Any], str | None]] = []
-    busy: dict[Future[tuple[str, Any]], tuple[int, int, float]] = {}  # (trace, run or -1, when it started)
+    busy: dict[Future[tuple[Any, ...]], tuple[int, int, float]] = {}  # (trace, run or -1, when it started)
     error: BaseException | None = None  # the first failure: nothing new starts, what runs is kept
     with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
         while busy or (error is None and (waiting_traces or waiting_runs)):
@@ -142,12 +146,12 @@ def run_staged(
             for f in finished:
                 i, j, started = busy.pop(f)
                 try:
-                    first, second = f.result()
+                    result = f.result()
                     if j < 0:
-                        made = expand(i, Path(first), float(second))
+                        made = expand(i, Path(result[0]), float(result[1]), bool(result[2]))
                         waiting_runs += [(i, k, task, resume) for k, (task, resume) in enumerate(made)]
                     else:
-                        on_done(i, j, Path(first), Path(second), time.perf_counter() - started)
+                        on_done(i, j, Path(result[0]), Path(result[1]), time.perf_counter() - started)
                 except Exception as e:  # noqa: BLE001 - re-raised once the runs in flight are kept
                     error = error or e
     if error is not None:

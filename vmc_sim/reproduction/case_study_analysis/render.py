@@ -84,17 +84,25 @@ def _provenance_lines(prov: dict[str, Any], bundle: Bundle) -> list[str]:
         lines.append("- " + "; ".join(parts) + ".")
     for note in prov.get("notes", []):
         lines.append(f"- {note}")
-    own = {e["run"]: (float(e["trace_s"] or 0.0), float(e["run_s"])) for e in bundle.index if "run_s" in e}
+    own = {e["run"]: float(e["run_s"]) for e in bundle.index if "run_s" in e}
     if own:  # each run's own wall-clock (runs made side by side, traffic passes overlapping them)
-        passes = sorted(t for t, _ in own.values() if t > 1.0)  # a trace taken from the cache costs ~0
+        # a pass is counted where SUMO recorded it (once per traffic seed); a trace the cache held is a copy
+        recorded = {(e["sumo_seed"], e["trace_s"]) for e in bundle.index if e.get("trace_recorded")}
+        passes = sorted(float(t) for _, t in recorded)
         whole = {e["run"] for e in bundle.index if "run_s" in e and not e.get("resumed")}
-        runs = sorted(r for run, (_, r) in own.items() if run in whole)
+        runs = sorted(r for run, r in own.items() if run in whole)
         cut = len(own) - len(whole)
+        unknown = sum(1 for e in bundle.index if "run_s" in e and "trace_recorded" not in e)
         lines.append(
             f"- Wall-clock (`runs.json`): {len(runs)} runs made in one go, each "
             + (f"{_spread(runs)} s of its own" if runs else "none")
             + (f" ({cut} more continued after a stop, not counted)" if cut else "")
             + (f"; {len(passes)} SUMO passes of the traffic it replays, {_spread(passes)} s each" if passes else "")
+            + (
+                f"; {unknown} entries do not record whether SUMO or the trace cache gave their traffic"
+                if unknown
+                else ""
+            )
             + "."
         )
         return lines
