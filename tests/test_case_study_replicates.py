@@ -10,6 +10,7 @@ import csv
 import json
 import math
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -451,3 +452,20 @@ def test_the_dwell_and_job_distributions_are_committed_as_data(quick):
             if jobs:
                 assert dwell_summary(jobs)["median"] == pytest.approx(float(run[f"{method}_job_median_s"]))
     assert "`distributions.csv`" in (tmp / "out" / "report.md").read_text()
+
+
+def test_the_per_run_table_rounds_what_runs_csv_holds_in_full(arms):
+    """runs.csv keeps every digit; the report shows decimals to two places and shares in per cent."""
+    _, tmp = arms
+    lines = (tmp / "out" / "report.md").read_text().splitlines()
+    start = next(i for i, x in enumerate(lines) if x.startswith("Per run (`runs.csv`"))
+    header = [c.strip() for c in lines[start + 2].strip("|").split("|")]
+    table = lines[start + 4 : next(i for i in range(start + 4, len(lines)) if not lines[i].startswith("| "))]
+    cells = [[c.strip() for c in x.strip("|").split("|")] for x in table]
+    assert len(cells) == len(rows(tmp / "out" / "runs.csv"))
+    for row in cells:
+        for column, cell in zip(header, row, strict=True):
+            if column.endswith("_longer_than_median_dwell") and cell != "-":
+                assert re.fullmatch(r"\d+\.\d %", cell), (column, cell)
+            else:
+                assert not re.fullmatch(r"-?\d+\.\d{3,}", cell), (column, cell)

@@ -243,7 +243,7 @@ def spread_claims(acc: dict[tuple, list[dict[str, Any]]]) -> list[Claim]:
             else:
                 ratio, p = test
                 driver = "the traffic seed" if ratio > 1 else "the member draw"
-                verdict = f"variance ratio {ratio:.2f}, p = {p:.3f}: " + (
+                verdict = f"variance ratio {ratio:.3g}, p = {p:.3f}: " + (
                     f"{driver} drives the spread" if p < 0.05 else "no difference detected"
                 )
             sd = f"SD traffic {interval(a).std:.2f} (n={len(a)}), members {interval(b).std:.2f} (n={len(b)})"

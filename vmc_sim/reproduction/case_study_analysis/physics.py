@@ -23,7 +23,19 @@ def runs_section(bundle: Bundle) -> list[str]:
         if (bundle.path / "distributions.csv").is_file()
         else ""
     )
-    return [f"Per run (`runs.csv`, from each run's manifest):{every}", "", report.md_table(bundle.runs, cols), ""]
+    rows = [{c: _cell(c, v) for c, v in r.items()} for r in bundle.runs]
+    return [f"Per run (`runs.csv`, from each run's manifest):{every}", "", report.md_table(rows, cols), ""]
+
+
+def _cell(column: str, value: Any) -> str:
+    """A ``runs.csv`` cell as the report shows it: shares in per cent, other decimals to two places,
+    counts, seeds and names as written."""
+    x = num(value)
+    if x is None or not any(ch in str(value) for ch in ".eE"):
+        return "-" if value in (None, "") else str(value)
+    if column.endswith("_longer_than_median_dwell"):
+        return f"{100 * x:.1f} %"
+    return f"{x:.2f}"
 
 
 def physics_section(bundle: Bundle) -> list[str]:
