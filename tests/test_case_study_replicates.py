@@ -469,3 +469,17 @@ def test_the_per_run_table_rounds_what_runs_csv_holds_in_full(arms):
                 assert re.fullmatch(r"\d+\.\d %", cell), (column, cell)
             else:
                 assert not re.fullmatch(r"-?\d+\.\d{3,}", cell), (column, cell)
+
+
+def test_the_top_table_is_the_arm_that_varies_both_seeds():
+    """With three arms the headline table shows arm both, one row per claim; the others are further down."""
+    from vmc_sim.reproduction.case_study_analysis.render import headline_rows
+
+    rows = [{"claim": c, "arm": a} for c in ("C-COMM", "C-TIME") for a in ("both", "members", "traffic")]
+    top, note = headline_rows(rows)
+    assert top == [{"claim": "C-COMM", "arm": "both"}, {"claim": "C-TIME", "arm": "both"}]
+    assert "the arms that vary one of them (members, traffic)" in note
+    only = [r for r in rows if r["arm"] == "both"]
+    assert headline_rows(only) == (only, "")  # one arm: as it is, nothing said
+    traffic = [r for r in rows if r["arm"] != "both"]
+    assert headline_rows(traffic) == (traffic, "")  # no arm both: every row, with its arm in claims.csv

@@ -175,7 +175,8 @@ def render(path: str | Path) -> dict[str, str]:
         headline = f"{pinned} ({COMM[c]}, {TIME[t]}), {how} as 'Which accounting the seed pins' measures"
     else:
         headline = "none pinned ('Which accounting the seed pins')"
-    top = [c.row() for c in found if c.claim in PAPER_CLAIMS_TOP]
+    top, arm_note = headline_rows([c.row() for c in found if c.claim in PAPER_CLAIMS_TOP])
+    arm_col = ["arm"] if len({r.get("arm") for r in top}) > 1 else []  # arms side by side: say which row is which
     body: list[str] = [
         "Runs (`provenance.json`, `runs.json`):",
         "",
@@ -192,12 +193,12 @@ def render(path: str | Path) -> dict[str, str]:
         "",
         "## Paper | ours | replicates that agree",
         "",
-        f"Paper setting; accounting {headline}.",
+        f"Paper setting; accounting {headline}.{arm_note}",
         "",
         _table(
             top,
-            ["claim", "dataset", "fisher", "paper", "ours", "per_replicate", "agree", "verdict"],
-            ["claim", "dataset", "fisher", "paper", "ours", "per replicate", "agree", "verdict"],
+            ["claim", "dataset", "fisher", *arm_col, "paper", "ours", "per_replicate", "agree", "verdict"],
+            ["claim", "dataset", "fisher", *arm_col, "paper", "ours", "per replicate", "agree", "verdict"],
         ),
         "",
         "Claims: " + "; ".join(f"{k} {v}" for k, v in CLAIMS.items()) + ". Ours: mean ± 95 % Student-t half-width (n).",
@@ -411,3 +412,17 @@ def write(path: str | Path, plots: Callable[[Bundle], None] | None = None) -> Pa
     for name, text in render(path).items():
         report.replace_text(Path(path) / name, text)
     return Path(path) / "report.md"
+
+
+def headline_rows(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str]:
+    """The claims of the top table and what it says of them: with several arms, only arm both (the
+    design that varies both seeds), one row per claim; the other arms are in the full claims table."""
+    arms = sorted({str(r.get("arm")) for r in rows})
+    if len(arms) < 2 or "both" not in arms:
+        return rows, ""
+    others = ", ".join(a for a in arms if a != "both")
+    note = (
+        " Arm both (the traffic seed and the member draw varied together); the arms that vary one of them "
+        f"({others}) are in 'Claims of PLAN.md, one by one'."
+    )
+    return [r for r in rows if r.get("arm") == "both"], note
