@@ -198,3 +198,38 @@ def test_each_dataset_s_own_draws_are_counted(tmp_path):
 def test_a_directory_without_provenance_is_refused(tmp_path):
     with pytest.raises(FileNotFoundError, match="provenance"):
         ca.load(tmp_path)
+
+
+def test_the_committed_overview_is_regenerated_byte_for_byte():
+    from vmc_sim.reproduction.case_study_analysis.overview import command_names, render_overview
+
+    committed = (CASE / "overview.md").read_text()
+    names = command_names(committed)
+    assert names and all((CASE / n / "claims.csv").is_file() for n in names)
+    assert render_overview(CASE, names) == committed, (
+        "reports/lust_case_study/overview.md is not what its sources give: regenerate it with "
+        f"python tools/lust_case_study_overview.py {' '.join(names)}"
+    )
+
+
+def test_the_overview_takes_every_row_from_its_sources_and_lists_what_awaits(tmp_path):
+    """A changed verdict in a source's claims.csv shows in the overview; a named directory without
+    claims is listed as awaiting its runs; paths instead of names are refused."""
+    from conftest import load_script
+
+    from vmc_sim.reproduction.case_study_analysis.overview import render_overview
+
+    shutil.copytree(CASE / "replicates", tmp_path / "replicates")
+    (tmp_path / "PLAN.md").write_text("plan")
+    claims = tmp_path / "replicates" / "claims.csv"
+    claims.write_text(claims.read_text().replace("-24.42 ± 3.07 (n=5),-20.34", "-99.00 ± 3.07 (n=5),-20.34", 1))
+    text = render_overview(tmp_path, ["replicates", "plan_kfac"])
+    line = next(x for x in text.splitlines() if x.startswith("| C-COMM | mnist | diagonal |"))
+    assert "-99.00 ± 3.07 (n=5)" in line and "[`replicates`](replicates/report.md)" in line
+    assert "- Awaiting their runs (no `claims.csv` yet): `plan_kfac/`." in text
+    tool = load_script("tools/lust_case_study_overview.py")
+    with pytest.raises(SystemExit):
+        tool.main(["--root", str(tmp_path), "../replicates"])
+    assert not (tmp_path / "overview.md").exists()
+    assert tool.main(["--root", str(tmp_path), "replicates"]) == 0
+    assert (tmp_path / "overview.md").read_text() == render_overview(tmp_path, ["replicates"])
