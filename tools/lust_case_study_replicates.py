@@ -19,7 +19,10 @@ skips the runs already there and resumes one that stopped part-way (from its run
 what it recorded), so a long reproduction can be stopped and continued. ``--fisher kfac`` runs the
 seed's K-FAC setting (``FISHERS``).
 
-What the runs leave in OUT: ``runs.json``, ``replicates.csv`` (per run and method), ``requests.csv``
+What the runs leave in OUT: ``runs.json`` (per run: its arm, seeds and run directory; ``run_s``,
+the seconds it took itself, from its resumption where ``resumed``; ``trace_s``, the seconds its
+traffic took, a SUMO pass where ``trace_recorded`` and the trace cache's copy otherwise),
+``replicates.csv`` (per run and method), ``requests.csv``
 (per record, with each record's time in seed 000's accounting), ``runs.csv`` (per run: traffic,
 dwell, job times, from its manifest), ``distributions.csv`` (every visit's dwell and every job's
 time behind those) and ``provenance.json`` (when, where, from which commit, by which command); the
