@@ -8,25 +8,19 @@ byte. A named directory without a ``claims.csv`` is listed as awaiting its runs,
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from .. import report
-from .data import order
+from .data import order, read_csv
 from .render import PAPER_CLAIMS_TOP, headline_rows
 
 #: The file this module writes into the case study's directory.
 NAME = "overview.md"
 #: How the overview names its own command (the test reads the directories back from it).
 COMMAND = "python tools/lust_case_study_overview.py"
-
-
-def _claims(path: Path) -> list[dict[str, Any]]:
-    return list(csv.DictReader(io.StringIO((path / "claims.csv").read_text())))
 
 
 def _source_line(name: str, path: Path) -> str:
@@ -56,7 +50,7 @@ def render_overview(root: str | Path, names: Sequence[str]) -> str:
             waiting.append(name)
             continue
         sources.append(_source_line(name, path))
-        paper = [r for r in _claims(path) if r["setting"] == "paper" and r["claim"] in PAPER_CLAIMS_TOP]
+        paper = [r for r in read_csv(path / "claims.csv") if r["setting"] == "paper" and r["claim"] in PAPER_CLAIMS_TOP]
         top, _ = headline_rows(paper)
         rows += [{**r, "source": f"[`{name}`]({name}/report.md)", "_source": i} for r in top]
     rows.sort(
