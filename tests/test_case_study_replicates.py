@@ -174,7 +174,7 @@ def test_the_paper_accounting_prices_time_on_board_only(quick):
             assert paper["time_saving_pct"] is None and rows_["fsosa"]["compute_time_s"] is None
 
 
-def test_an_unfinished_run_is_continued_not_started_again(quick, tmp_path, monkeypatch):
+def test_an_unfinished_run_is_continued_not_started_again(quick, tmp_path, monkeypatch, capsys):
     import vmc_sim.cosim as cosim
     from mobility.errors import SumoError
 
@@ -215,6 +215,10 @@ def test_an_unfinished_run_is_continued_not_started_again(quick, tmp_path, monke
     (broken,) = [p for p in (tmp_path / "runs").iterdir() if "-trace-" not in p.name]
     kept = list(RunDir(broken).records())
     assert RunDir(broken).manifest()["status"] == "failed" and 0 < len(kept) < len(list(RunDir(done["run"]).records()))
+    capsys.readouterr()
+    assert tool.main([*args, "--status"]) == 0  # what a rerun will do, said before it does it
+    said = capsys.readouterr().out
+    assert "runs to make: 1, of them 1 recorded part-way" in said and f"part-way: {broken}" in said
     assert tool.main(args) == 0
     (entry,) = json.loads((tmp_path / "out" / "runs.json").read_text())
     assert entry["run"] == str(broken) and entry["resumed"]  # the same directory, continued
@@ -483,3 +487,23 @@ def test_the_top_table_is_the_arm_that_varies_both_seeds():
     assert headline_rows(only) == (only, "")  # one arm: as it is, nothing said
     traffic = [r for r in rows if r["arm"] != "both"]
     assert headline_rows(traffic) == (traffic, "")  # no arm both: every row, with its arm in claims.csv
+
+
+def test_status_says_what_is_recorded_and_what_is_left_and_changes_nothing(arms, capsys):
+    tool, tmp = arms
+    args = ["--quick", "--epochs", "2", "--settings", "paper", "--vary", "traffic", "members", "both"]
+    args += ["--dataset-draws", "own", "--runs", str(tmp / "runs"), "--out", str(tmp / "out")]
+    args += ["--contribution-cache", str(tmp / "cache"), "--trace-cache", str(tmp / "traces")]
+    before = sorted((p.relative_to(tmp), p.stat().st_mtime_ns) for p in tmp.rglob("*"))
+    capsys.readouterr()
+    assert tool.main([*args, "--replicates", "2", "--status"]) == 0
+    out = capsys.readouterr().out
+    assert "6 of 6 (arm, replicate, setting, dataset) entries recorded" in out
+    assert "runs to make: 0, of them 0 recorded part-way" in out
+    assert tool.main([*args, "--replicates", "3", "--status"]) == 0
+    out = capsys.readouterr().out
+    # a third replicate in each arm: three runs (no two arms share r = 2), on traffic seeds 42 and 44
+    assert "6 of 9 (arm, replicate, setting, dataset) entries recorded" in out
+    assert "runs to make: 3, of them 0 recorded part-way" in out
+    assert "traffic seeds they replay (SUMO unless the trace cache holds them): 42, 44" in out
+    assert sorted((p.relative_to(tmp), p.stat().st_mtime_ns) for p in tmp.rglob("*")) == before

@@ -37,6 +37,9 @@ fixes), so ``--report-only`` writes it again from a directory whose run director
     python tools/lust_case_study_replicates.py --datasets mnist --settings paper --replicates 10 \
         --vary traffic members both --dataset-draws own --jobs 2 --out reports/lust_case_study/plan_mnist
     python tools/lust_case_study_replicates.py --report-only --out reports/lust_case_study/replicates
+
+The same command with ``--status`` says how much of it OUT records and what a rerun would make
+(runs left, those recorded part-way, the traffic seeds they replay), and changes nothing.
 """
 
 from __future__ import annotations
@@ -104,6 +107,19 @@ def merge(base: dict[str, Any], change: dict[str, Any]) -> dict[str, Any]:
     for k, v in change.items():
         out[k] = merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else copy.deepcopy(v)
     return out
+
+
+def default_caches(args: argparse.Namespace) -> None:
+    """Fill ``--trace-cache`` and ``--contribution-cache`` with their defaults (under ``$VMC_CACHE``)
+    where not given: the runs' scenarios name them, so a run is found again only with the same."""
+    if args.trace_cache is None:
+        from mobility.trace_cache import default_root
+
+        args.trace_cache = default_root()
+    if args.contribution_cache is None:
+        from fl_core.cache import default_root as contributions_root
+
+        args.contribution_cache = contributions_root()
 
 
 def base_scenario(args: argparse.Namespace) -> dict[str, Any]:
@@ -188,20 +204,23 @@ def entry_draws(e: dict[str, Any]) -> str:
     return str(e.get("dataset_draws") or "shared")
 
 
-def run_all(args: argparse.Namespace, index: Path) -> list[dict[str, Any]]:
-    """Every (arm, replicate, setting, dataset) run, skipping those ``index`` already holds; a run
-    another arm already made (or is about to make) with the same seeds is recorded again under this
-    arm, not rerun. Each traffic seed's trace is recorded once and replayed by every run on it;
-    with ``--jobs`` above one the later replicates' traffic passes overlap earlier runs
-    (:func:`case_study_runs.run_staged`)."""
-    entries = case_study_runs.read_index(index)
+Unit = tuple[int, dict[str, Any], list[tuple[str, str]]]  # (SUMO seed, replicate scenario, its runs to make)
+
+
+def plan_runs(
+    args: argparse.Namespace, entries: list[dict[str, Any]], base: dict[str, Any]
+) -> tuple[list[dict[str, Any]], dict[tuple[Any, ...], list[tuple[str, int]]], list[Unit]]:
+    """What the (arm, replicate, setting, dataset) runs of ``args`` still need beside ``entries``
+    (``runs.json``): the entries to add for runs another arm already made with the same seeds, the
+    runs to make (each with the (arm, replicate)s it serves) and the units that make them, one per
+    replicate with runs left. Nothing is written or run."""
     draws = args.dataset_draws
-    base = base_scenario(args)
     fisher = base["federated"]["train"]["fisher"]
     same = {(e["seed"], e["sumo_seed"], e["setting"], e["dataset"], e.get("fisher", fisher)): e for e in entries}
     have = {(entry_arm(e), e["replicate"], e["setting"], e["dataset"], entry_draws(e)) for e in entries}
+    again: list[dict[str, Any]] = []
     planned: dict[tuple[Any, ...], list[tuple[str, int]]] = {}  # a run to make -> the (arm, replicate)s it serves
-    units: list[tuple[int, dict[str, Any], list[tuple[str, str]]]] = []  # (SUMO seed, replicate, its runs to make)
+    units: list[Unit] = []
     for arm in args.vary:
         for r in range(args.replicates):
             data = replicate(base, r, arm)
@@ -212,8 +231,7 @@ def run_all(args: argparse.Namespace, index: Path) -> list[dict[str, Any]]:
                     continue
                 key = (task(data, s, d, Path("-"), draws == "own")["seed"], sumo_seed, s, d, fisher)
                 if key in same:  # the same run under another arm: recorded, not run again
-                    entries.append({**same[key], "arm": arm, "replicate": r, "dataset_draws": draws})
-                    report.replace_text(index, json.dumps(entries, indent=1))
+                    again.append({**same[key], "arm": arm, "replicate": r, "dataset_draws": draws})
                 elif key in planned:  # made by an earlier unit of this invocation, recorded for both
                     planned[key].append((arm, r))
                 else:
@@ -221,6 +239,53 @@ def run_all(args: argparse.Namespace, index: Path) -> list[dict[str, Any]]:
                     left.append((s, d))
             if left:
                 units.append((sumo_seed, data, left))
+    return again, planned, units
+
+
+def status(args: argparse.Namespace, index: Path) -> str:
+    """What ``--status`` prints: how much of the command is recorded in ``index`` and what is left
+    (runs to make, those an earlier invocation left part-way, the traffic seeds they replay)."""
+    default_caches(args)
+    entries = case_study_runs.read_index(index)
+    base = base_scenario(args)
+    again, planned, units = plan_runs(args, entries, base)
+    wanted = len(args.vary) * args.replicates * len(args.settings) * len(args.datasets)
+    recorded = len(entries) + len(again)
+    draws = args.dataset_draws == "own"
+    part_way = [
+        name
+        for _, data, left in units
+        for s, d in left
+        if (name := case_study_runs.unfinished(Path(args.runs), task(data, s, d, Path("-"), draws))) is not None
+    ]
+    seeds = sorted({seed for seed, _, _ in units})
+    lines = [
+        f"{index}: {recorded} of {wanted} (arm, replicate, setting, dataset) entries recorded"
+        + (f" ({len(again)} of them by runs another arm made, recorded at the next run)" if again else ""),
+        f"runs to make: {len(planned)}, of them {len(part_way)} recorded part-way (continued, not restarted)",
+    ]
+    lines += [f"  part-way: {p}" for p in part_way]
+    if seeds:
+        lines.append(
+            f"traffic seeds they replay (SUMO unless the trace cache holds them): {', '.join(map(str, seeds))}"
+        )
+    return "\n".join(lines)
+
+
+def run_all(args: argparse.Namespace, index: Path) -> list[dict[str, Any]]:
+    """Every (arm, replicate, setting, dataset) run, skipping those ``index`` already holds; a run
+    another arm already made (or is about to make) with the same seeds is recorded again under this
+    arm, not rerun. Each traffic seed's trace is recorded once and replayed by every run on it;
+    with ``--jobs`` above one the later replicates' traffic passes overlap earlier runs
+    (:func:`case_study_runs.run_staged`)."""
+    entries = case_study_runs.read_index(index)
+    draws = args.dataset_draws
+    base = base_scenario(args)
+    fisher = base["federated"]["train"]["fisher"]
+    again, planned, units = plan_runs(args, entries, base)
+    if again:
+        entries += again
+        report.replace_text(index, json.dumps(entries, indent=1))
     seeds = list(dict.fromkeys(seed for seed, _, _ in units))  # one trace each, recorded by its first replicate
     traces = [next(data for seed, data, _ in units if seed == want) for want in seeds]
     made: dict[int, list[tuple[dict[str, Any], str, str, dict[str, Any], float, float]]] = {}  # trace -> its runs
@@ -416,6 +481,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default=str(ROOT / "tools" / "out" / "lust_case_study_replicates"))
     p.add_argument("--quick", action="store_true", help="embedded city, digits/mlp, 10 requests, 3 replicates")
     p.add_argument("--report-only", action="store_true", help="only write the report from OUT's data files")
+    p.add_argument(
+        "--status",
+        action="store_true",
+        help="say how much of this command OUT records and what is left; change nothing",
+    )
     p.add_argument("--vary", nargs="+", choices=list(ARMS), default=["both"], help="which seeds a replicate moves")
     p.add_argument(
         "--dataset-draws",
@@ -436,6 +506,9 @@ def main(argv: list[str] | None = None) -> int:
     from vmc_sim.rundir.lock import RunLock, RunLockedError
     from vmc_sim.rundir.outputs import OutputRefused, claim_parent
 
+    if args.status:  # reads only: no lock taken, so it answers while another invocation writes OUT
+        print(status(args, Path(args.out) / "runs.json"))
+        return 0
     try:  # neither inside a run or sweep directory, checked before anything is made
         claim_parent(args.runs)
         out = report.out_dir(args.out)
@@ -463,14 +536,7 @@ def write(args: argparse.Namespace, out: Path) -> int:
             raise NothingToReport(f"{out}: no provenance.json beside the data to report")
         print(analysis.write(out, plots=plotter).read_text())
         return 0
-    if args.trace_cache is None:
-        from mobility.trace_cache import default_root
-
-        args.trace_cache = default_root()
-    if args.contribution_cache is None:
-        from fl_core.cache import default_root as contributions_root
-
-        args.contribution_cache = contributions_root()
+    default_caches(args)
     index = out / "runs.json"
     t0 = time.perf_counter()
     before = len(case_study_runs.read_index(index))
