@@ -56,7 +56,7 @@ from vmc_sim.cosim import replay_mobility
 from vmc_sim.reproduction import case_study_analysis as analysis
 from vmc_sim.reproduction import case_study_replicates as rep
 from vmc_sim.reproduction import case_study_runs, report
-from vmc_sim.reproduction.case_study import per_request, setting
+from vmc_sim.reproduction.case_study import per_request
 from vmc_sim.rundir.directory import RunDir
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -194,16 +194,6 @@ def task(data: dict[str, Any], setting_name: str, dataset: str, trace: Path, own
     return out
 
 
-def entry_arm(e: dict[str, Any]) -> str:
-    """An entry's arm; runs recorded before ``--vary`` moved both seeds."""
-    return str(e.get("arm") or "both")
-
-
-def entry_draws(e: dict[str, Any]) -> str:
-    """An entry's dataset draws; runs recorded before ``--dataset-draws`` shared them."""
-    return str(e.get("dataset_draws") or "shared")
-
-
 Unit = tuple[int, dict[str, Any], list[tuple[str, str]]]  # (SUMO seed, replicate scenario, its runs to make)
 
 
@@ -217,7 +207,7 @@ def plan_runs(
     draws = args.dataset_draws
     fisher = base["federated"]["train"]["fisher"]
     same = {(e["seed"], e["sumo_seed"], e["setting"], e["dataset"], e.get("fisher", fisher)): e for e in entries}
-    have = {(entry_arm(e), e["replicate"], e["setting"], e["dataset"], entry_draws(e)) for e in entries}
+    have = {(rep.entry_arm(e), e["replicate"], e["setting"], e["dataset"], rep.entry_draws(e)) for e in entries}
     again: list[dict[str, Any]] = []
     planned: dict[tuple[Any, ...], list[tuple[str, int]]] = {}  # a run to make -> the (arm, replicate)s it serves
     units: list[Unit] = []
@@ -337,76 +327,6 @@ def run_all(args: argparse.Namespace, index: Path) -> list[dict[str, Any]]:
     return entries
 
 
-def run_rows(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per run, from its manifest and records: the seeds, the traffic (the first fit's clients, the
-    requests' span, teleports, coverage events held back), the dwell in coverage and each method's
-    job times (``runs.csv``)."""
-    out = []
-    for e in entries:
-        run = RunDir(e["run"], create=False)
-        summary = run.manifest().get("summary") or {}
-        st = setting(run)
-        dwell = summary.get("dwell_s") or {}
-        row: dict[str, Any] = {
-            "setting": e["setting"],
-            "dataset": e["dataset"],
-            "fisher": e.get("fisher"),
-            "arm": entry_arm(e),
-            "replicate": e["replicate"],
-            "seed": e["seed"],
-            "sumo_seed": e["sumo_seed"],
-            "clients_at_first_fit": st["clients_at_fit"],
-            "requests": st["requests"],
-            "span_s": st["span_s"],
-            "teleports": st["teleports"],
-            "events_not_dispatched": st["not_dispatched"],
-            "dwell_median_s": dwell.get("median"),
-            "dwell_p10_s": dwell.get("p10"),
-            "dwell_p90_s": dwell.get("p90"),
-            "dwell_visits": dwell.get("count"),
-        }
-        for method, jobs in sorted((summary.get("job_s") or {}).items()):
-            row[f"{method}_job_median_s"] = jobs.get("median")
-            row[f"{method}_jobs_longer_than_median_dwell"] = jobs.get("longer_than_median_dwell")
-        out.append(row)
-    return out
-
-
-def setup_note(entries: list[dict[str, Any]]) -> str:
-    """What seed 000 leaves open (VI-C names a city-centre region at the 08:00 rush hour, arrivals
-    as contributions, departures as unlearning requests, four datasets) and how the runs chose it,
-    read from the runs' own manifests."""
-    from statistics import mean
-
-    from vmc_sim.cosim import manifest_scenario
-
-    first = RunDir(entries[0]["run"], create=False).manifest()
-    config, rsus = first["config"], first.get("rsus") or []
-    region = (
-        f"{len(rsus)} RSU(s) of radius {rsus[0]['radius']:g} m sharing one coordinator ("
-        + ", ".join(str(r.get("junction") or r["id"]) for r in rsus)
-        + ")"
-        if rsus
-        else "the scenario's RSUs"
-    )
-    split: dict[str, str] = {}
-    for e in entries:
-        if e["dataset"] not in split:
-            scenario = manifest_scenario(Path(e["run"]) / "manifest.json")
-            shards = list(scenario.federated.setup(scenario.seed).client_data.values())
-            fd = scenario.federated
-            how = "writers grouped" if fd.alpha is None else f"Dirichlet alpha {fd.alpha:g} ({fd.scheme.value})"
-            split[e["dataset"]] = (
-                f"{e['dataset']} {fd.num_clients} shards, {how}, {mean(len(d.y) for d in shards):,.0f} samples a shard"
-            )
-    return (
-        f"Setup from the runs' manifests: {region}; the first fit at the end of the warm-up, then the next "
-        f"{config['coordinator']['max_requests'] - 1} requests; {'; '.join(split.values())}; each vehicle that "
-        f"becomes a client holds its own shard (shard_assignment: {config['federated'].get('shard_assignment')}); "
-        f"channel {json.dumps(config.get('channel') or {}, sort_keys=True)}."
-    )
-
-
 def write_data(args: argparse.Namespace, entries: list[dict[str, Any]], out: Path, wall_s: float, ran: bool) -> None:
     """The data files of OUT from the run directories of ``entries``: replicates.csv,
     requests.csv, runs.csv, and provenance.json with this invocation added when it ran anything."""
@@ -417,7 +337,7 @@ def write_data(args: argparse.Namespace, entries: list[dict[str, Any]], out: Pat
             {
                 "setting": e["setting"],
                 "replicate": e["replicate"],
-                "arm": entry_arm(e),
+                "arm": rep.entry_arm(e),
                 "seed": e["seed"],
                 "sumo_seed": e["sumo_seed"],
                 "fisher": e.get("fisher"),
@@ -427,7 +347,7 @@ def write_data(args: argparse.Namespace, entries: list[dict[str, Any]], out: Pat
             for r in per_request(RunDir(e["run"], create=False), e["dataset"])
         ],
     )
-    report.write_csv(out / "runs.csv", run_rows(entries))
+    report.write_csv(out / "runs.csv", rep.run_rows(entries))
     spread = rep.distribution_rows(entries)
     if spread:
         report.write_csv(out / "distributions.csv", spread)
@@ -441,7 +361,7 @@ def write_data(args: argparse.Namespace, entries: list[dict[str, Any]], out: Pat
     prov.setdefault("title", "SUMO/LuST case study over replicates (seed 000, VI-C)")
     prov.setdefault("fisher", fishers[0] if len(fishers) == 1 else "see the rows")
     prov.setdefault("report_command", f"python tools/lust_case_study_replicates.py --report-only --out {shown}")
-    prov.setdefault("notes", [setup_note(entries)])
+    prov.setdefault("notes", [rep.setup_note(entries)])
     if ran:
         made = report.provenance()  # "DATE, commit HASH[ +changes]"
         date, _, commit = made.partition(", commit ")

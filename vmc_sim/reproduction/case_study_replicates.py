@@ -9,6 +9,7 @@ of a replicate replays the same recorded traffic.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable
 from pathlib import Path
@@ -20,6 +21,7 @@ from ..rundir.directory import RunDir
 from ..rundir.plots import label_fig6
 from ..sweep.stats import interval
 from .case_study import KINDS, method_rows
+from .case_study import setting as run_setting
 
 FIGURES = (
     "time_saving_pct",
@@ -187,3 +189,83 @@ def distribution_rows(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
         series += [(f"job {m}", j.get("values")) for m, j in sorted((summary.get("job_s") or {}).items())]
         out += [{**keys, "what": what, "s": v} for what, values in series for v in values or []]
     return out
+
+
+def entry_arm(e: dict[str, Any]) -> str:
+    """An entry's arm; runs recorded before ``--vary`` moved both seeds."""
+    return str(e.get("arm") or "both")
+
+
+def entry_draws(e: dict[str, Any]) -> str:
+    """An entry's dataset draws; runs recorded before ``--dataset-draws`` shared them."""
+    return str(e.get("dataset_draws") or "shared")
+
+
+def run_rows(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per run, from its manifest and records: the seeds, the traffic (the first fit's clients, the
+    requests' span, teleports, coverage events held back), the dwell in coverage and each method's
+    job times (``runs.csv``)."""
+    out = []
+    for e in entries:
+        run = RunDir(e["run"], create=False)
+        summary = run.manifest().get("summary") or {}
+        st = run_setting(run)
+        dwell = summary.get("dwell_s") or {}
+        row: dict[str, Any] = {
+            "setting": e["setting"],
+            "dataset": e["dataset"],
+            "fisher": e.get("fisher"),
+            "arm": entry_arm(e),
+            "replicate": e["replicate"],
+            "seed": e["seed"],
+            "sumo_seed": e["sumo_seed"],
+            "clients_at_first_fit": st["clients_at_fit"],
+            "requests": st["requests"],
+            "span_s": st["span_s"],
+            "teleports": st["teleports"],
+            "events_not_dispatched": st["not_dispatched"],
+            "dwell_median_s": dwell.get("median"),
+            "dwell_p10_s": dwell.get("p10"),
+            "dwell_p90_s": dwell.get("p90"),
+            "dwell_visits": dwell.get("count"),
+        }
+        for method, jobs in sorted((summary.get("job_s") or {}).items()):
+            row[f"{method}_job_median_s"] = jobs.get("median")
+            row[f"{method}_jobs_longer_than_median_dwell"] = jobs.get("longer_than_median_dwell")
+        out.append(row)
+    return out
+
+
+def setup_note(entries: list[dict[str, Any]]) -> str:
+    """What seed 000 leaves open (VI-C names a city-centre region at the 08:00 rush hour, arrivals
+    as contributions, departures as unlearning requests, four datasets) and how the runs chose it,
+    read from the runs' own manifests."""
+    from statistics import mean
+
+    from ..cosim import manifest_scenario
+
+    first = RunDir(entries[0]["run"], create=False).manifest()
+    config, rsus = first["config"], first.get("rsus") or []
+    region = (
+        f"{len(rsus)} RSU(s) of radius {rsus[0]['radius']:g} m sharing one coordinator ("
+        + ", ".join(str(r.get("junction") or r["id"]) for r in rsus)
+        + ")"
+        if rsus
+        else "the scenario's RSUs"
+    )
+    split: dict[str, str] = {}
+    for e in entries:
+        if e["dataset"] not in split:
+            scenario = manifest_scenario(Path(e["run"]) / "manifest.json")
+            shards = list(scenario.federated.setup(scenario.seed).client_data.values())
+            fd = scenario.federated
+            how = "writers grouped" if fd.alpha is None else f"Dirichlet alpha {fd.alpha:g} ({fd.scheme.value})"
+            split[e["dataset"]] = (
+                f"{e['dataset']} {fd.num_clients} shards, {how}, {mean(len(d.y) for d in shards):,.0f} samples a shard"
+            )
+    return (
+        f"Setup from the runs' manifests: {region}; the first fit at the end of the warm-up, then the next "
+        f"{config['coordinator']['max_requests'] - 1} requests; {'; '.join(split.values())}; each vehicle that "
+        f"becomes a client holds its own shard (shard_assignment: {config['federated'].get('shard_assignment')}); "
+        f"channel {json.dumps(config.get('channel') or {}, sort_keys=True)}."
+    )
