@@ -20,7 +20,14 @@ CASE = ROOT / "reports" / "lust_case_study"
 DATA = ("replicates.csv", "requests.csv", "runs.json", "provenance.json")
 
 
-@pytest.mark.parametrize("name", ["replicates", "replicates_kfac"])
+REPORTED = sorted(p.parent.name for p in CASE.glob("*/claims.csv"))  # every replicate directory with a report
+
+
+def test_the_replicate_directories_are_found():
+    assert {"replicates", "replicates_kfac"} <= set(REPORTED)
+
+
+@pytest.mark.parametrize("name", REPORTED)
 def test_the_committed_report_is_regenerated_byte_for_byte(name):
     files = ca.render(CASE / name)
     assert set(files) == {"report.md", "summary.csv", "accounting.csv", "claims.csv"}
