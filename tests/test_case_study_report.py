@@ -240,3 +240,25 @@ def test_the_overview_takes_every_row_from_its_sources_and_lists_what_awaits(tmp
     assert not (tmp_path / "overview.md").exists()
     assert tool.main(["--root", str(tmp_path), "replicates"]) == 0
     assert (tmp_path / "overview.md").read_text() == render_overview(tmp_path, ["replicates"])
+
+
+def test_beside_names_the_other_fisher_and_one_without_data_is_said_to_await(tmp_path, capsys):
+    """``--beside`` keeps the other Fisher's directories in provenance.json; one not made yet is
+    named in the report as awaiting its runs instead of failing it or being left out silently."""
+    from conftest import load_script
+
+    tool = load_script("tools/lust_case_study_replicates.py")
+    out = _copy(tmp_path, "replicates")
+    assert tool.main(["--report-only", "--out", str(out), "--beside", str(tmp_path / "plan_other")]) == 0
+    assert ca.load(out).provenance["beside"] == ["../plan_other"]
+    text = (out / "report.md").read_text()
+    assert (
+        "Named beside it but without data yet (awaiting its runs, so left out here and below): `../plan_other`." in text
+    )
+    assert "| kfac |" not in text  # the K-FAC rows came from the directory beside, now not named
+    _copy(tmp_path, "replicates_kfac")
+    assert tool.main(["--report-only", "--out", str(out), "--beside", str(tmp_path / "replicates_kfac")]) == 0
+    assert (out / "report.md").read_bytes() == (CASE / "replicates" / "report.md").read_bytes()
+    with pytest.raises(SystemExit) as e:
+        tool.main(["--report-only", "--out", str(out), "--beside", str(out)])
+    assert e.value.code == 2 and "--beside names OUT itself" in capsys.readouterr().err

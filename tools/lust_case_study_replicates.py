@@ -40,6 +40,8 @@ fixes), so ``--report-only`` writes it again from a directory whose run director
 
 The same command with ``--status`` says how much of it OUT records and what a rerun would make
 (runs left, those recorded part-way, the traffic seeds they replay), and changes nothing.
+``--beside DIR ...`` names the other Fisher's replicate directories, whose runs the report pools
+for the pinning and the accounting table (kept in OUT/provenance.json).
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -413,6 +416,13 @@ def main(argv: list[str] | None = None) -> int:
         default="shared",
         help="own: every dataset its own run seed (member and trigger draws); shared: the same for all",
     )
+    p.add_argument(
+        "--beside",
+        nargs="+",
+        default=None,
+        help="replicate directories of the other Fisher whose runs the report pools (PLAN.md, 'Pinning'), kept in "
+        "OUT/provenance.json",
+    )
     p.add_argument("--trace-cache", type=Path, default=None, help="default: $VMC_CACHE/traces")
     p.add_argument("--contribution-cache", type=Path, default=None, help="default: $VMC_CACHE/contributions")
     args = p.parse_args(argv)
@@ -423,6 +433,8 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--replicates must be at least 1 (an interval needs two)")
     if args.jobs < 1:
         p.error("--jobs must be at least 1")
+    if any(Path(b).resolve() == Path(args.out).resolve() for b in args.beside or []):
+        p.error("--beside names OUT itself; it takes the other Fisher's replicate directories")
     from vmc_sim.rundir.lock import RunLock, RunLockedError
     from vmc_sim.rundir.outputs import OutputRefused, claim_parent
 
@@ -454,6 +466,7 @@ def write(args: argparse.Namespace, out: Path) -> int:
     if args.report_only:
         if not (out / "provenance.json").is_file():
             raise NothingToReport(f"{out}: no provenance.json beside the data to report")
+        set_beside(out, args.beside)
         print(analysis.write(out, plots=plotter).read_text())
         return 0
     default_caches(args)
@@ -464,8 +477,20 @@ def write(args: argparse.Namespace, out: Path) -> int:
     if not entries:
         raise NothingToReport(f"{index}: no finished runs to report")
     write_data(args, entries, out, time.perf_counter() - t0, ran=len(entries) > before)
+    set_beside(out, args.beside)
     print(analysis.write(out, plots=plotter).read_text())
     return 0
+
+
+def set_beside(out: Path, beside: list[str] | None) -> None:
+    """Keep the directories ``beside`` in ``out/provenance.json``, relative to ``out`` (None: as it is)."""
+    if beside is None:
+        return
+    rel = [os.path.relpath(Path(b).resolve(), out.resolve()) for b in beside]
+    path = out / "provenance.json"
+    prov = json.loads(path.read_text())
+    prov["beside"] = rel
+    report.replace_text(path, json.dumps(prov, indent=1, ensure_ascii=False) + "\n")
 
 
 if __name__ == "__main__":
