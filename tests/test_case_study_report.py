@@ -242,6 +242,23 @@ def test_the_overview_takes_every_row_from_its_sources_and_lists_what_awaits(tmp
     assert (tmp_path / "overview.md").read_text() == render_overview(tmp_path, ["replicates"])
 
 
+def test_the_overview_is_never_written_into_a_run_directory(tmp_path, capsys):
+    from conftest import load_script
+
+    from vmc_sim.rundir.outputs import RUN_MARKER
+
+    run = tmp_path / "run"  # a run directory this command does not own
+    run.mkdir()
+    (run / RUN_MARKER).write_text("{}")
+    shutil.copytree(CASE / "replicates", run / "replicates")
+    before = sorted((p.relative_to(run), p.stat().st_mtime_ns) for p in run.rglob("*"))
+    tool = load_script("tools/lust_case_study_overview.py")
+    with pytest.raises(SystemExit) as e:
+        tool.main(["--root", str(run), "replicates"])
+    assert e.value.code == 2 and "does not own" in capsys.readouterr().err
+    assert sorted((p.relative_to(run), p.stat().st_mtime_ns) for p in run.rglob("*")) == before
+
+
 def test_beside_names_the_other_fisher_and_one_without_data_is_said_to_await(tmp_path, capsys):
     """``--beside`` keeps the other Fisher's directories in provenance.json; one not made yet is
     named in the report as awaiting its runs instead of failing it or being left out silently."""

@@ -26,6 +26,12 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"name directories under --root, not paths: {', '.join(bad)}")
     if not args.root.is_dir():
         p.error(f"--root {args.root} is not a directory")
+    from vmc_sim.rundir.outputs import OutputRefused, claim_parent
+
+    try:  # overview.md is written into --root: never inside a run or sweep directory
+        claim_parent(args.root)
+    except OutputRefused as e:
+        p.error(str(e))
     print(write_overview(args.root, args.dirs).read_text(), end="")
     return 0
 
