@@ -249,3 +249,26 @@ def test_the_committed_report_is_generated_from_its_tables(tmp_path):
         if (COMMITTED / name).is_file():
             shutil.copy(COMMITTED / name, tmp_path / name)
     assert rr.render(tmp_path) == (COMMITTED / "report.md").read_text()
+
+
+@pytest.mark.sumo
+def test_cut_demand_counts_the_vehicles_each_cut_lets_in_per_window(tmp_path, capsys):
+    """bench/cut_demand.py: per cut variant, the departures of its routes inside each window."""
+    from conftest import load_script
+
+    rsus = [Rsu("rsu0", 200, 200, 80)]
+    built = {
+        t: build_cut(town(), rsus, RegionCut(buffer=50, timing=CutTiming(t)), root=tmp_path / "cache")
+        for t in ("exit_times", "free_flow")
+    }
+    bench = load_script("bench/cut_demand.py")
+    assert bench.main(["--work", str(tmp_path), "--windows", "00:00-00:05", "00:05-00:10"]) == 0
+    out = capsys.readouterr().out
+    for timing, cut in built.items():
+        departs = [float(v.get("depart")) for v in ET.parse(cut.directory / "region.rou.xml").getroot().iter("vehicle")]
+        first, second = sum(t < 300 for t in departs), sum(300 <= t < 600 for t in departs)
+        assert first + second > 0
+        name = "exit_times-b50" if timing == "exit_times" else "free_flow-b50-f1"
+        assert f"| {name} | 1 | {first:,}-{first:,} | {second:,}-{second:,} |" in out
+    with pytest.raises(SystemExit):
+        bench.main(["--work", str(tmp_path / "nothing")])
