@@ -113,8 +113,7 @@ def merge(base: dict[str, Any], change: dict[str, Any]) -> dict[str, Any]:
 
 
 def default_caches(args: argparse.Namespace) -> None:
-    """Fill ``--trace-cache`` and ``--contribution-cache`` with their defaults (under ``$VMC_CACHE``)
-    where not given: the runs' scenarios name them, so a run is found again only with the same."""
+    """Default ``--trace-cache``/``--contribution-cache`` (the runs' scenarios name them: found again only so)."""
     if args.trace_cache is None:
         from mobility.trace_cache import default_root
 
@@ -236,14 +235,16 @@ def plan_runs(
 
 
 def status(args: argparse.Namespace, index: Path) -> str:
-    """What ``--status`` prints: how much of the command is recorded in ``index`` and what is left
-    (runs to make, those an earlier invocation left part-way, the traffic seeds they replay)."""
+    """What ``--status`` prints: how much of the command ``index`` records, and what is left."""
     default_caches(args)
     entries = case_study_runs.read_index(index)
     base = base_scenario(args)
     again, planned, units = plan_runs(args, entries, base)
-    wanted = len(args.vary) * args.replicates * len(args.settings) * len(args.datasets)
-    recorded = len(entries) + len(again)
+    wanted = {
+        (a, r, s, d) for a in args.vary for r in range(args.replicates) for s in args.settings for d in args.datasets
+    }
+    keys = {(rep.entry_arm(e), e["replicate"], e["setting"], e["dataset"]) for e in entries + again}
+    recorded = len(wanted & keys)  # an OUT may hold entries another command made
     draws = args.dataset_draws == "own"
     part_way = [
         name
@@ -253,7 +254,7 @@ def status(args: argparse.Namespace, index: Path) -> str:
     ]
     seeds = sorted({seed for seed, _, _ in units})
     lines = [
-        f"{index}: {recorded} of {wanted} (arm, replicate, setting, dataset) entries recorded"
+        f"{index}: {recorded} of {len(wanted)} (arm, replicate, setting, dataset) entries recorded"
         + (f" ({len(again)} of them by runs another arm made, recorded at the next run)" if again else ""),
         f"runs to make: {len(planned)}, of them {len(part_way)} recorded part-way (continued, not restarted)",
     ]
