@@ -19,6 +19,7 @@ from conftest import load_script
 
 from vmc_sim.radio.link_budget import ChannelConfig
 from vmc_sim.reproduction.case_study import method_rows
+from vmc_sim.reproduction.case_study_design import dataset_offset
 from vmc_sim.reproduction.case_study_replicates import pm, summarize
 from vmc_sim.reproduction.common import compute_time
 from vmc_sim.rundir.directory import RunDir
@@ -254,7 +255,7 @@ def test_each_arm_moves_its_own_seed_and_a_shared_run_is_made_once(arms):
     tool, tmp = arms
     entries = json.loads((tmp / "out" / "runs.json").read_text())
     seeds = {(e["arm"], e["replicate"]): (e["seed"], e["sumo_seed"]) for e in entries}
-    own = tool.dataset_offset("digits")
+    own = dataset_offset("digits")
     assert seeds == {
         ("traffic", 0): (own, 42),
         ("traffic", 1): (own, 43),  # the traffic moves, the member draw stays
@@ -293,12 +294,12 @@ def test_every_dataset_draws_its_own_run_seed_on_the_same_traffic():
     trace = Path("t.jsonl")
     own = {d: tool.task(data, "paper", d, trace, own_draws=True) for d in ("mnist", "cifar10", "femnist")}
     assert len({t["seed"] for t in own.values()}) == 3
-    assert all(t["seed"] == 7 + tool.dataset_offset(d) for d, t in own.items())
+    assert all(t["seed"] == 7 + dataset_offset(d) for d, t in own.items())
     # LuST has no building footprints: the replay's radio has none either
     assert all(t["mobility"] == {"source": "trace", "trace": "t.jsonl", "buildings": []} for t in own.values())
     shared = {tool.task(data, "paper", d, trace)["seed"] for d in ("mnist", "cifar10", "femnist")}
     assert shared == {7}
-    assert tool.dataset_offset("mnist") % 1000 == 0 and tool.dataset_offset("mnist") >= 1000
+    assert dataset_offset("mnist") % 1000 == 0 and dataset_offset("mnist") >= 1000
     with pytest.raises(ValueError, match="unknown arm"):
         tool.replicate({"seed": 0, "name": "n", "mobility": {"sumo": {"seed": 42}}}, 1, "sumo")
 
