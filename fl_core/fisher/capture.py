@@ -189,20 +189,18 @@ def _vjp(
     """``torch.autograd.grad(logits, outputs, v, ..., is_grads_batched=batched)``: the same engine
     call under the same vmap, without the public call's check of ``v``'s shape, whose first use
     imports torch's symbolic-shapes module and sympy (0.3 s a process; bench/RESULTS.md, "Start-up").
-    ``v`` is built here with ``logits``' shape, so the check has nothing to find. A torch without
-    these internals gets the public call."""
+    ``v`` is built here with ``logits``' shape, so the check has nothing to find. A torch whose
+    internals differ (older releases lack them) gets the public call."""
+    if tuple(v.shape[int(batched) :]) != tuple(logits.shape):
+        raise ValueError(f"cotangents of shape {tuple(v.shape)} for logits of shape {tuple(logits.shape)}")
+    inputs = tuple(outputs)
     try:
         from torch._vmap_internals import _vmap
         from torch.autograd.graph import _engine_run_backward
-    except ImportError:  # pragma: no cover - another torch's layout
+
+        def run(g: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            return _engine_run_backward((logits,), (g,), retain_graph, False, inputs, False, accumulate_grad=False)
+
+        return list(_vmap(run, 0, 0, allow_none_pass_through=True)(v) if batched else run(v))
+    except (ImportError, TypeError):  # pragma: no cover - another torch's internals: the public call
         return list(torch.autograd.grad(logits, outputs, v, retain_graph=retain_graph, is_grads_batched=batched))
-    if v.shape[batched:] != logits.shape:
-        raise ValueError(f"cotangents of shape {tuple(v.shape)} for logits of shape {tuple(logits.shape)}")
-    inputs = tuple(outputs)
-
-    def run(g: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        return _engine_run_backward((logits,), (g,), retain_graph, False, inputs, False, accumulate_grad=False)
-
-    if batched:
-        return list(_vmap(run, 0, 0, allow_none_pass_through=True)(v))
-    return list(run(v))
