@@ -284,6 +284,8 @@ def test_the_arms_reach_the_report(arms):
     spread = [c for c in claims if c["claim"] == "C-SPREAD"]
     assert spread and all(c["arm"] == "traffic vs members" for c in spread)
     assert all("awaits" not in c["verdict"] for c in spread)
+    # replicate 0 is one run in both arms; the F-test's samples are not independent, and it says so
+    assert all(c["ours"].endswith("; 1 run(s) in both arms") for c in spread)
     report = (tmp / "out" / "report.md").read_text()
     assert "arm traffic" in report and "arm members" in report
 

@@ -247,6 +247,9 @@ def spread_claims(acc: dict[tuple, list[dict[str, Any]]]) -> list[Claim]:
                     f"{driver} drives the spread" if p < 0.05 else "no difference detected"
                 )
             sd = f"SD traffic {interval(a).std:.2f} (n={len(a)}), members {interval(b).std:.2f} (n={len(b)})"
+            shared = {(r["seed"], r["sumo_seed"]) for r in traffic} & {(r["seed"], r["sumo_seed"]) for r in members}
+            if shared:  # the F-test takes the two samples as independent; a run in both arms is in each
+                sd += f"; {len(shared)} run(s) in both arms"
             out.append(Claim("C-SPREAD", *_where(key), fig.split("_")[0], sd, "-", "-", verdict))
     return out
 
