@@ -5,7 +5,8 @@ one): one drawn label per input, or every class weighted by its probability
 (:class:`~fl_core.fisher.base.FisherLabels`). Forward hooks record, for every Linear/Conv2d
 layer, the layer inputs ``a`` (unfolded patches for convolutions) and its output; the gradients
 ``g`` of the negative log-likelihood with respect to those outputs, one set per label draw, are
-then taken in one ``torch.autograd.grad`` call. Every representation is computed from these.
+then taken in one batched backward pass (the call ``torch.autograd.grad`` makes: :func:`_vjp`). Every
+representation is computed from these.
 A model that changes a layer's output in place, or calls one layer twice in a forward pass, is
 refused (the gradients would be those of another function).
 """
