@@ -399,6 +399,11 @@ def test_the_report_states_each_run_s_own_wall_clock(arms):
     assert line.startswith(
         f"- Wall-clock (`runs.json`): {len({e['run'] for e in entries})} runs made in one go, each median "
     )
+    # each entry names the code it was made with, and the report counts them per commit
+    commits = {e["commit"] for e in entries}
+    assert len(commits) == 1 and all(commits)
+    text = (tmp / "out" / "report.md").read_text()
+    assert f"- The code of the runs (`runs.json`, entries per commit): {commits.pop()} {len(entries)}." in text
     # a fresh trace cache: SUMO recorded each traffic seed's trace once, and each is one pass
     assert all(e["trace_recorded"] for e in entries)
     assert "; 2 SUMO passes of the traffic it replays" in line

@@ -21,7 +21,8 @@ seed's K-FAC setting (``FISHERS``).
 
 What the runs leave in OUT: ``runs.json`` (per run: its arm, seeds and run directory; ``run_s``,
 the seconds it took itself, from its resumption where ``resumed``; ``trace_s``, the seconds its
-traffic took, a SUMO pass where ``trace_recorded`` and the trace cache's copy otherwise),
+traffic took, a SUMO pass where ``trace_recorded`` and the trace cache's copy otherwise; ``commit``, the
+code it was made with),
 ``replicates.csv`` (per run and method), ``requests.csv``
 (per record, with each record's time in seed 000's accounting), ``runs.csv`` (per run: traffic,
 dwell, job times, from its manifest), ``distributions.csv`` (every visit's dwell and every job's
@@ -188,6 +189,7 @@ def run_all(args: argparse.Namespace, index: Path) -> list[dict[str, Any]]:
     base = base_scenario(args)
     fisher = base["federated"]["train"]["fisher"]
     again, planned, units = plan_runs(args, entries, base)
+    commit = report.provenance().partition(", commit ")[2]  # the code these runs are made with
     if again:
         entries += again
         report.replace_text(index, json.dumps(entries, indent=1))
@@ -230,6 +232,7 @@ def run_all(args: argparse.Namespace, index: Path) -> list[dict[str, Any]]:
                     "run": str(run),
                     "trace_s": trace_s,
                     "trace_recorded": sumo_ran[i],  # False: trace_s is the cache's copy, not a SUMO pass
+                    "commit": commit,
                     "run_s": run_s,  # from its resumption when it continued a stopped run
                     "resumed": (i, j) in resumed,
                     "finished_after_s": time.perf_counter() - ready,

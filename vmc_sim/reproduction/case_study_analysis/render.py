@@ -84,7 +84,20 @@ def _provenance_lines(prov: dict[str, Any], bundle: Bundle) -> list[str]:
         lines.append("- " + "; ".join(parts) + ".")
     for note in prov.get("notes", []):
         lines.append(f"- {note}")
-    own = {e["run"]: float(e["run_s"]) for e in bundle.index if "run_s" in e}
+    made = [e for e in bundle.index if "run_s" in e]
+    commits: dict[str, int] = {}
+    for e in made:  # a directory's runs can span invocations, each from the code of its day
+        if e.get("commit"):
+            commits[e["commit"]] = commits.get(e["commit"], 0) + 1
+    if commits:
+        unknown_commit = sum(1 for e in made if not e.get("commit"))
+        lines.append(
+            "- The code of the runs (`runs.json`, entries per commit): "
+            + ", ".join(f"{c} {n}" for c, n in commits.items())
+            + (f"; {unknown_commit} entries made before the commit was recorded" if unknown_commit else "")
+            + "."
+        )
+    own = {e["run"]: float(e["run_s"]) for e in made}
     if own:  # each run's own wall-clock (runs made side by side, traffic passes overlapping them)
         # a pass is counted where SUMO recorded it (once per traffic seed); a trace the cache held is a copy
         recorded = {(e["sumo_seed"], e["trace_s"]) for e in bundle.index if e.get("trace_recorded")}
