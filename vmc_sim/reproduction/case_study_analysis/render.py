@@ -187,7 +187,13 @@ def render(path: str | Path) -> dict[str, str]:
     }
     if pinned:
         c, t = pinned.split("+")
-        how = "pinned" if complete else "provisionally pinned (a criterion awaits the runs)"
+        how = (
+            "provisionally pinned (a criterion awaits the runs)"
+            if not complete
+            else "provisionally pinned (the directory beside it awaits its runs)"
+            if absent
+            else "pinned"
+        )
         headline = f"{pinned} ({COMM[c]}, {TIME[t]}), {how} as 'Which accounting the seed pins' measures"
     else:
         headline = "none pinned ('Which accounting the seed pins')"
