@@ -7,6 +7,8 @@ and the aggregation's statistics are those of a Student-t interval."""
 from __future__ import annotations
 
 import csv
+import gzip
+import io
 import json
 import math
 import os
@@ -95,7 +97,7 @@ def test_the_report_needs_only_the_data_files(quick, tmp_path):
     tool, tmp, _ = quick
     out = tmp_path / "out"
     out.mkdir()
-    for f in ("replicates.csv", "requests.csv", "runs.csv", "distributions.csv", "runs.json", "provenance.json"):
+    for f in ("replicates.csv", "requests.csv", "runs.csv", "distributions.csv.gz", "runs.json", "provenance.json"):
         (out / f).write_bytes((tmp / "out" / f).read_bytes())
     runs = tmp / "runs"
     runs.rename(tmp / "runs-away")  # no run directory to read
@@ -445,11 +447,13 @@ def test_the_physics_request_queue_comes_from_the_records(quick):
 
 
 def test_the_dwell_and_job_distributions_are_committed_as_data(quick):
-    """distributions.csv holds every visit's dwell and every job's time, the values runs.csv summarises."""
+    """distributions.csv.gz holds every visit's dwell and every job's time, the values runs.csv summarises."""
     from mobility.dwell import dwell_summary
 
     _, tmp, _ = quick
-    spread = rows(tmp / "out" / "distributions.csv")
+    spread = list(
+        csv.DictReader(io.StringIO(gzip.decompress((tmp / "out" / "distributions.csv.gz").read_bytes()).decode()))
+    )
     for run in rows(tmp / "out" / "runs.csv"):
         mine = [
             r
@@ -463,7 +467,7 @@ def test_the_dwell_and_job_distributions_are_committed_as_data(quick):
             jobs = [float(r["s"]) for r in mine if r["what"] == f"job {method}"]
             if jobs:
                 assert dwell_summary(jobs)["median"] == pytest.approx(float(run[f"{method}_job_median_s"]))
-    assert "`distributions.csv`" in (tmp / "out" / "report.md").read_text()
+    assert "`distributions.csv.gz`" in (tmp / "out" / "report.md").read_text()
 
 
 def test_the_per_run_table_rounds_what_runs_csv_holds_in_full(arms):

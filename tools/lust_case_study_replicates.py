@@ -25,7 +25,7 @@ traffic took, a SUMO pass where ``trace_recorded`` and the trace cache's copy ot
 code it was made with),
 ``replicates.csv`` (per run and method), ``requests.csv``
 (per record, with each record's time in seed 000's accounting), ``runs.csv`` (per run: traffic,
-dwell, job times, from its manifest), ``distributions.csv`` (every visit's dwell and every job's
+dwell, job times, from its manifest), ``distributions.csv.gz`` (every visit's dwell and every job's
 time behind those) and ``provenance.json`` (when, where, from which commit, by which command); the
 report (``report.md``, ``summary.csv``, ``accounting.csv``, ``claims.csv`` and
 Fig. 6 with interval bands) is generated from those files alone
@@ -268,7 +268,7 @@ def write_data(args: argparse.Namespace, entries: list[dict[str, Any]], out: Pat
     report.write_csv(out / "runs.csv", rep.run_rows(entries))
     spread = rep.distribution_rows(entries)
     if spread:
-        report.write_csv(out / "distributions.csv", spread)
+        report.write_csv(out / "distributions.csv.gz", spread)
     path = out / "provenance.json"
     prov: dict[str, Any] = json.loads(path.read_text()) if path.is_file() else {}
     try:

@@ -175,7 +175,7 @@ def plot_bands(
 
 def distribution_rows(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Every completed visit's dwell in coverage and every job's time of each run whose manifest
-    holds them (``distributions.csv``: the distributions ``runs.csv`` summarises); a run recorded
+    holds them (``distributions.csv.gz``: the distributions ``runs.csv`` summarises); a run recorded
     under several arms once."""
     out = []
     seen = set()

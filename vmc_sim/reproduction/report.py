@@ -70,8 +70,18 @@ def replace_text(path: str | Path, text: str) -> Path:
     return path
 
 
+def replace_bytes(path: str | Path, data: bytes) -> Path:
+    """:func:`replace_text` for bytes."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+    return path
+
+
 def write_csv(path: str | Path, rows: Sequence[dict[str, Any]]) -> Path:
-    """Rows as CSV (columns: the union of keys in first-seen order), replaced whole."""
+    """Rows as CSV (columns: the union of keys in first-seen order), replaced whole; gzip-compressed
+    where ``path`` ends in ``.gz``."""
     columns: list[str] = []
     for r in rows:
         columns += [k for k in r if k not in columns]
@@ -79,6 +89,10 @@ def write_csv(path: str | Path, rows: Sequence[dict[str, Any]]) -> Path:
     w = csv.DictWriter(table, fieldnames=columns)
     w.writeheader()
     w.writerows(rows)
+    if str(path).endswith(".gz"):  # large tables: compressed, with no timestamp, so the bytes are the data's
+        import gzip
+
+        return replace_bytes(path, gzip.compress(table.getvalue().encode(), mtime=0))
     return replace_text(path, table.getvalue())
 
 

@@ -19,8 +19,8 @@ def runs_section(bundle: Bundle) -> list[str]:
         ]
     cols = [c for c in bundle.runs[0] if c not in ("run",)]
     every = (
-        " Every visit's dwell and every job's time behind these quantiles: `distributions.csv`."
-        if (bundle.path / "distributions.csv").is_file()
+        " Every visit's dwell and every job's time behind these quantiles: `distributions.csv.gz`."
+        if (bundle.path / "distributions.csv.gz").is_file()
         else ""
     )
     rows = [{c: _cell(c, v) for c, v in r.items()} for r in bundle.runs]
