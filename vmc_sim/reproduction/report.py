@@ -63,11 +63,7 @@ def process_wall_s() -> float:
 def replace_text(path: str | Path, text: str) -> Path:
     """Write ``text`` to ``path`` whole or not at all (a temporary file beside it, then a rename),
     so a script stopped while writing never leaves a half-written report."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-    return path
+    return replace_bytes(path, text.encode())
 
 
 def replace_bytes(path: str | Path, data: bytes) -> Path:
