@@ -519,3 +519,27 @@ def test_status_says_what_is_recorded_and_what_is_left_and_changes_nothing(arms,
     assert "runs to make: 3, of them 0 recorded part-way" in out
     assert "traffic seeds they replay (SUMO unless the trace cache holds them): 42, 44" in out
     assert sorted((p.relative_to(tmp), p.stat().st_mtime_ns) for p in tmp.rglob("*")) == before
+
+
+def test_the_setup_names_the_radio_each_setting_ran_on_and_is_refreshed_with_the_data(quick):
+    """The physics setting's scenario names no channel (the default, the city's radio): the setup
+    note reads the resolved channel from each setting's manifest, and is rewritten with the data
+    files while the directory's other notes are kept."""
+    from vmc_sim.reproduction.case_study_replicates import radio_text
+
+    tool, tmp, args = quick
+    entries = json.loads((tmp / "out" / "runs.json").read_text())
+    manifests = {e["setting"]: RunDir(e["run"], create=False).manifest() for e in entries}
+    assert manifests["physics"]["config"].get("channel") in (None, {})
+    assert radio_text(manifests["physics"]) == "path loss tr37885_urban, link states city, the RSUs sharing one channel"
+    prov_path = tmp / "out" / "provenance.json"
+    prov = json.loads(prov_path.read_text())
+    stale = "Setup from the runs' manifests: an older text"
+    prov["notes"] = [stale, "A note of the directory's own."]
+    prov_path.write_text(json.dumps(prov))
+    assert tool.main(args) == 0
+    notes = json.loads(prov_path.read_text())["notes"]
+    assert stale not in notes and notes[1:] == ["A note of the directory's own."]
+    for setting, manifest in manifests.items():
+        assert f"{setting}: {radio_text(manifest)}" in notes[0]
+    assert radio_text({"config": {"channel": {"shared_air": False}}}).startswith("not recorded")

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from vmc_sim.reproduction import case_study_analysis as ca
+from vmc_sim.reproduction.case_study_analysis.render import NO_CLAIMS, NO_PAPER, NO_PAPER_PIN
 
 ROOT = Path(__file__).resolve().parents[1]
 CASE = ROOT / "reports" / "lust_case_study"
@@ -224,7 +225,7 @@ def test_the_overview_takes_every_row_from_its_sources_and_lists_what_awaits(tmp
     claims is listed as awaiting its runs; paths instead of names are refused."""
     from conftest import load_script
 
-    from vmc_sim.reproduction.case_study_analysis.overview import render_overview
+    from vmc_sim.reproduction.case_study_analysis.overview import NO_PAPER_ROW, render_overview
 
     shutil.copytree(CASE / "replicates", tmp_path / "replicates")
     (tmp_path / "PLAN.md").write_text("plan")
@@ -234,6 +235,12 @@ def test_the_overview_takes_every_row_from_its_sources_and_lists_what_awaits(tmp
     line = next(x for x in text.splitlines() if x.startswith("| C-COMM | mnist | diagonal |"))
     assert "-99.00 ± 3.07 (n=5)" in line and "[`replicates`](replicates/report.md)" in line
     assert "- Awaiting their runs (no `claims.csv` yet): `plan_kfac/`." in text
+    shutil.copytree(CASE / "replicates", tmp_path / "physics_alone")  # claims, none of the paper setting
+    (tmp_path / "physics_alone" / "claims.csv").write_text("\n")
+    text = render_overview(tmp_path, ["replicates", "physics_alone"])
+    source = next(x for x in text.splitlines() if x.startswith("- [`physics_alone/`]"))
+    assert source.endswith("No claim tested, so no row above: " + NO_PAPER_ROW)
+    assert "physics_alone`](" not in text.split("Sources:")[0]
     tool = load_script("tools/lust_case_study_overview.py")
     with pytest.raises(SystemExit):
         tool.main(["--root", str(tmp_path), "../replicates"])
@@ -279,3 +286,34 @@ def test_beside_names_the_other_fisher_and_one_without_data_is_said_to_await(tmp
     with pytest.raises(SystemExit) as e:
         tool.main(["--report-only", "--out", str(out), "--beside", str(out)])
     assert e.value.code == 2 and "--beside names OUT itself" in capsys.readouterr().err
+
+
+def test_a_directory_of_the_physics_setting_alone_tests_no_claim_and_says_so(tmp_path):
+    """The pilot's physics runs alone: no claim of the seed is tested, no empty table stands in the
+    report for a result, and the outcome per replicate is counted from replicates.csv."""
+    out = _copy(tmp_path, "replicates")
+    for name in ("replicates.csv", "requests.csv"):
+        rows = [r for r in csv.DictReader(io.StringIO((out / name).read_text())) if r["setting"] == "physics"]
+        with open(out / name, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+    files = ca.render(out)
+    text = files["report.md"]
+    assert files["claims.csv"].strip() == ""
+    for said in (NO_PAPER, NO_PAPER_PIN, NO_CLAIMS):
+        assert said in text
+    lines = text.splitlines()
+    for i, line in enumerate(lines[:-1]):  # every table has a row below its header and rule
+        if line.startswith("|---"):
+            assert lines[i + 1].startswith("|"), f"an empty table under {lines[i - 1]!r}"
+    replicates = list(csv.DictReader(io.StringIO((out / "replicates.csv").read_text())))
+    mnist = [r for r in replicates if r["dataset"] == "mnist"]
+    ends = [
+        sum(1 for r in mnist if r["method"] == m and r["final_acc"] not in ("", None)) for m in ("fsosa", "retrain")
+    ]
+    none = [sum(1 for r in mnist if r["method"] == m and float(r["models"]) == 0) for m in ("fsosa", "retrain")]
+    assert (
+        f"- mnist (diagonal, arm both), 5 replicate(s): the run ends with a released model in {ends[0]} (F-SOSA) "
+        f"and {ends[1]} (Retrain); it released no model at all in {none[0]} and {none[1]}." in text
+    )

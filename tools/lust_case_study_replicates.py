@@ -279,7 +279,9 @@ def write_data(args: argparse.Namespace, entries: list[dict[str, Any]], out: Pat
     prov.setdefault("title", "SUMO/LuST case study over replicates (seed 000, VI-C)")
     prov.setdefault("fisher", fishers[0] if len(fishers) == 1 else "see the rows")
     prov.setdefault("report_command", f"python tools/lust_case_study_replicates.py --report-only --out {shown}")
-    prov.setdefault("notes", [rep.setup_note(entries)])
+    setup = rep.setup_note(entries)  # from the run directories, as the data files beside it: the others kept
+    kept = [n for n in prov.get("notes", []) if not n.startswith(setup.partition(":")[0] + ":")]
+    prov["notes"] = [setup, *kept]
     if ran:
         made = report.provenance()  # "DATE, commit HASH[ +changes]"
         date, _, commit = made.partition(", commit ")

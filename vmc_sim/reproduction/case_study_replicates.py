@@ -263,9 +263,25 @@ def setup_note(entries: list[dict[str, Any]]) -> str:
             split[e["dataset"]] = (
                 f"{e['dataset']} {fd.num_clients} shards, {how}, {mean(len(d.y) for d in shards):,.0f} samples a shard"
             )
+    radios: dict[str, str] = {}
+    for e in entries:
+        if e["setting"] not in radios:
+            radios[e["setting"]] = radio_text(RunDir(e["run"], create=False).manifest())
     return (
         f"Setup from the runs' manifests: {region}; the first fit at the end of the warm-up, then the next "
         f"{config['coordinator']['max_requests'] - 1} requests; {'; '.join(split.values())}; each vehicle that "
         f"becomes a client holds its own shard (shard_assignment: {config['federated'].get('shard_assignment')}); "
-        f"channel {json.dumps(config.get('channel') or {}, sort_keys=True)}."
+        "the radio each setting ran on (the manifests' resolved channel): "
+        + "; ".join(f"{s}: {t}" for s, t in sorted(radios.items()))
+        + "."
     )
+
+
+def radio_text(manifest: dict[str, Any]) -> str:
+    """The run's radio in words, from its manifest's resolved ``channel`` (a scenario that names no
+    channel gets the toolkit's default, which the scenario's own ``config.channel`` cannot show)."""
+    ch = manifest.get("channel") or {}
+    if not ch:
+        return f"not recorded (scenario channel {json.dumps(manifest['config'].get('channel') or {}, sort_keys=True)})"
+    air = "the RSUs sharing one channel" if ch.get("shared_air") else "each RSU on its own channel"
+    return f"path loss {ch.get('path_loss_model')}, link states {ch.get('link_state_model')}, {air}"

@@ -17,6 +17,8 @@ from .. import report
 from .data import order, read_csv
 from .render import PAPER_CLAIMS_TOP, headline_rows
 
+#: Why a directory without runs of the paper setting gives no row.
+NO_PAPER_ROW = "the seed's claims are tested on the paper setting, which it has no runs of."
 #: The file this module writes into the case study's directory.
 NAME = "overview.md"
 #: How the overview names its own command (the test reads the directories back from it).
@@ -49,8 +51,16 @@ def render_overview(root: str | Path, names: Sequence[str]) -> str:
         if not (path / "claims.csv").is_file() or not (path / "provenance.json").is_file():
             waiting.append(name)
             continue
-        sources.append(_source_line(name, path))
-        paper = [r for r in read_csv(path / "claims.csv") if r["setting"] == "paper" and r["claim"] in PAPER_CLAIMS_TOP]
+        found = read_csv(path / "claims.csv")
+        sources.append(
+            _source_line(name, path)
+            + (
+                ""
+                if any(r["setting"] == "paper" for r in found)
+                else " No claim tested, so no row above: " + NO_PAPER_ROW
+            )
+        )
+        paper = [r for r in found if r["setting"] == "paper" and r["claim"] in PAPER_CLAIMS_TOP]
         top, _ = headline_rows(paper)
         rows += [{**r, "source": f"[`{name}`]({name}/report.md)", "_source": i} for r in top]
     rows.sort(

@@ -3,6 +3,7 @@ physics setting's outcome per replicate, and its request queue; generated from t
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from .. import report
@@ -68,8 +69,41 @@ def physics_section(bundle: Bundle) -> list[str]:
         "",
         report.md_table(rows, list(rows[0])),
         "",
+        *_outcomes(bundle),
         *_queue(bundle),
     ]
+
+
+def _outcomes(bundle: Bundle) -> list[str]:
+    """The physics table counted per dataset, Fisher and arm: runs that end with a model, runs that
+    released none, and runs whose median job outlasted the median vehicle's stay in coverage."""
+    groups: dict[tuple[Any, ...], dict[str, list[dict[str, Any]]]] = {}
+    for key, m in method_table(bundle).items():
+        if key[0] == "physics":
+            g = groups.setdefault(key[1:4], {})
+            for method in ("fsosa", "retrain"):
+                g.setdefault(method, []).append(m.get(method, {}))
+    lines = []
+    for (dataset, fisher, arm), g in sorted(groups.items(), key=lambda kv: order(("physics", *kv[0]))):
+        n = len(g["fsosa"])
+        end = [sum(1 for x in g[m] if num(x.get("final_acc")) is not None) for m in ("fsosa", "retrain")]
+        none = [sum(1 for x in g[m] if num(x.get("models")) == 0) for m in ("fsosa", "retrain")]
+        runs = [r for r in bundle.runs if bundle.key(r)[:4] == ("physics", dataset, fisher, arm)]
+        long = [
+            sum(1 for r in runs if (num(r.get(f"{m}_job_median_s")) or 0) > (num(r.get("dwell_median_s")) or math.inf))
+            for m in ("fsosa", "retrain")
+        ]
+        lines.append(
+            f"- {dataset} ({fisher}, arm {arm}), {n} replicate(s): the run ends with a released model in "
+            f"{end[0]} (F-SOSA) and {end[1]} (Retrain); it released no model at all in {none[0]} and {none[1]}"
+            + (
+                f"; the median job outlasted the median stay in coverage in {long[0]} and {long[1]} of "
+                f"{len(runs)} run(s) (`runs.csv`)."
+                if runs
+                else "."
+            )
+        )
+    return [*lines, ""] if lines else []
 
 
 def _queue(bundle: Bundle) -> list[str]:

@@ -34,6 +34,17 @@ from .stats import each, finite, mean_ci, range_test
 
 PAPER_CLAIMS_TOP = ("C-COMM", "C-TIME", "C-FLUCT", "C-STEADIER", "C-ACC")
 
+#: What a directory without runs of the paper setting (the physics setting alone) says in place
+#: of the sections that read the paper setting's runs: an empty table would read as a result.
+NO_PAPER = (
+    "No runs of the paper setting here: the seed's claims are tested on that setting alone (PLAN.md, "
+    "'Claims and their tests'), so this directory tests none of them. Its runs are described under 'Physics setting'."
+)
+NO_PAPER_PIN = "Nothing to measure here: the criteria read the paper setting's runs, and there are none."
+NO_CLAIMS = (
+    "No claim of PLAN.md is tested on these runs: the physics setting is described, not tested (PLAN.md, 'Runs')."
+)
+
 
 def _table(rows: Sequence[dict[str, Any]], columns: Sequence[str], headers: Sequence[str] | None = None) -> str:
     return report.md_table(rows, columns, headers)
@@ -175,6 +186,7 @@ def render(path: str | Path) -> dict[str, str]:
     pooled = acc + [r for b in beside for r in accounting_rows(b)]  # the pin is the seed's, not one Fisher's
     found = claims(bundle, beside)
     pinned, pin_text, complete = pin_verdict(pins(pooled))
+    has_paper = any(r.get("setting") == "paper" for r in pooled)  # the seed's claims and the pin read these
     rows_in = [
         {**r, **{k: num(v) for k, v in r.items() if k not in ("setting", "dataset", "method", "run", "arm", "fisher")}}
         for r in bundle.replicates
@@ -195,6 +207,8 @@ def render(path: str | Path) -> dict[str, str]:
             else "pinned"
         )
         headline = f"{pinned} ({COMM[c]}, {TIME[t]}), {how} as 'Which accounting the seed pins' measures"
+    elif not has_paper:
+        headline = "none (no runs of the paper setting to pin it on)"
     else:
         headline = "none pinned ('Which accounting the seed pins')"
     top, arm_note = headline_rows([c.row() for c in found if c.claim in PAPER_CLAIMS_TOP])
@@ -215,15 +229,23 @@ def render(path: str | Path) -> dict[str, str]:
         "",
         "## Paper | ours | replicates that agree",
         "",
-        f"Paper setting; accounting {headline}.{arm_note}",
-        "",
-        _table(
-            top,
-            ["claim", "dataset", "fisher", *arm_col, "paper", "ours", "per_replicate", "agree", "verdict"],
-            ["claim", "dataset", "fisher", *arm_col, "paper", "ours", "per replicate", "agree", "verdict"],
+        *(
+            [
+                f"Paper setting; accounting {headline}.{arm_note}",
+                "",
+                _table(
+                    top,
+                    ["claim", "dataset", "fisher", *arm_col, "paper", "ours", "per_replicate", "agree", "verdict"],
+                    ["claim", "dataset", "fisher", *arm_col, "paper", "ours", "per replicate", "agree", "verdict"],
+                ),
+                "",
+                "Claims: "
+                + "; ".join(f"{k} {v}" for k, v in CLAIMS.items())
+                + ". Ours: mean ± 95 % Student-t half-width (n).",
+            ]
+            if has_paper
+            else [NO_PAPER]
         ),
-        "",
-        "Claims: " + "; ".join(f"{k} {v}" for k, v in CLAIMS.items()) + ". Ours: mean ± 95 % Student-t half-width (n).",
         "",
         "## Which accounting the seed pins",
         "",
@@ -241,22 +263,28 @@ def render(path: str | Path) -> dict[str, str]:
             else ""
         ),
         "",
-        _table(
+        *(
             [
-                {
-                    "pairing": p.pairing,
-                    "(a)": _yn(p.per_request_bytes),
-                    "(b) comm.": _yn(p.comm_share),
-                    "(b) time": _yn(p.time_share),
-                    "(c)": _yn(p.ratio),
-                    "measured": p.detail,
-                }
-                for p in pins(pooled)
-            ],
-            ["pairing", "(a)", "(b) comm.", "(b) time", "(c)", "measured"],
+                _table(
+                    [
+                        {
+                            "pairing": p.pairing,
+                            "(a)": _yn(p.per_request_bytes),
+                            "(b) comm.": _yn(p.comm_share),
+                            "(b) time": _yn(p.time_share),
+                            "(c)": _yn(p.ratio),
+                            "measured": p.detail,
+                        }
+                        for p in pins(pooled)
+                    ],
+                    ["pairing", "(a)", "(b) comm.", "(b) time", "(c)", "measured"],
+                ),
+                "",
+                pin_text,
+            ]
+            if has_paper
+            else [NO_PAPER_PIN]
         ),
-        "",
-        pin_text,
         "",
         "## Every accounting, both Fishers",
         "",
@@ -288,9 +316,13 @@ def render(path: str | Path) -> dict[str, str]:
         "",
         "## Claims of PLAN.md, one by one",
         "",
-        _table(
-            [c.row() for c in found],
-            ["claim", "setting", "dataset", "fisher", "arm", "paper", "ours", "per_replicate", "agree", "verdict"],
+        (
+            _table(
+                [c.row() for c in found],
+                ["claim", "setting", "dataset", "fisher", "arm", "paper", "ours", "per_replicate", "agree", "verdict"],
+            )
+            if found
+            else NO_CLAIMS
         ),
         "",
         "## F-SOSA against Retrain, paired by replicate",
