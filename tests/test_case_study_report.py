@@ -317,3 +317,21 @@ def test_a_directory_of_the_physics_setting_alone_tests_no_claim_and_says_so(tmp
         f"- mnist (diagonal, arm both), 5 replicate(s): the run ends with a released model in {ends[0]} (F-SOSA) "
         f"and {ends[1]} (Retrain); it released no model at all in {none[0]} and {none[1]}." in text
     )
+
+
+def test_each_fisher_s_cost_is_summed_per_run_from_the_records(tmp_path):
+    """The cost table sums F-SOSA's records of each run (never Retrain's) and gives the mean over
+    the runs with its interval; a column the files lack is said, not zero."""
+    from vmc_sim.reproduction.case_study_analysis.fisher_cost import cost_rows
+
+    rows = []
+    for k, (mb, solve) in enumerate(((1.0, 2.0), (3.0, 4.0))):
+        for r in _run([("fit", 1, 4, 10, 0, 8, 5)] * 2, RETRAIN, replicate=k):
+            r["fisher_upload_bytes"] = str(mb * 1e6 / 2) if r["method"] == "fsosa" else "9e9"
+            r["solve_sim_s"] = str(solve / 2) if r["method"] == "fsosa" else "999"
+            rows.append(r)
+    (row,) = cost_rows([ca.Bundle(tmp_path, {"fisher": "kfac"}, [], rows)])
+    assert (row["setting"], row["dataset"], row["fisher"], row["arm"]) == ("paper", "mnist", "kfac", "both")
+    assert row["Fisher uploads, MB"] == ca.mean_ci([1.0, 3.0]) == "2.00 ± 12.71 (n=2)"
+    assert row["coordinator's solves, s"] == ca.mean_ci([2.0, 4.0])
+    assert row["clients' computation, s"] == "-"

@@ -27,6 +27,7 @@ from .data import (
     num,
     order,
 )
+from .fisher_cost import cost_section
 from .physics import physics_section, runs_section
 from .stats import each, finite, mean_ci, range_test
 
@@ -314,6 +315,7 @@ def render(path: str | Path) -> dict[str, str]:
             ],
         ),
         "",
+        *cost_section([bundle, *beside]),
         "## Claims of PLAN.md, one by one",
         "",
         (
