@@ -423,6 +423,7 @@ def test_a_trace_the_cache_held_is_no_sumo_pass_in_the_report(arms, tmp_path):
     assert tool.main(["--report-only", "--out", str(out)]) == 0
     line = next(x for x in (out / "report.md").read_text().splitlines() if x.startswith("- Wall-clock"))
     assert "SUMO passes" not in line and "do not record" not in line
+    assert f"; {len(entries)} entries replayed a trace the cache held (no SUMO pass)" in line
     for e in entries:
         del e["trace_recorded"]  # entries written before the record said
     (out / "runs.json").write_text(json.dumps(entries))
@@ -543,3 +544,25 @@ def test_the_setup_names_the_radio_each_setting_ran_on_and_is_refreshed_with_the
     for setting, manifest in manifests.items():
         assert f"{setting}: {radio_text(manifest)}" in notes[0]
     assert radio_text({"config": {"channel": {"shared_air": False}}}).startswith("not recorded")
+
+
+def test_each_run_says_how_it_came_by_its_contributions(arms):
+    """runs.csv counts each run's contributions trained, computed at cached weights and taken whole
+    from the cache, as its manifest's contribution cache says; the wall-clock line adds them up, so
+    a run that trained nothing is not read as a cheap one."""
+    _, tmp = arms
+    entries = json.loads((tmp / "out" / "runs.json").read_text())
+    table = rows(tmp / "out" / "runs.csv")
+    assert len(table) == len(entries)
+    for e, r in zip(entries, table, strict=True):
+        cache = RunDir(e["run"], create=False).manifest()["summary"]["contribution_cache"]
+        assert int(r["contributions_trained"]) == cache["misses"] - cache["weights_reused"]
+        assert int(r["contributions_fisher_only"]) == cache["weights_reused"]
+        assert int(r["contributions_cached"]) == cache["hits"]
+    # the arms share the run of replicate 0 and the members' draws: some contributions come from the cache
+    assert sum(int(r["contributions_cached"]) for r in table) > 0
+    line = next(x for x in (tmp / "out" / "report.md").read_text().splitlines() if x.startswith("- Wall-clock"))
+    unique = {e["run"]: r for e, r in zip(entries, table, strict=True)}  # a shared run counted once
+    trained = sum(int(r["contributions_trained"]) for r in unique.values())
+    cached = sum(int(r["contributions_cached"]) for r in unique.values())
+    assert f"those runs trained {trained:,} contributions" in line and f"took {cached:,} whole from it" in line

@@ -201,10 +201,24 @@ def entry_draws(e: dict[str, Any]) -> str:
     return str(e.get("dataset_draws") or "shared")
 
 
+def contribution_counts(cache: dict[str, Any] | None) -> dict[str, int | None]:
+    """How a run came by its contributions, from its manifest's contribution cache (the attempt
+    that finished it): trained, computed at trained weights the cache held (the Fisher only, as for
+    the other Fisher's runs of the same members), or taken whole from the cache."""
+    if not cache:
+        return dict.fromkeys(("contributions_trained", "contributions_fisher_only", "contributions_cached"))
+    reused = int(cache.get("weights_reused", 0))
+    return {
+        "contributions_trained": int(cache.get("misses", 0)) - reused,
+        "contributions_fisher_only": reused,
+        "contributions_cached": int(cache.get("hits", 0)),
+    }
+
+
 def run_rows(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per run, from its manifest and records: the seeds, the traffic (the first fit's clients, the
-    requests' span, teleports, coverage events held back), the dwell in coverage and each method's
-    job times (``runs.csv``)."""
+    requests' span, teleports, coverage events held back), the dwell in coverage, how its
+    contributions were made (:func:`contribution_counts`) and each method's job times (``runs.csv``)."""
     out = []
     for e in entries:
         run = RunDir(e["run"], create=False)
@@ -228,6 +242,7 @@ def run_rows(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "dwell_p10_s": dwell.get("p10"),
             "dwell_p90_s": dwell.get("p90"),
             "dwell_visits": dwell.get("count"),
+            **contribution_counts(summary.get("contribution_cache")),
         }
         for method, jobs in sorted((summary.get("job_s") or {}).items()):
             row[f"{method}_job_median_s"] = jobs.get("median")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import math
-import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -15,13 +14,11 @@ from .claims import CLAIMS, _groups, _yn, claims, paired_rows, pin_verdict, pins
 from .data import (
     COMM,
     COMM_RANGE,
-    DATASET_ORDER,
     PAIRINGS,
     RATIO_RANGE,
     TIME,
     TIME_RANGE,
     Bundle,
-    _rank,
     accounting_rows,
     load,
     num,
@@ -29,6 +26,7 @@ from .data import (
 )
 from .fisher_cost import cost_section
 from .physics import physics_section, runs_section
+from .provenance import header, provenance_lines
 from .stats import each, finite, mean_ci, range_test
 
 # -- the report --------------------------------------------------------------------------------
@@ -83,94 +81,6 @@ def accounting_table(bundles: Sequence[Bundle]) -> list[dict[str, Any]]:
     return out
 
 
-def _provenance_lines(prov: dict[str, Any], bundle: Bundle) -> list[str]:
-    lines = []
-    for b in prov.get("batches", []):
-        parts = [f"**{b['what']}**", f"`{b['command']}`"]
-        parts.append(f"code at commit {b['commit']}" if b.get("commit") else "the code's commit not recorded")
-        parts += [b["dates"], b["machine"]]
-        if b.get("wall_s") is not None:
-            parts.append(f"{b['wall_s']:,.0f} s wall")
-        if b.get("note"):
-            parts.append(b["note"])
-        lines.append("- " + "; ".join(parts) + ".")
-    for note in prov.get("notes", []):
-        lines.append(f"- {note}")
-    made = [e for e in bundle.index if "run_s" in e]
-    commits: dict[str, int] = {}
-    for e in made:  # a directory's runs can span invocations, each from the code of its day
-        if e.get("commit"):
-            commits[e["commit"]] = commits.get(e["commit"], 0) + 1
-    if commits:
-        unknown_commit = sum(1 for e in made if not e.get("commit"))
-        lines.append(
-            "- The code of the runs (`runs.json`, entries per commit): "
-            + ", ".join(f"{c} {n}" for c, n in commits.items())
-            + (f"; {unknown_commit} entries made before the commit was recorded" if unknown_commit else "")
-            + "."
-        )
-    own = {e["run"]: float(e["run_s"]) for e in made}
-    if own:  # each run's own wall-clock (runs made side by side, traffic passes overlapping them)
-        # a pass is counted where SUMO recorded it (once per traffic seed); a trace the cache held is a copy
-        recorded = {(e["sumo_seed"], e["trace_s"]) for e in bundle.index if e.get("trace_recorded")}
-        passes = sorted(float(t) for _, t in recorded)
-        whole = {e["run"] for e in bundle.index if "run_s" in e and not e.get("resumed")}
-        runs = sorted(r for run, r in own.items() if run in whole)
-        cut = len(own) - len(whole)
-        unknown = sum(1 for e in bundle.index if "run_s" in e and "trace_recorded" not in e)
-        lines.append(
-            f"- Wall-clock (`runs.json`): {len(runs)} runs made in one go, each "
-            + (f"{_spread(runs)} s of its own" if runs else "none")
-            + (f" ({cut} more continued after a stop, not counted)" if cut else "")
-            + (f"; {len(passes)} SUMO passes of the traffic it replays, {_spread(passes)} s each" if passes else "")
-            + (
-                f"; {unknown} entries do not record whether SUMO or the trace cache gave their traffic"
-                if unknown
-                else ""
-            )
-            + "."
-        )
-        return lines
-    walls: dict[int, float] = {}
-    for e in bundle.index:
-        r = int(e["replicate"])
-        walls[r] = max(walls.get(r, 0.0), float(e.get("trace_s") or 0.0) + float(e.get("finished_after_s") or 0.0))
-    if walls:
-        lines.append(
-            "- Wall-clock per replicate (its SUMO pass and its runs, `runs.json`): "
-            + ", ".join(f"r{r} {s:,.0f} s" for r, s in sorted(walls.items()))
-            + "."
-        )
-    return lines
-
-
-def _spread(values: Sequence[float]) -> str:
-    """``median (min-max)`` of sorted ``values``, whole seconds."""
-    mid = (
-        values[len(values) // 2] if len(values) % 2 else 0.5 * (values[len(values) // 2 - 1] + values[len(values) // 2])
-    )
-    return f"median {mid:,.0f} ({values[0]:,.0f}-{values[-1]:,.0f})"
-
-
-def _size(bundle: Bundle) -> str:
-    got: dict[tuple[str, str, str], set[int]] = {}
-    for r in bundle.replicates:
-        s, d, f, arm, rep = bundle.key(r)
-        got.setdefault((s, f, arm), set()).add(rep)
-    by: dict[tuple[str, str, str], dict[str, set[int]]] = {}
-    for r in bundle.replicates:
-        s, d, f, arm, rep = bundle.key(r)
-        by.setdefault((s, f, arm), {}).setdefault(d, set()).add(rep)
-    parts = []
-    for (s, f, arm), ds in sorted(by.items(), key=lambda kv: order(kv[0])):
-        reps = sorted({len(v) for v in ds.values()})
-        parts.append(
-            f"{s} ({f} Fisher, arm {arm}): {', '.join(sorted(ds, key=lambda d: _rank(d, DATASET_ORDER)))}, "
-            f"{'/'.join(map(str, reps))} replicate(s) each"
-        )
-    return "; ".join(parts)
-
-
 def render(path: str | Path) -> dict[str, str]:
     """The report's files of the replicate directory ``path`` (name -> text): report.md,
     summary.csv, accounting.csv, claims.csv; from its data files and those of the directories
@@ -217,7 +127,7 @@ def render(path: str | Path) -> dict[str, str]:
     body: list[str] = [
         "Runs (`provenance.json`, `runs.json`):",
         "",
-        *_provenance_lines(prov, bundle),
+        *provenance_lines(prov, bundle),
         "",
         (
             (
@@ -385,28 +295,8 @@ def render(path: str | Path) -> dict[str, str]:
         "method), `accounting.csv` (every accounting per run), `claims.csv` (the table above), this report.",
     ]
     title = prov.get("title", "SUMO/LuST case study over replicates (seed 000, VI-C)")
-    files["report.md"] = f"# {title}\n\n{_header(prov, bundle)}\n\n" + "\n".join(body).rstrip() + "\n"
+    files["report.md"] = f"# {title}\n\n{header(prov, bundle)}\n\n" + "\n".join(body).rstrip() + "\n"
     return files
-
-
-def _header(prov: dict[str, Any], bundle: Bundle) -> str:
-    """The lines every report of the project opens with, here from the runs' provenance (the
-    latest batch with a known commit), not from the moment the report is written: the report is
-    the same whenever it is regenerated."""
-    batches = prov.get("batches", [])
-    dated = [b for b in batches if b.get("commit")]
-    if dated:
-        last = dated[-1]
-        day = re.match(r"\d{4}-\d{2}-\d{2}", str(last.get("dates", "")))
-        made = f"{day.group(0) if day else last.get('dates')}, commit {last['commit']} (the runs, `provenance.json`)"
-    else:
-        made = "unknown (no batch in `provenance.json` names its commit)"
-    machines = sorted({b["machine"] for b in batches if b.get("machine")})
-    return (
-        f"Made: {made}  \nCommand: `{prov['report_command']}` (this report, from the data files alone; a hand edit "
-        f"fails `tests/test_case_study_report.py`; the runs' commands below)  \nSize: {_size(bundle)}  \n"
-        f"Machine: {'; '.join(machines) or 'not recorded'} (the runs)"
-    )
 
 
 def _csv(rows: Sequence[dict[str, Any]]) -> str:
