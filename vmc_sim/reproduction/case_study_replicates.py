@@ -201,18 +201,19 @@ def entry_draws(e: dict[str, Any]) -> str:
     return str(e.get("dataset_draws") or "shared")
 
 
+#: runs.csv's columns on how a run came by its contributions (:func:`contribution_counts`).
+CONTRIBUTION_COLUMNS = ("contributions_trained", "contributions_fisher_only", "contributions_cached")
+
+
 def contribution_counts(cache: dict[str, Any] | None) -> dict[str, int | None]:
     """How a run came by its contributions, from its manifest's contribution cache (the attempt
     that finished it): trained, computed at trained weights the cache held (the Fisher only, as for
     the other Fisher's runs of the same members), or taken whole from the cache."""
     if not cache:
-        return dict.fromkeys(("contributions_trained", "contributions_fisher_only", "contributions_cached"))
+        return dict.fromkeys(CONTRIBUTION_COLUMNS)
     reused = int(cache.get("weights_reused", 0))
-    return {
-        "contributions_trained": int(cache.get("misses", 0)) - reused,
-        "contributions_fisher_only": reused,
-        "contributions_cached": int(cache.get("hits", 0)),
-    }
+    counts = (int(cache.get("misses", 0)) - reused, reused, int(cache.get("hits", 0)))
+    return dict(zip(CONTRIBUTION_COLUMNS, counts, strict=True))
 
 
 def run_rows(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -8,10 +8,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from ..case_study_replicates import CONTRIBUTION_COLUMNS
 from .data import DATASET_ORDER, Bundle, _rank, num, order
-
-#: runs.csv's columns that say how a run came by its contributions.
-CONTRIBUTIONS = ("contributions_trained", "contributions_fisher_only", "contributions_cached")
 
 
 def provenance_lines(prov: dict[str, Any], bundle: Bundle) -> list[str]:
@@ -111,7 +109,7 @@ def _made_from(bundle: Bundle, entries: list[dict[str, Any]]) -> str:
     against those the contribution cache gave them (``runs.csv``); their wall-clock reads so."""
     keyed = {bundle.key(r): r for r in bundle.runs}
     rows = [keyed.get(bundle.key(e)) for e in {e["run"]: e for e in entries}.values()]  # a shared run once
-    counts = [[num(r.get(c)) for c in CONTRIBUTIONS] if r else [None] * 3 for r in rows]
+    counts = [[num(r.get(c)) for c in CONTRIBUTION_COLUMNS] if r else [None] * 3 for r in rows]
     if not counts or any(x is None for c in counts for x in c):
         return ""
     trained, fisher_only, cached = (int(sum(c[i] or 0 for c in counts)) for i in range(3))
