@@ -82,6 +82,8 @@ def test_the_pilot_answers_the_issue_s_claims_as_the_plan_tests_them():
     assert found[("C-FLUCT", "cifar10")].agree.startswith("0 of 5")
     # the four datasets drew one trigger pattern per replicate: one measurement, not four
     assert found[("C-DRAWS", "all")].verdict.startswith("shared") and found[("C-DRAWS", "all")].agree == "5 of 5 shared"
+    # one arm only: which seed drives the spread is not tested, and the report says where the plan tests it
+    assert found[("C-SPREAD", "mnist")].verdict.startswith("not tested: the arms traffic and members are not among")
     # the untriggered share needs per-record computation times the pilot's files lack
     assert found[("C-SHARE", "mnist")].verdict.startswith("awaits")
 

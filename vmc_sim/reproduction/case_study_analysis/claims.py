@@ -231,7 +231,8 @@ def spread_claims(acc: dict[tuple, list[dict[str, Any]]]) -> list[Claim]:
                     "-",
                     "-",
                     "-",
-                    "awaits the runs of the plan (arms traffic and members)",
+                    "not tested: the arms traffic and members are not among these runs (the plan varies the "
+                    "seeds apart on MNIST with the diagonal Fisher: PLAN.md, 'Runs')",
                 )
             )
             continue
