@@ -315,9 +315,20 @@ def test_a_directory_of_the_physics_setting_alone_tests_no_claim_and_says_so(tmp
         sum(1 for r in mnist if r["method"] == m and r["final_acc"] not in ("", None)) for m in ("fsosa", "retrain")
     ]
     none = [sum(1 for r in mnist if r["method"] == m and float(r["models"]) == 0) for m in ("fsosa", "retrain")]
+    requests = list(csv.DictReader(io.StringIO((out / "requests.csv").read_text())))
+    first = [
+        sum(
+            1
+            for r in requests
+            if (r["dataset"], r["method"], r["index"], r["kind"]) == ("mnist", m, "0", "suspend") and r["not_arrived"]
+        )
+        for m in ("fsosa", "retrain")
+    ]
+    assert first[1] > 0  # the pilot's physics runs withdrew first fits
     assert (
         f"- mnist (diagonal, arm both), 5 replicate(s): the run ends with a released model in {ends[0]} (F-SOSA) "
-        f"and {ends[1]} (Retrain); it released no model at all in {none[0]} and {none[1]}." in text
+        f"and {ends[1]} (Retrain); it released no model at all in {none[0]} and {none[1]}; the first fit was "
+        f"withdrawn with contributions that never arrived in {first[0]} and {first[1]} (`requests.csv`)." in text
     )
 
 

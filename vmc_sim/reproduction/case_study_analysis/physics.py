@@ -93,9 +93,23 @@ def _outcomes(bundle: Bundle) -> list[str]:
             sum(1 for r in runs if (num(r.get(f"{m}_job_median_s")) or 0) > (num(r.get("dwell_median_s")) or math.inf))
             for m in ("fsosa", "retrain")
         ]
+        first = [
+            sum(
+                1
+                for r in bundle.requests
+                if bundle.key(r)[:4] == ("physics", dataset, fisher, arm)
+                and r["method"] == m
+                and r.get("index") == "0"
+                and r.get("kind") == "suspend"
+                and (r.get("not_arrived") or "").strip()
+            )
+            for m in ("fsosa", "retrain")
+        ]
         lines.append(
             f"- {dataset} ({fisher}, arm {arm}), {n} replicate(s): the run ends with a released model in "
-            f"{end[0]} (F-SOSA) and {end[1]} (Retrain); it released no model at all in {none[0]} and {none[1]}"
+            f"{end[0]} (F-SOSA) and {end[1]} (Retrain); it released no model at all in {none[0]} and {none[1]}; "
+            f"the first fit was withdrawn with contributions that never arrived in {first[0]} and {first[1]} "
+            "(`requests.csv`)"
             + (
                 f"; the median job outlasted the median stay in coverage in {long[0]} and {long[1]} of "
                 f"{len(runs)} run(s) (`runs.csv`)."
