@@ -86,10 +86,6 @@ def _spread(values: Sequence[float]) -> str:
 
 
 def _size(bundle: Bundle) -> str:
-    got: dict[tuple[str, str, str], set[int]] = {}
-    for r in bundle.replicates:
-        s, d, f, arm, rep = bundle.key(r)
-        got.setdefault((s, f, arm), set()).add(rep)
     by: dict[tuple[str, str, str], dict[str, set[int]]] = {}
     for r in bundle.replicates:
         s, d, f, arm, rep = bundle.key(r)
