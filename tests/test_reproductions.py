@@ -202,7 +202,8 @@ def lust_case_study_replicates(out: Path) -> None:
     # digits is none of the seed's datasets: of the plan's claims only the design's remain, and one
     # arm cannot say which seed drives the spread
     claims = rows(out / "claims.csv")
-    assert {c["claim"] for c in claims} == {"C-SPREAD"} and all(c["verdict"].startswith("awaits") for c in claims)
+    assert {c["claim"] for c in claims} == {"C-SPREAD"}
+    assert all(c["verdict"].startswith("not tested: the arms traffic and members are not among") for c in claims)
 
 
 CLAIMS = {
